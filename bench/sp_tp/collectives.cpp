@@ -1,0 +1,205 @@
+#include "bench/sp_tp/collectives.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "common/errors.hpp"
+#include "common/model.hpp"
+#include "common/typed_host.hpp"
+
+namespace suite::sp_tp {
+namespace {
+
+constexpr std::size_t kMaxSavedElements = 1 << 20;
+
+const char* op_name(CollectiveOp op) {
+  return op == CollectiveOp::all_reduce ? "allreduce" : "rs_ag";
+}
+
+// Small integers: every partial sum is exact in bf16, fp32 and fp64, so a check can demand
+// equality and any wrong element fails the case.
+double input_value(int rank, std::size_t i) {
+  return static_cast<double>((i * 7 + static_cast<std::size_t>(rank) * 3) % 4);
+}
+
+class CollectiveCase final : public BenchCase {
+ public:
+  CollectiveCase(BenchContext& ctx, CollectiveOp op, CollectiveSize size)
+      : ctx_(ctx), op_(op), size_(std::move(size)) {}
+
+  void setup() override {
+    const std::size_t e = dtype_size(ctx_.dtype), t = ctx_.comm.size();
+    count_ = static_cast<std::size_t>(size_.n_bytes) / e;
+    send_ = ctx_.device.alloc(count_ * e);
+    recv_ = ctx_.device.alloc(count_ * e);
+    if (op_ == CollectiveOp::rs_ag) shard_ = ctx_.device.alloc(count_ / t * e);
+    input_.resize(count_);
+    for (std::size_t i = 0; i < count_; ++i)
+      input_[i] = input_value(ctx_.comm.rank(), i);
+    auto bytes = encode(input_, ctx_.dtype);
+    ctx_.device.copy_from_host(send_.data(), bytes.data(), bytes.size());
+  }
+
+  void step(PhaseTimer& phases) override {
+    Comm& c = ctx_.comm;
+    if (op_ == CollectiveOp::all_reduce) {
+      c.all_reduce(send_.data(), recv_.data(), count_, ctx_.dtype);
+      return;
+    }
+    const std::size_t shard = count_ / c.size();
+    phases.time("reduce_scatter",
+                [&] { c.reduce_scatter(send_.data(), shard_.data(), shard, ctx_.dtype); });
+    phases.time("all_gather",
+                [&] { c.all_gather(shard_.data(), recv_.data(), shard, ctx_.dtype); });
+  }
+
+  CheckOutcome check() override {
+    output_ = read_output();
+    CheckOutcome out;
+    for (std::size_t i = 0; i < count_; ++i) {
+      double expect = 0;
+      for (int r = 0; r < ctx_.comm.size(); ++r)
+        expect += input_value(r, i);
+      double err = std::fabs(output_[i] - expect);
+      if (err > out.max_abs_err) out.max_abs_err = err;
+      if (err != 0 && out.passed) {
+        out.passed = false;
+        out.detail = "element " + std::to_string(i) + " is " + std::to_string(output_[i]) +
+                     ", expected " + std::to_string(expect) + " (" + rank_label() + ")";
+      }
+    }
+    return out;
+  }
+
+  void report(const Measurement& m, Attributes& attrs) override {
+    const int t = ctx_.comm.size();
+    const double n = static_cast<double>(size_.n_bytes);
+    const double algbw = m.step.median > 0 ? n / m.step.median / 1e9 : 0;
+    attrs.emplace_back("bytes_sent_per_rank", m.bytes_sent_per_iter);
+    attrs.emplace_back("pred_bytes_sent_per_rank", model::all_reduce_bytes_per_rank(n, t));
+    attrs.emplace_back("bytes_recv_per_rank", m.bytes_recv_per_iter);
+    attrs.emplace_back("pred_bytes_recv_per_rank", model::all_reduce_bytes_per_rank(n, t));
+    attrs.emplace_back("algbw_GBps", algbw);
+    // RS + AG together are an all-reduce, so both variants use the all-reduce bus factor.
+    attrs.emplace_back("busbw_GBps", algbw * model::busbw_factor_all_reduce(t));
+    if (size_.s > 0) {
+      // A layer's forward has two of these (after attention and after the MLP).
+      attrs.emplace_back("layer_bytes_sent_per_rank", 2 * m.bytes_sent_per_iter);
+      const double e = static_cast<double>(dtype_size(ctx_.dtype));
+      attrs.emplace_back(
+          "pred_layer_bytes_sent_per_rank",
+          op_ == CollectiveOp::all_reduce
+              ? model::tp_layer_comm_bytes_per_rank(size_.s, size_.b, size_.h, t, e)
+              : model::sp_layer_comm_bytes_per_rank(size_.s, size_.b, size_.h, t, e));
+    }
+  }
+
+  std::vector<SavedTensor> tensors() override {
+    if (count_ > kMaxSavedElements) return {};
+    if (output_.empty()) output_ = read_output();
+    return {{"input", input_}, {"output", output_}};
+  }
+
+ private:
+  std::vector<double> read_output() {
+    std::vector<std::byte> host(count_ * dtype_size(ctx_.dtype));
+    ctx_.device.copy_to_host(host.data(), recv_.data(), host.size());
+    return decode(host.data(), count_, ctx_.dtype);
+  }
+
+  BenchContext& ctx_;
+  CollectiveOp op_;
+  CollectiveSize size_;
+  std::size_t count_ = 0;
+  Buffer send_, recv_, shard_;
+  std::vector<double> input_, output_;
+};
+
+}  // namespace
+
+std::vector<CaseSpec> collective_cases(BenchContext& ctx, const std::vector<CollectiveOp>& ops,
+                                       const std::vector<CollectiveSize>& sizes) {
+  const std::int64_t e = static_cast<std::int64_t>(dtype_size(ctx.dtype));
+  const std::int64_t t = ctx.comm.size();
+  std::vector<CaseSpec> specs;
+  for (const auto& size : sizes) {
+    if (size.n_bytes <= 0 || size.n_bytes % (t * e) != 0)
+      throw UsageError("message size " + std::to_string(size.n_bytes) + " B (" + size.label +
+                       ") is not a positive multiple of t x element size = " + std::to_string(t) +
+                       " x " + std::to_string(e) + " B; every rank needs an equal whole shard");
+    for (auto op : ops) {
+      CaseSpec spec;
+      spec.name =
+          std::string(op_name(op)) + "_" + std::string(dtype_name(ctx.dtype)) + "_" + size.label;
+      spec.params = {{"mode", std::string("collectives")},
+                     {"op", std::string(op_name(op))},
+                     {"dtype", std::string(dtype_name(ctx.dtype))},
+                     {"n_bytes", size.n_bytes},
+                     {"t", t}};
+      if (size.s > 0) {
+        spec.params.emplace_back("s", size.s);
+        spec.params.emplace_back("b", size.b);
+        spec.params.emplace_back("h", size.h);
+      }
+      spec.make = [&ctx, op, size] { return std::make_unique<CollectiveCase>(ctx, op, size); };
+      spec.console_counters = {"busbw_GBps", "bytes_sent_per_rank", "pred_bytes_sent_per_rank"};
+      specs.push_back(std::move(spec));
+    }
+  }
+  return specs;
+}
+
+namespace {
+
+double number(const CaseRecord& r, const std::string& name) {
+  for (const auto& [n, v] : r.attrs)
+    if (n == name)
+      return std::holds_alternative<double>(v) ? std::get<double>(v)
+                                               : static_cast<double>(std::get<std::int64_t>(v));
+  for (const auto& [n, v] : r.params)
+    if (n == name && std::holds_alternative<std::int64_t>(v))
+      return static_cast<double>(std::get<std::int64_t>(v));
+  return 0;
+}
+
+std::string text(const CaseRecord& r, const std::string& name) {
+  for (const auto& [n, v] : r.params)
+    if (n == name && std::holds_alternative<std::string>(v)) return std::get<std::string>(v);
+  return "";
+}
+
+}  // namespace
+
+void print_collective_table(const std::vector<CaseRecord>& records) {
+  // Pair the two variants of each size by the case name after the op prefix.
+  std::map<std::string, const CaseRecord*> ar, rsag;
+  std::vector<std::string> order;
+  for (const auto& r : records) {
+    if (text(r, "mode") != "collectives") continue;
+    const std::string op = text(r, "op");
+    const bool is_ar = op == "allreduce";
+    std::string key = r.name.substr(op.size() + 1);  // names are <op>_<dtype>_<size>
+    if (!ar.count(key) && !rsag.count(key)) order.push_back(key);
+    (is_ar ? ar : rsag)[key] = &r;
+  }
+  if (order.empty()) return;
+  std::printf(
+      "\nSP vs TP collectives (step time = max over ranks, median; bytes per rank per call)\n");
+  std::printf("%-28s %12s %12s %8s %10s %10s %14s %14s %6s\n", "size", "allreduce_us", "rs+ag_us",
+              "ratio", "AR_busbw", "RSAG_busbw", "bytes_meas", "bytes_pred", "check");
+  for (const auto& key : order) {
+    const CaseRecord* a = ar.count(key) ? ar[key] : nullptr;
+    const CaseRecord* b = rsag.count(key) ? rsag[key] : nullptr;
+    const CaseRecord* any = a ? a : b;
+    double ta = a ? number(*a, "time_median_s") * 1e6 : NAN,
+           tb = b ? number(*b, "time_median_s") * 1e6 : NAN;
+    bool ok = (!a || number(*a, "check_passed") != 0) && (!b || number(*b, "check_passed") != 0);
+    std::printf("%-28s %12.1f %12.1f %8.3f %10.3f %10.3f %14.0f %14.0f %6s\n", key.c_str(), ta, tb,
+                tb / ta, a ? number(*a, "busbw_GBps") : NAN, b ? number(*b, "busbw_GBps") : NAN,
+                number(*any, "bytes_sent_per_rank"), number(*any, "pred_bytes_sent_per_rank"),
+                ok ? "ok" : "FAIL");
+  }
+}
+
+}  // namespace suite::sp_tp

@@ -1,0 +1,197 @@
+#include "common/bench_main.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/comm.hpp"
+#include "common/errors.hpp"
+#include "common/harness.hpp"
+#include "common/run_info.hpp"
+#include "common/watchdog.hpp"
+
+namespace suite {
+namespace {
+
+// Google Benchmark prints nothing on ranks other than 0.
+class NullReporter final : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+std::vector<char*> as_argv(std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (auto& a : args)
+    out.push_back(a.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string join(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i)
+    s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+struct Resolved {
+  Backend backend = Backend::cpu;
+  Transport transport = Transport::mpi;
+  DType dtype = DType::fp32;
+};
+
+// Turns "auto" choices into concrete ones and rejects combinations that cannot work.
+Resolved resolve(const CommonOptions& o, const BenchDefinition& def, const MpiSession& mpi) {
+  Resolved r;
+  int gpus = visible_cuda_devices();
+  int min_gpus = gpus;
+  SUITE_MPI_CHECK(MPI_Allreduce(&gpus, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (o.backend == "auto")
+    r.backend = min_gpus > 0 ? Backend::cuda : Backend::cpu;
+  else
+    r.backend = o.backend == "cuda" ? Backend::cuda : Backend::cpu;
+  if (r.backend == Backend::cuda && gpus == 0)
+    throw UsageError("--backend cuda: no CUDA device is visible to " + rank_label() +
+                     (visible_cuda_devices() == 0 ? " (or this build has no CUDA support)" : ""));
+  if (o.transport == "auto")
+    r.transport = r.backend == Backend::cuda ? Transport::nccl : Transport::mpi;
+  else
+    r.transport = o.transport == "nccl" ? Transport::nccl : Transport::mpi;
+  if (r.transport == Transport::nccl && r.backend == Backend::cpu)
+    throw UsageError("--transport nccl needs --backend cuda; the CPU backend uses --transport mpi");
+  if (r.transport == Transport::nccl && mpi.local_size() > gpus)
+    throw UsageError("NCCL needs one GPU per rank, but " + std::to_string(mpi.local_size()) +
+                     " ranks share " + std::to_string(gpus) + " GPU(s) on " + mpi.hostname() +
+                     "; use --transport mpi, or start at most one rank per GPU");
+  const auto& allowed = r.backend == Backend::cuda ? def.cuda_dtypes : def.cpu_dtypes;
+  if (o.dtype == "auto") {
+    r.dtype = r.backend == Backend::cuda ? DType::bf16 : DType::fp32;
+    if (std::find(allowed.begin(), allowed.end(), r.dtype) == allowed.end())
+      r.dtype = allowed.front();
+  } else {
+    r.dtype = *parse_dtype(o.dtype);
+  }
+  if (std::find(allowed.begin(), allowed.end(), r.dtype) == allowed.end()) {
+    std::string names;
+    for (auto t : allowed)
+      names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+    throw UsageError("--dtype " + std::string(dtype_name(r.dtype)) + " is not supported on the " +
+                     std::string(backend_name(r.backend)) + " backend (supported: " + names + ")");
+  }
+  return r;
+}
+
+std::string default_out_path(const std::string& bench) {
+  std::string t = utc_now_iso();
+  t.erase(std::remove(t.begin(), t.end(), ':'), t.end());
+  t.erase(std::remove(t.begin(), t.end(), '-'), t.end());
+  return "results/" + bench + "_" + t + ".h5";
+}
+
+// Every rank reaches the same verdict; rank 0 prints it once. Returns true when all is well.
+bool agreed_ok(const std::optional<std::string>& error, int rank) {
+  auto agreed = agree_on_error(error);
+  if (agreed && rank == 0)
+    std::fprintf(stderr, "error: %s\n(run with --help for the flags)\n", agreed->c_str());
+  return !agreed;
+}
+
+template <class F>
+std::optional<std::string> capture(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
+  MpiSession mpi(&argc, &argv);
+  const int rank = mpi.rank();
+  CommonOptions opts;
+  CLI::App app(def.description, def.name);
+  app.footer(common_help_footer());
+  add_common_options(app, opts);
+  if (def.add_options) def.add_options(app);
+
+  SplitArgs args;
+  bool help = false;
+  auto parse_error = capture([&] {
+    args = split_benchmark_flags(argc, argv);
+    std::vector<std::string> ours(args.ours.rbegin(),
+                                  args.ours.rend() - 1);  // CLI11 wants reversed, no argv[0]
+    try {
+      app.parse(ours);
+    } catch (const CLI::CallForHelp&) {
+      help = true;
+    } catch (const CLI::ParseError& e) {
+      throw UsageError(e.what());
+    }
+  });
+  if (!agreed_ok(parse_error, rank)) return 2;
+  if (help) {
+    if (rank == 0) std::printf("%s", app.help().c_str());
+    return 0;
+  }
+
+  Resolved r;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Comm> comm;
+  auto setup_error = capture([&] {
+    r = resolve(opts, def, mpi);
+    device = r.backend == Backend::cuda ? make_cuda_device(mpi.local_rank()) : make_cpu_device();
+  });
+  if (!agreed_ok(setup_error, rank)) return 2;
+  // NCCL's own set-up is collective, so it is created only once every rank has a device.
+  auto comm_error = capture([&] {
+    comm = r.transport == Transport::nccl ? make_nccl_comm(*device, MPI_COMM_WORLD)
+                                          : make_mpi_comm(*device, MPI_COMM_WORLD);
+  });
+  if (!agreed_ok(comm_error, rank)) return 2;
+
+  BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *comm};
+  std::vector<CaseSpec> cases;
+  if (!agreed_ok(capture([&] { cases = def.make_cases(ctx); }), rank)) return 2;
+
+  std::unique_ptr<ResultsWriter> writer;
+  std::string out = opts.out.empty() ? default_out_path(def.name) : opts.out;
+  if (!agreed_ok(capture([&] {
+                   if (rank == 0) writer = std::make_unique<ResultsWriter>(out);
+                 }),
+                 rank))
+    return 2;
+  RunInfo info = collect_run_info(ctx, join(argc, argv));
+  if (rank == 0) writer->write_run_info(info);
+
+  int exit_code = 0;
+  {
+    Watchdog watchdog(opts.timeout_s);
+    Harness harness(ctx, writer.get(), watchdog);
+    std::vector<char*> bargv = as_argv(args.benchmark);
+    int bargc = static_cast<int>(args.benchmark.size());
+    benchmark::Initialize(&bargc, bargv.data());
+    harness.register_cases(cases);
+    if (rank == 0) {
+      benchmark::ConsoleReporter console;
+      benchmark::RunSpecifiedBenchmarks(&console);
+    } else {
+      NullReporter quiet;
+      benchmark::RunSpecifiedBenchmarks(&quiet);
+    }
+    benchmark::Shutdown();
+    watchdog.pause();
+    if (rank == 0) {
+      if (def.summarize) def.summarize(ctx, harness.records());
+      writer->finish();
+      std::printf("results: %s (%zu cases)\n", out.c_str(), harness.records().size());
+    }
+    exit_code = harness.any_check_failed() ? 1 : 0;
+  }
+  comm.reset();  // frees its MPI communicator before MPI_Finalize
+  return exit_code;
+}
+
+}  // namespace suite

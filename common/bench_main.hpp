@@ -1,0 +1,32 @@
+// The one main() every benchmark executable goes through: shared flags, validation agreed on
+// by all ranks, device and transport set-up, the results file, Google Benchmark, and exit
+// codes (0 ok, 1 a correctness check failed, 2 bad input, 3 fatal error).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/bench_case.hpp"
+#include "common/context.hpp"
+
+namespace suite {
+
+struct BenchDefinition {
+  std::string name;         // executable and HDF5 group name
+  std::string description;  // first lines of --help
+  std::vector<DType> cpu_dtypes{DType::fp32, DType::fp64};
+  std::vector<DType> cuda_dtypes{DType::bf16, DType::fp32};
+  // Adds the benchmark's own flags (bound to variables the other callbacks can see).
+  std::function<void(CLI::App&)> add_options;
+  // Builds every case from the flags. Runs on every rank; throws UsageError on bad input.
+  std::function<std::vector<CaseSpec>(BenchContext&)> make_cases;
+  // Rank 0, after the run: a readable table of the cases written.
+  std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize;
+};
+
+int run_benchmark(int argc, char** argv, const BenchDefinition& def);
+
+}  // namespace suite

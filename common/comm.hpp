@@ -1,0 +1,94 @@
+// One interface for every transport (MPI on host buffers, MPI on GPU buffers, NCCL), so a
+// benchmark's algorithm is written once. Buffers are wherever Device::alloc put them.
+// Collectives are stream-ordered on CUDA (NCCL) or complete on return (MPI); callers that
+// time them synchronise through the Device.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace suite {
+
+enum class Transport { mpi, nccl };
+
+constexpr const char* transport_name(Transport t) {
+  return t == Transport::mpi ? "mpi" : "nccl";
+}
+
+// Payload this rank handed to the transport for other ranks, and got from them. See
+// docs/RESULTS_SCHEMA.md "How bytes are counted".
+struct ByteCounts {
+  std::int64_t sent = 0;
+  std::int64_t recv = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual Transport transport() const = 0;
+  // "host buffers", "cuda-aware", "host-staged" or "nccl", recorded in every results file.
+  virtual std::string detail() const = 0;
+
+  // Sum over ranks of `count` elements.
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType t) = 0;
+  // send holds size()*recv_count elements; rank r gets the sum of block r.
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) = 0;
+  // recv gets every rank's send_count elements in rank order.
+  virtual void all_gather(const void* send, void* recv, std::size_t send_count, DType t) = 0;
+  // Block r of send (count_per_rank elements) goes to rank r; recv block r came from rank r.
+  virtual void all_to_all(const void* send, void* recv, std::size_t count_per_rank, DType t) = 0;
+  // Uneven all-to-all; counts and displacements in elements, one per rank; zeros are fine.
+  virtual void all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                            const std::vector<std::size_t>& send_displs, void* recv,
+                            const std::vector<std::size_t>& recv_counts,
+                            const std::vector<std::size_t>& recv_displs, DType t) = 0;
+  // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`;
+  // finish_exchange() waits for both. One exchange in flight at a time.
+  virtual void start_exchange(const void* send, int to, void* recv, int from, std::size_t count,
+                              DType t) = 0;
+  virtual void finish_exchange() = 0;
+  virtual void barrier() = 0;
+
+  const ByteCounts& bytes() const { return bytes_; }
+  void reset_bytes() { bytes_ = {}; }
+
+ protected:
+  Comm(MPI_Comm comm);
+  void count(std::int64_t sent, std::int64_t recv) {
+    bytes_.sent += sent;
+    bytes_.recv += recv;
+  }
+  // Bytes per rank of the bandwidth-optimal all-reduce of n bytes: 2 (t-1)/t n.
+  std::int64_t all_reduce_bytes(std::int64_t n) const { return 2 * (size_ - 1) * n / size_; }
+
+  MPI_Comm comm_;  // a duplicate owned by this object
+  int rank_ = 0, size_ = 1;
+
+ private:
+  ByteCounts bytes_;
+};
+
+// The MPI transport on `device`'s buffers: direct on host memory, CUDA-aware when the MPI
+// library supports it, else staged through pinned host memory.
+std::unique_ptr<Comm> make_mpi_comm(Device& device, MPI_Comm comm);
+// The NCCL transport (CUDA backend only). Throws UsageError when built without NCCL.
+std::unique_ptr<Comm> make_nccl_comm(Device& device, MPI_Comm comm);
+// Whether this MPI library can take CUDA device pointers (queried at run time).
+bool mpi_is_cuda_aware();
+// "2.21.5" or "none".
+std::string nccl_version();
+
+}  // namespace suite

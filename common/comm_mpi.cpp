@@ -1,0 +1,217 @@
+// MPI transport. On the CPU backend buffers are host memory and go straight to MPI. On CUDA
+// they are device memory: passed directly when the library is CUDA-aware, otherwise copied
+// through a pinned host staging area (recorded as "host-staged"). bf16 reductions always
+// stage, because MPI has no bf16 type and a user-defined op runs on the host.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "common/comm.hpp"
+#include "common/errors.hpp"
+#include "common/mpi_compat.hpp"
+#include "kernels/core/bf16.hpp"
+
+namespace suite {
+namespace {
+
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const bf16*>(in);
+  auto* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::fp32:
+      return MPI_FLOAT;
+    case DType::fp64:
+      return MPI_DOUBLE;
+    case DType::bf16:
+      return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+int as_int(std::size_t n) {
+  SUITE_CHECK(n <= static_cast<std::size_t>(INT32_MAX), "MPI count above 2^31-1 elements");
+  return static_cast<int>(n);
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm(Device& device, MPI_Comm comm) : Comm(comm), device_(device) {
+    on_device_ = device.backend() == Backend::cuda;
+    cuda_aware_ = on_device_ && mpi_library_cuda_aware();
+    SUITE_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_op_));
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Op_free(&bf16_sum_op_);
+  }
+
+  Transport transport() const override { return Transport::mpi; }
+  std::string detail() const override {
+    if (!on_device_) return "host buffers";
+    return cuda_aware_ ? "cuda-aware" : "host-staged";
+  }
+
+  void all_reduce(const void* send, void* recv, std::size_t count, DType t) override {
+    std::size_t n = count * dtype_size(t);
+    Staged s = stage(send, n, recv, n, t, true);
+    SUITE_MPI_CHECK(MPI_Allreduce(s.send, s.recv, as_int(count), mpi_type(t), sum_op(t), comm_));
+    unstage(s, recv, n);
+    count_both(all_reduce_bytes(static_cast<std::int64_t>(n)));
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) override {
+    std::size_t n = recv_count * dtype_size(t);
+    Staged s = stage(send, n * size_, recv, n, t, true);
+    SUITE_MPI_CHECK(MPI_Reduce_scatter_block(s.send, s.recv, as_int(recv_count), mpi_type(t),
+                                             sum_op(t), comm_));
+    unstage(s, recv, n);
+    count_both(static_cast<std::int64_t>(n) * (size_ - 1));
+  }
+
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType t) override {
+    std::size_t n = send_count * dtype_size(t);
+    Staged s = stage(send, n, recv, n * size_, t, false);
+    SUITE_MPI_CHECK(MPI_Allgather(s.send, as_int(send_count), mpi_type(t), s.recv,
+                                  as_int(send_count), mpi_type(t), comm_));
+    unstage(s, recv, n * size_);
+    count_both(static_cast<std::int64_t>(n) * (size_ - 1));
+  }
+
+  void all_to_all(const void* send, void* recv, std::size_t count_per_rank, DType t) override {
+    std::size_t n = count_per_rank * dtype_size(t);
+    Staged s = stage(send, n * size_, recv, n * size_, t, false);
+    SUITE_MPI_CHECK(MPI_Alltoall(s.send, as_int(count_per_rank), mpi_type(t), s.recv,
+                                 as_int(count_per_rank), mpi_type(t), comm_));
+    unstage(s, recv, n * size_);
+    count_both(static_cast<std::int64_t>(n) * (size_ - 1));
+  }
+
+  void all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                    const std::vector<std::size_t>& send_displs, void* recv,
+                    const std::vector<std::size_t>& recv_counts,
+                    const std::vector<std::size_t>& recv_displs, DType t) override {
+    SUITE_CHECK(send_counts.size() == static_cast<std::size_t>(size_) &&
+                    send_displs.size() == send_counts.size() &&
+                    recv_counts.size() == send_counts.size() &&
+                    recv_displs.size() == send_counts.size(),
+                "all_to_all_v needs one count and displacement per rank");
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    std::size_t send_extent = 0, recv_extent = 0;
+    std::int64_t sent = 0, got = 0;
+    const std::int64_t e = static_cast<std::int64_t>(dtype_size(t));
+    for (int r = 0; r < size_; ++r) {
+      sc[r] = as_int(send_counts[r]);
+      sd[r] = as_int(send_displs[r]);
+      rc[r] = as_int(recv_counts[r]);
+      rd[r] = as_int(recv_displs[r]);
+      send_extent = std::max(send_extent, send_displs[r] + send_counts[r]);
+      recv_extent = std::max(recv_extent, recv_displs[r] + recv_counts[r]);
+      if (r != rank_) {
+        sent += static_cast<std::int64_t>(send_counts[r]) * e;
+        got += static_cast<std::int64_t>(recv_counts[r]) * e;
+      }
+    }
+    Staged s = stage(send, send_extent * e, recv, recv_extent * e, t, false);
+    SUITE_MPI_CHECK(MPI_Alltoallv(s.send, sc.data(), sd.data(), mpi_type(t), s.recv, rc.data(),
+                                  rd.data(), mpi_type(t), comm_));
+    unstage(s, recv, recv_extent * e);
+    count(sent, got);
+  }
+
+  void start_exchange(const void* send, int to, void* recv, int from, std::size_t count_elems,
+                      DType t) override {
+    SUITE_CHECK(!exchange_.active, "start_exchange while another exchange is in flight");
+    std::size_t n = count_elems * dtype_size(t);
+    exchange_.staged = stage_into(exchange_staging_, send, n, recv, n, t, false);
+    exchange_.active = true;
+    exchange_.recv_dst = recv;
+    exchange_.bytes = n;
+    SUITE_MPI_CHECK(MPI_Irecv(exchange_.staged.recv, as_int(count_elems), mpi_type(t), from,
+                              kRingTag, comm_, &exchange_.requests[0]));
+    SUITE_MPI_CHECK(MPI_Isend(exchange_.staged.send, as_int(count_elems), mpi_type(t), to, kRingTag,
+                              comm_, &exchange_.requests[1]));
+    count(to == rank_ ? 0 : static_cast<std::int64_t>(n),
+          from == rank_ ? 0 : static_cast<std::int64_t>(n));
+  }
+
+  void finish_exchange() override {
+    SUITE_CHECK(exchange_.active, "finish_exchange without start_exchange");
+    SUITE_MPI_CHECK(MPI_Waitall(2, exchange_.requests, MPI_STATUSES_IGNORE));
+    unstage(exchange_.staged, exchange_.recv_dst, exchange_.bytes);
+    exchange_.active = false;
+  }
+
+  void barrier() override { SUITE_MPI_CHECK(MPI_Barrier(comm_)); }
+
+ private:
+  static constexpr int kRingTag = 7;
+
+  struct Staged {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    bool staged = false;
+  };
+
+  struct Exchange {
+    bool active = false;
+    Staged staged;
+    void* recv_dst = nullptr;
+    std::size_t bytes = 0;
+    MPI_Request requests[2]{};
+  };
+
+  MPI_Op sum_op(DType t) const { return t == DType::bf16 ? bf16_sum_op_ : MPI_SUM; }
+
+  void count_both(std::int64_t n) { count(n, n); }
+
+  // Returns the pointers MPI should see. Device buffers are copied to pinned host memory
+  // unless the library is CUDA-aware (and, for reductions, the type is not bf16).
+  Staged stage(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+               DType t, bool reduces) {
+    return stage_into(staging_, send, send_bytes, recv, recv_bytes, t, reduces);
+  }
+
+  // The ring exchange stages into its own area, so collectives issued while it is in flight
+  // cannot overwrite it.
+  Staged stage_into(Buffer& staging, const void* send, std::size_t send_bytes, void* recv,
+                    std::size_t recv_bytes, DType t, bool reduces) {
+    if (!on_device_) return {send, recv, false};
+    device_.synchronize();  // the kernels that produced `send` must be done before MPI reads it
+    if (cuda_aware_ && !(reduces && t == DType::bf16)) return {send, recv, false};
+    std::size_t need = send_bytes + recv_bytes;
+    if (staging.bytes() < need) staging = device_.alloc_host(need);
+    auto* host = staging.as<std::byte>();
+    device_.copy_to_host(host, send, send_bytes);
+    return {host, host + send_bytes, true};
+  }
+
+  void unstage(const Staged& s, void* recv, std::size_t recv_bytes) {
+    if (s.staged) device_.copy_from_host(recv, s.recv, recv_bytes);
+  }
+
+  Device& device_;
+  bool on_device_ = false;
+  bool cuda_aware_ = false;
+  MPI_Op bf16_sum_op_ = MPI_OP_NULL;
+  Buffer staging_;
+  Buffer exchange_staging_;
+  Exchange exchange_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_mpi_comm(Device& device, MPI_Comm comm) {
+  return std::make_unique<MpiComm>(device, comm);
+}
+
+bool mpi_is_cuda_aware() {
+  return mpi_library_cuda_aware();
+}
+
+}  // namespace suite

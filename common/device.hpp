@@ -1,0 +1,75 @@
+// Where compute and buffers live: the CPU backend (host memory, steady_clock) or one CUDA
+// device per rank (device memory, one stream, CUDA events). Benchmarks talk to this
+// interface only, so the same case body runs on either backend.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace suite {
+
+enum class Backend { cpu, cuda };
+
+constexpr std::string_view backend_name(Backend b) {
+  return b == Backend::cpu ? "cpu" : "cuda";
+}
+
+// Move-only owner of one allocation (host, pinned host or device memory).
+class Buffer {
+ public:
+  using Deleter = void (*)(void*);
+  Buffer() = default;
+  Buffer(void* ptr, std::size_t bytes, Deleter deleter) : ptr_(ptr, deleter), bytes_(bytes) {}
+  void* data() const { return ptr_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_.get());
+  }
+
+ private:
+  std::unique_ptr<void, Deleter> ptr_{nullptr, [](void*) {}};
+  std::size_t bytes_ = 0;
+};
+
+// Times an interval of work submitted to the device (wall clock on the CPU, events on the
+// device's stream on CUDA). seconds() waits for the interval to finish.
+class IntervalTimer {
+ public:
+  virtual ~IntervalTimer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double seconds() = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual Backend backend() const = 0;
+  virtual std::string name() const = 0;
+  // Memory the kernels and transports work on (device memory on CUDA).
+  virtual Buffer alloc(std::size_t bytes) = 0;
+  // Host memory suited for transfers to and from the device (pinned on CUDA).
+  virtual Buffer alloc_host(std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) = 0;
+  virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t bytes) = 0;
+  // Waits for all work submitted to this device.
+  virtual void synchronize() = 0;
+  virtual std::unique_ptr<IntervalTimer> make_timer() = 0;
+  // The cudaStream_t that kernels and NCCL use (nullptr on the CPU backend).
+  virtual void* stream() const = 0;
+};
+
+std::unique_ptr<Device> make_cpu_device();
+// One device per rank, chosen by node-local rank (local_rank % visible devices).
+std::unique_ptr<Device> make_cuda_device(int local_rank);
+
+// Number of CUDA devices this process sees: 0 when built without CUDA or when no driver or
+// device is present (never an error).
+int visible_cuda_devices();
+// "13.0" style runtime version, or "none".
+std::string cuda_runtime_version();
+
+}  // namespace suite

@@ -1,0 +1,65 @@
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "common/device.hpp"
+
+namespace suite {
+namespace {
+
+class WallTimer final : public IntervalTimer {
+ public:
+  void start() override { t0_ = Clock::now(); }
+  void stop() override { t1_ = Clock::now(); }
+  double seconds() override { return std::chrono::duration<double>(t1_ - t0_).count(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0_, t1_;
+};
+
+Buffer host_alloc(std::size_t bytes) {
+  constexpr std::size_t kAlign = 64;  // a cache line, and enough for any vector load
+  std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
+  if (rounded && !p) throw std::bad_alloc();
+  return Buffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+class CpuDevice final : public Device {
+ public:
+  Backend backend() const override { return Backend::cpu; }
+  std::string name() const override { return "cpu"; }
+  Buffer alloc(std::size_t bytes) override { return host_alloc(bytes); }
+  Buffer alloc_host(std::size_t bytes) override { return host_alloc(bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}
+  std::unique_ptr<IntervalTimer> make_timer() override { return std::make_unique<WallTimer>(); }
+  void* stream() const override { return nullptr; }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device() {
+  return std::make_unique<CpuDevice>();
+}
+
+#if !defined(SUITE_HAVE_CUDA)
+std::unique_ptr<Device> make_cuda_device(int) {
+  return nullptr;
+}
+int visible_cuda_devices() {
+  return 0;
+}
+std::string cuda_runtime_version() {
+  return "none";
+}
+#endif
+
+}  // namespace suite

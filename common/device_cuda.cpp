@@ -1,0 +1,107 @@
+// CUDA backend of Device. Compiled only when the build found nvcc (SUITE_HAVE_CUDA).
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "common/device.hpp"
+#include "common/errors.hpp"
+#include "kernels/core/cuda_check.hpp"
+
+namespace suite {
+namespace {
+
+class EventTimer final : public IntervalTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
+    SUITE_CUDA_CHECK(cudaEventCreate(&start_));
+    SUITE_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventTimer() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start() override { SUITE_CUDA_CHECK(cudaEventRecord(start_, stream_)); }
+  void stop() override { SUITE_CUDA_CHECK(cudaEventRecord(stop_, stream_)); }
+  double seconds() override {
+    SUITE_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    SUITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms * 1e-3;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_{}, stop_{};
+};
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+    SUITE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SUITE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cudaDeviceProp prop{};
+    SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
+    name_ = prop.name;
+  }
+  ~CudaDevice() override { cudaStreamDestroy(stream_); }
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  Backend backend() const override { return Backend::cuda; }
+  std::string name() const override { return name_ + " (GPU " + std::to_string(ordinal_) + ")"; }
+  Buffer alloc(std::size_t bytes) override {
+    void* p = nullptr;
+    if (bytes) SUITE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return Buffer(p, bytes, [](void* q) { cudaFree(q); });
+  }
+  Buffer alloc_host(std::size_t bytes) override {
+    void* p = nullptr;
+    if (bytes) SUITE_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return Buffer(p, bytes, [](void* q) { cudaFreeHost(q); });
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void synchronize() override { SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  std::unique_ptr<IntervalTimer> make_timer() override {
+    return std::make_unique<EventTimer>(stream_);
+  }
+  void* stream() const override { return stream_; }
+
+ private:
+  int ordinal_;
+  cudaStream_t stream_{};
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cuda_device(int local_rank) {
+  int n = visible_cuda_devices();
+  if (n == 0) throw UsageError("--backend cuda: no CUDA device is visible to " + rank_label());
+  return std::make_unique<CudaDevice>(local_rank % n);
+}
+
+int visible_cuda_devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error so later queries start clean
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_runtime_version() {
+  int v = 0;
+  cudaRuntimeGetVersion(&v);
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace suite

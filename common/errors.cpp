@@ -1,0 +1,38 @@
+#include "common/errors.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace suite {
+
+std::string rank_label() {
+  int initialized = 0, finalized = 0, rank = -1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  return "rank " + std::to_string(rank) + " on " + host;
+}
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+void fatal(const std::string& what, const char* file, int line) {
+  std::fprintf(stderr, "[%s] %s:%d: %s\n", rank_label().c_str(), file, line, what.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+}  // namespace suite

@@ -1,0 +1,232 @@
+#include "common/harness.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "common/errors.hpp"
+
+namespace suite {
+namespace {
+
+// Gathers equal-length per-rank vectors to rank 0 as a [n, ranks] row-major table.
+std::vector<double> gather_columns(const std::vector<double>& mine, int ranks, int rank) {
+  std::vector<double> by_rank(rank == 0 ? mine.size() * ranks : 0);
+  SUITE_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, by_rank.data(),
+                             static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  if (rank != 0) return {};
+  std::vector<double> table(by_rank.size());
+  for (int r = 0; r < ranks; ++r)
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      table[i * ranks + r] = by_rank[r * mine.size() + i];
+  return table;
+}
+
+std::vector<std::int64_t> gather_int(std::int64_t mine, int ranks, int rank) {
+  std::vector<std::int64_t> all(rank == 0 ? ranks : 0);
+  SUITE_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  return all;
+}
+
+double attr_number(const Attributes& attrs, const std::string& name) {
+  for (const auto& [n, v] : attrs) {
+    if (n != name) continue;
+    if (auto* d = std::get_if<double>(&v)) return *d;
+    if (auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  }
+  return 0;
+}
+
+// Test hook: SUITE_ABORT_AFTER_CASES=N makes rank 0 die hard after writing N cases, to prove
+// that a killed run keeps its finished cases in FILE.partial.
+long abort_after_cases() {
+  const char* v = std::getenv("SUITE_ABORT_AFTER_CASES");
+  return v ? std::atol(v) : -1;
+}
+
+}  // namespace
+
+Harness::Harness(BenchContext& ctx, ResultsWriter* writer, Watchdog& watchdog)
+    : ctx_(ctx), writer_(writer), watchdog_(watchdog) {}
+
+void Harness::register_cases(const std::vector<CaseSpec>& specs) {
+  total_cases_ += specs.size();
+  for (const auto& spec : specs) {
+    benchmark::RegisterBenchmark((ctx_.bench + "/" + spec.name).c_str(),
+                                 [this, spec](benchmark::State& st) { run_case(st, spec); })
+        ->UseManualTime()
+        ->Iterations(ctx_.opts.iters)
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
+  const int rank = ctx_.mpi.rank();
+  std::string label = "case " + ctx_.bench + "/" + spec.name;
+  if (rank == 0) {
+    std::fprintf(stderr, "[%zu/%zu] %s\n", ++started_, total_cases_, spec.name.c_str());
+    std::fflush(stderr);
+  }
+  watchdog_.kick(label + " (setup)");
+  std::unique_ptr<BenchCase> c;
+  std::optional<std::string> error;
+  try {
+    c = spec.make();
+    c->setup();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (auto agreed = agree_on_error(error)) {
+    if (rank == 0) std::fprintf(stderr, "  skipped %s: %s\n", spec.name.c_str(), agreed->c_str());
+    state.SkipWithError(agreed->c_str());
+    watchdog_.pause();
+    return;
+  }
+
+  PhaseTimer phases(ctx_.device);
+  std::vector<double> step_times;
+  std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times);
+
+  CaseRecord rec{ctx_.bench, spec.name, spec.params, {}, {}, {}};
+  Measurement m;
+  m.step = summarize(step_times);
+  m.iterations = static_cast<int>(step_times.size());
+  m.bytes_sent_per_iter = static_cast<double>(ctx_.comm.bytes().sent) / std::max(1, m.iterations);
+  m.bytes_recv_per_iter = static_cast<double>(ctx_.comm.bytes().recv) / std::max(1, m.iterations);
+  rec.attrs = {{"iterations", std::int64_t{m.iterations}},
+               {"warmup", std::int64_t{ctx_.opts.warmup}},
+               {"time_median_s", m.step.median},
+               {"time_p10_s", m.step.p10},
+               {"time_p90_s", m.step.p90},
+               {"time_min_s", m.step.min},
+               {"time_max_s", m.step.max},
+               {"time_mean_s", m.step.mean}};
+
+  CheckOutcome check = agreed_check(*c, label);
+  rec.attrs.emplace_back("check_passed",
+                         std::int64_t{ctx_.opts.check ? (check.passed ? 1 : 0) : -1});
+  rec.attrs.emplace_back("check_max_abs_err", check.max_abs_err);
+  watchdog_.kick(label + " (report)");
+  c->report(m, rec.attrs);
+  fill_tables(*c, local_times, phases, rec);
+  publish(state, spec, rec);
+}
+
+std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
+                                        const std::string& label, std::vector<double>& step_times) {
+  Device& dev = ctx_.device;
+  try {
+    for (int i = 0; i < ctx_.opts.warmup; ++i) {
+      watchdog_.kick(label + " (warm-up " + std::to_string(i) + ")");
+      phases.begin_step();
+      c.step(phases);
+      phases.end_step(false);
+    }
+    dev.synchronize();
+    ctx_.comm.reset_bytes();
+    auto timer = dev.make_timer();
+    std::vector<double> local;
+    int i = 0;
+    for (auto _ : state) {
+      watchdog_.kick(label + " (iteration " + std::to_string(i++) + ")");
+      // Start together: the time then measures the step, not the skew between ranks.
+      dev.synchronize();
+      SUITE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      phases.begin_step();
+      timer->start();
+      c.step(phases);
+      timer->stop();
+      double t = timer->seconds();
+      phases.end_step(true);
+      local.push_back(t);
+      double step = all_reduce_max(t);
+      step_times.push_back(step);
+      state.SetIterationTime(step);
+    }
+    return local;
+  } catch (const std::exception& e) {
+    // Other ranks are inside collectives of this step: only a job-wide abort avoids a hang.
+    SUITE_FATAL(label + ": " + e.what());
+  }
+}
+
+CheckOutcome Harness::agreed_check(BenchCase& c, const std::string& label) {
+  if (!ctx_.opts.check) return {true, 0, ""};
+  watchdog_.kick(label + " (check)");
+  CheckOutcome mine;
+  try {
+    mine = c.check();
+  } catch (const std::exception& e) {
+    mine = {false, 0, e.what()};
+  }
+  auto first_failure =
+      agree_on_error(mine.passed ? std::nullopt : std::optional<std::string>(mine.detail));
+  CheckOutcome agreed{!first_failure, all_reduce_max(mine.max_abs_err), first_failure.value_or("")};
+  if (!agreed.passed) {
+    check_failed_ = true;
+    if (ctx_.mpi.rank() == 0)
+      std::fprintf(stderr, "  CHECK FAILED %s: %s (max abs error %g)\n", label.c_str(),
+                   agreed.detail.c_str(), agreed.max_abs_err);
+  }
+  return agreed;
+}
+
+void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
+                          const PhaseTimer& phases, CaseRecord& rec) {
+  const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
+  const std::size_t iters = local_times.size();
+  rec.tables.push_back(
+      {"time_s", iters, static_cast<std::size_t>(ranks), gather_columns(local_times, ranks, rank)});
+  for (const auto& [name, values] : phases.series())
+    rec.tables.push_back({"phase_" + name + "_s", iters, static_cast<std::size_t>(ranks),
+                          gather_columns(values, ranks, rank)});
+  auto per_iter = [&](std::int64_t total) {
+    return total / std::max<std::int64_t>(1, static_cast<std::int64_t>(iters));
+  };
+  rec.int_tables.push_back({"bytes_sent", 1, static_cast<std::size_t>(ranks),
+                            gather_int(per_iter(ctx_.comm.bytes().sent), ranks, rank)});
+  rec.int_tables.push_back({"bytes_recv", 1, static_cast<std::size_t>(ranks),
+                            gather_int(per_iter(ctx_.comm.bytes().recv), ranks, rank)});
+  if (!ctx_.opts.save_tensors) return;
+  for (auto& t : c.tensors()) {
+    // Same length on every rank by construction of the cases; gathered as [ranks, n].
+    std::vector<double> table = gather_columns(t.values, ranks, rank);
+    std::vector<double> by_rank(table.size());
+    for (std::size_t i = 0; i < t.values.size() && rank == 0; ++i)
+      for (int r = 0; r < ranks; ++r)
+        by_rank[r * t.values.size() + i] = table[i * ranks + r];
+    rec.tables.push_back(
+        {"tensor_" + t.name, static_cast<std::size_t>(ranks), t.values.size(), by_rank});
+  }
+}
+
+void Harness::publish(benchmark::State& state, const CaseSpec& spec, CaseRecord& rec) {
+  for (const auto& name : spec.console_counters)
+    state.counters[name] = attr_number(rec.attrs, name);
+  if (ctx_.mpi.rank() != 0) {
+    watchdog_.pause();
+    return;
+  }
+  // Repetitions (--benchmark_repetitions) run a case again: keep each under its own name.
+  std::size_t seen = 0;
+  for (const auto& r : records_)
+    seen += r.name == spec.name || r.name.rfind(spec.name + "_rep", 0) == 0;
+  if (seen) rec.name += "_rep" + std::to_string(seen);
+  watchdog_.pause();
+  try {
+    writer_->write_case(rec);
+  } catch (const std::exception& e) {
+    SUITE_FATAL(std::string("writing results: ") + e.what());
+  }
+  rec.tables.clear();  // the summary needs only attributes; free the samples
+  rec.int_tables.clear();
+  records_.push_back(std::move(rec));
+  long limit = abort_after_cases();
+  if (limit >= 0 && static_cast<long>(records_.size()) >= limit) {
+    std::fprintf(stderr, "SUITE_ABORT_AFTER_CASES=%ld reached: aborting the job on purpose\n",
+                 limit);
+    MPI_Abort(MPI_COMM_WORLD, 9);
+  }
+}
+
+}  // namespace suite

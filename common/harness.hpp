@@ -1,0 +1,44 @@
+// Google Benchmark glue for MPI jobs. Every rank registers the same cases and runs them in
+// the same order with a fixed iteration count; each iteration's time is the max over ranks
+// (MPI_Allreduce MAX), set as manual time; rank 0 alone prints and writes results.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "common/bench_case.hpp"
+#include "common/context.hpp"
+#include "common/results.hpp"
+#include "common/watchdog.hpp"
+
+namespace suite {
+
+class Harness {
+ public:
+  // writer is non-null on rank 0 only.
+  Harness(BenchContext& ctx, ResultsWriter* writer, Watchdog& watchdog);
+
+  void register_cases(const std::vector<CaseSpec>& specs);
+  // Records of the cases written so far (rank 0; attributes and params only are relied on).
+  const std::vector<CaseRecord>& records() const { return records_; }
+  bool any_check_failed() const { return check_failed_; }
+
+ private:
+  void run_case(benchmark::State& state, const CaseSpec& spec);
+  std::vector<double> timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
+                                 const std::string& label, std::vector<double>& step_times);
+  CheckOutcome agreed_check(BenchCase& c, const std::string& label);
+  void fill_tables(BenchCase& c, const std::vector<double>& local_times, const PhaseTimer& phases,
+                   CaseRecord& rec);
+  void publish(benchmark::State& state, const CaseSpec& spec, CaseRecord& rec);
+
+  BenchContext& ctx_;
+  ResultsWriter* writer_;
+  Watchdog& watchdog_;
+  std::vector<CaseRecord> records_;
+  std::size_t total_cases_ = 0, started_ = 0;
+  bool check_failed_ = false;
+};
+
+}  // namespace suite

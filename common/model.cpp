@@ -1,0 +1,93 @@
+#include "common/model.hpp"
+
+namespace suite::model {
+
+double rs_or_ag_bytes_per_rank(double n, int t) {
+  return (t - 1) * n / t;
+}
+double all_reduce_bytes_per_rank(double n, int t) {
+  return 2 * rs_or_ag_bytes_per_rank(n, t);
+}
+double busbw_factor_all_reduce(int t) {
+  return 2.0 * (t - 1) / t;
+}
+double busbw_factor_rs_ag_a2a(int t) {
+  return static_cast<double>(t - 1) / t;
+}
+
+double tp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double e) {
+  return 2 * all_reduce_bytes_per_rank(s * b * h * e, t);
+}
+double sp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double e) {
+  return 4 * rs_or_ag_bytes_per_rank(s * b * h * e, t);
+}
+
+double act_bytes_no_parallel(const Activation& x) {
+  return x.s * x.b * x.h * (34 + 5 * x.a * x.s / x.h);
+}
+double act_bytes_tp(const Activation& x) {
+  return x.s * x.b * x.h * (10 + 24.0 / x.t + 5 * x.a * x.s / (x.h * x.t));
+}
+double act_bytes_tp_sp(const Activation& x) {
+  return x.s * x.b * x.h / x.t * (34 + 5 * x.a * x.s / x.h);
+}
+double act_bytes_tp_flash(const Activation& x) {
+  return x.s * x.b * x.h * (10 + 24.0 / x.t);
+}
+double act_bytes_tp_sp_flash(const Activation& x) {
+  return 34 * x.s * x.b * x.h / x.t;
+}
+
+double ring_flops_per_round(const Ring& r) {
+  return 4 * r.c * r.c * r.h;
+}
+double ring_bytes_per_round(const Ring& r) {
+  return 2 * r.c * r.h * r.e / r.g;
+}
+double ring_bytes_per_layer(const Ring& r) {
+  return (r.n_c - 1) * ring_bytes_per_round(r);
+}
+double ring_min_block(double flops_per_s, double bytes_per_s, double g, bool causal, double e) {
+  return (causal ? 2 : 1) * flops_per_s / (g * bytes_per_s) * (e / 2);
+}
+double ring_memory_bytes(const Ring& r) {
+  double block = r.c * r.h * r.e;
+  return 2 * block + 4 * block / r.g;  // Q and output, plus K, V current and in flight
+}
+double ring_causal_steps_contiguous(int n_c) {
+  return n_c - 0.5;
+}
+double ring_causal_steps_balanced(int n_c) {
+  return n_c / 2.0;
+}
+
+double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e) {
+  double per_tensor = static_cast<double>(n_c - 1) / n_c * s * h * e / n_c;
+  return per_tensor * (2 + 2 / g);
+}
+bool ulysses_degree_ok(int n_c, int heads, int kv_heads) {
+  return n_c >= 1 && heads % n_c == 0 && kv_heads % n_c == 0;
+}
+
+double moe_a2a_bytes_per_rank(double k, double tokens, double h, int n_e, double e) {
+  return 2 * k * tokens * h * e * (n_e - 1) / n_e;
+}
+double moe_expert_flops_per_pair(double h, double d_ff, bool swiglu) {
+  return (swiglu ? 6 : 4) * h * d_ff;
+}
+double moe_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, double d_ff,
+                               bool swiglu) {
+  double r = flops_per_s / bytes_per_s * (n_e - 1) / n_e / d_ff;
+  return swiglu ? r / 1.5 : r;
+}
+double moe_capacity(double capacity_factor, double k, double tokens, int experts) {
+  return capacity_factor * k * tokens / experts;
+}
+double moe_aux_loss(const double* f, const double* p, int experts, double alpha) {
+  double sum = 0;
+  for (int i = 0; i < experts; ++i)
+    sum += f[i] * p[i];
+  return alpha * experts * sum;
+}
+
+}  // namespace suite::model

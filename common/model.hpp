@@ -1,0 +1,76 @@
+// Every formula of shared METHODS.md, in one place. Benchmarks write these predictions beside
+// their measurements; the `model` executable prints them so a run can be planned first.
+// Units: bytes, FLOPs, seconds; e = bytes per element.
+#pragma once
+
+#include <cstdint>
+
+namespace suite::model {
+
+// ---- collectives (nccl-tests conventions) ----
+// Bytes each rank sends in a bandwidth-optimal reduce-scatter / all-gather / all-to-all of
+// n bytes over t ranks: (t-1)/t * n; an all-reduce sends twice that.
+double rs_or_ag_bytes_per_rank(double n, int t);
+double all_reduce_bytes_per_rank(double n, int t);
+// busbw = algbw * factor: all-reduce 2(t-1)/t; reduce-scatter, all-gather, all-to-all (t-1)/t.
+double busbw_factor_all_reduce(int t);
+double busbw_factor_rs_ag_a2a(int t);
+
+// ---- 1. Megatron TP vs SP ----
+// Per layer and forward pass, bytes each rank sends: TP's 2 all-reduces = SP's 2 RS + 2 AG
+// = 4 (t-1)/t * n with n = s*b*h*e.
+double tp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double e);
+double sp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double e);
+
+struct Activation {
+  double s, b, h, a;
+  int t = 1;
+};
+// Activation bytes per layer kept for backward (bf16 activations, 1-byte masks, d_ff = 4h).
+double act_bytes_no_parallel(const Activation& x);
+double act_bytes_tp(const Activation& x);
+double act_bytes_tp_sp(const Activation& x);
+// With a fused (flash) attention kernel the 5as/h term is not stored.
+double act_bytes_tp_flash(const Activation& x);
+double act_bytes_tp_sp_flash(const Activation& x);
+
+// ---- 2. Ring attention ----
+struct Ring {
+  double h;      // hidden size
+  double c;      // tokens per rank
+  int n_c;       // context-parallel degree
+  double g = 1;  // GQA group a/n_kv
+  double e = 2;  // bytes per element
+  bool causal = false;
+};
+double ring_flops_per_round(const Ring& r);  // 4 c^2 h
+double ring_bytes_per_round(const Ring& r);  // K and V: 2 * c*h*e / g  (4ch/g for bf16)
+double ring_bytes_per_layer(const Ring& r);  // (N_c - 1) * bytes per round
+// Overlap condition: smallest c with compute >= transfer: F/W (x2 causal balanced, /g GQA, x e/2).
+double ring_min_block(double flops_per_s, double bytes_per_s, double g, bool causal, double e);
+double ring_memory_bytes(const Ring& r);  // six blocks of c*h*e (K, V divided by g)
+// Causal work in units of full c x c blocks: contiguous N_c - 1/2 rounds of lockstep time,
+// balanced (zig-zag) N_c/2.
+double ring_causal_steps_contiguous(int n_c);
+double ring_causal_steps_balanced(int n_c);
+
+// ---- 3. DeepSpeed-Ulysses ----
+// Bytes per rank per layer, forward: Q, K, V and output all-to-alls (K, V divided by g).
+double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e);
+// Largest Ulysses degree the head counts allow: must divide a and n_kv.
+bool ulysses_degree_ok(int n_c, int heads, int kv_heads);
+
+// ---- 4. MoE expert parallelism ----
+// Expected dispatch + combine bytes per rank, uniform routing: 2 k T h e (N_e - 1)/N_e.
+double moe_a2a_bytes_per_rank(double k, double tokens, double h, int n_e, double e);
+// FLOPs per (token, expert) pair: 4 h d_ff (two-matrix MLP) or 6 h d_ff (SwiGLU).
+double moe_expert_flops_per_pair(double h, double d_ff, bool swiglu);
+// All-to-all time / expert time: (F/W) ((N_e-1)/N_e) / d_ff, divided by 1.5 for SwiGLU.
+double moe_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, double d_ff,
+                               bool swiglu);
+// Tokens an expert accepts: CF * k * N / E.
+double moe_capacity(double capacity_factor, double k, double tokens, int experts);
+// Switch load-balancing loss alpha * E * sum f_i P_i over E experts.
+double moe_aux_loss(const double* f, const double* p, int experts, double alpha);
+
+}  // namespace suite::model

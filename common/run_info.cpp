@@ -1,0 +1,62 @@
+#include "common/run_info.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <set>
+
+#include "common/comm.hpp"
+#include "common/version.hpp"
+
+namespace suite {
+namespace {
+
+std::string join_distinct(const std::vector<std::string>& items) {
+  std::set<std::string> seen;
+  std::string out;
+  for (const auto& s : items)
+    if (seen.insert(s).second) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string utc_now_iso() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_line) {
+  RunInfo info;
+  info.rank_hosts = ctx.mpi.all_hostnames();
+  info.rank_devices = all_gather_strings(ctx.device.name());
+  const char* job = std::getenv("SLURM_JOB_ID");
+  bool cuda = ctx.backend == Backend::cuda;
+  info.attrs = {
+      {"suite_version", std::string(kSuiteVersion)},
+      {"git_commit", std::string(kGitCommit)},
+      {"created_utc", utc_now_iso()},
+      {"command_line", command_line},
+      {"bench", ctx.bench},
+      {"world_size", std::int64_t{ctx.mpi.size()}},
+      {"hostnames", join_distinct(info.rank_hosts)},
+      {"backend", std::string(backend_name(ctx.backend))},
+      {"transport", std::string(transport_name(ctx.comm.transport()))},
+      {"transport_detail", ctx.comm.detail()},
+      {"link", ctx.opts.link},
+      {"dtype", std::string(dtype_name(ctx.dtype))},
+      {"mpi_version", ctx.mpi.library_version()},
+      {"nccl_version",
+       ctx.comm.transport() == Transport::nccl ? nccl_version() : std::string("none")},
+      {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
+      {"device_names", join_distinct(info.rank_devices)},
+      {"slurm_job_id", std::string(job ? job : "")},
+  };
+  return info;
+}
+
+}  // namespace suite

@@ -1,0 +1,21 @@
+// Sweep values from the command line: "a,b,c" lists and "begin:end:xFACTOR" geometric ranges
+// (also "begin:end:+STEP"), each number with an optional K/M/G suffix (powers of 1024).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace suite {
+
+// Parses one number with an optional K, M or G suffix ("64K" = 65536). Throws UsageError.
+std::int64_t parse_scaled_int(const std::string& text);
+
+// Parses a list or range into the values it names, in order. Throws UsageError with the
+// offending text on bad syntax, a zero/negative factor, begin > end or an empty result.
+std::vector<std::int64_t> parse_sweep(const std::string& text);
+
+// "1048576" -> "1M", "1536" -> "1536": the shortest exact spelling, for readable case names.
+std::string format_scaled_int(std::int64_t v);
+
+}  // namespace suite

@@ -1,0 +1,50 @@
+#include "common/watchdog.hpp"
+
+#include <cstdio>
+
+#include "common/errors.hpp"
+
+namespace suite {
+
+Watchdog::Watchdog(double timeout_s) : timeout_s_(timeout_s) {
+  if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::kick(const std::string& doing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_ = true;
+  last_ = Clock::now();
+  doing_ = doing;
+}
+
+void Watchdog::pause() {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_ = false;
+}
+
+void Watchdog::watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stop_ || !armed_) continue;
+    double idle = std::chrono::duration<double>(Clock::now() - last_).count();
+    if (idle > timeout_s_) {
+      std::string msg = "timed out: no progress for " + std::to_string(static_cast<int>(idle)) +
+                        " s (--timeout " + std::to_string(timeout_s_) + ") while in " + doing_ +
+                        "; another rank probably failed or is stuck before this collective";
+      lock.unlock();
+      SUITE_FATAL(msg);
+    }
+  }
+}
+
+}  // namespace suite

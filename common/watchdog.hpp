@@ -1,0 +1,37 @@
+// Turns a hang (a collective waiting for a rank that will never come) into an error that
+// names this rank and the case, then aborts the job.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace suite {
+
+class Watchdog {
+ public:
+  explicit Watchdog(double timeout_s);  // 0 disables it
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Progress: restarts the clock and says what the rank is doing now.
+  void kick(const std::string& doing);
+  // No deadline until the next kick (e.g. while rank 0 writes results).
+  void pause();
+
+ private:
+  void watch();
+  using Clock = std::chrono::steady_clock;
+  double timeout_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, stop_ = false;
+  Clock::time_point last_;
+  std::string doing_;
+  std::thread thread_;
+};
+
+}  // namespace suite

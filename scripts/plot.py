@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Write PNG figures for every bench in one results file (docs/RESULTS_SCHEMA.md).
+
+Known benches get their own figures (sp_tp, harness_overhead); any other bench gets a generic
+chart of the median step time per case and one measured-vs-predicted chart per `pred_<x>`.
+One per-rank box plot of a chosen case shows stragglers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from suite_results import (Case, Results, cli_warnings, file_stem,  # noqa: E402
+                           read_results, warn)
+
+OP_LABELS = {"allreduce": "all-reduce", "rs_ag": "reduce-scatter + all-gather"}
+OVERHEAD_LIMIT = 1.05
+
+
+def _title(res: Results, what: str) -> str:
+    return f"{what}\n{res.describe()}"
+
+
+def _save(fig: plt.Figure, path: Path, written: list[Path]) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+
+
+def _series(cases: list[Case], x_param: str) -> dict[str, list[Case]]:
+    """Group cases into lines: one per combination of the parameters (other than x) that vary."""
+    names = sorted({p for c in cases for p in c.params if p != x_param})
+    varying = [p for p in names
+               if p == "op" or len({repr(c.params.get(p)) for c in cases}) > 1]
+    groups: dict[str, list[Case]] = {}
+    for case in cases:
+        parts = []
+        for p in varying:
+            value = case.params.get(p)
+            parts.append(OP_LABELS.get(value, str(value)) if p == "op" else f"{p}={value}")
+        groups.setdefault(", ".join(parts) or case.bench, []).append(case)
+    for members in groups.values():
+        members.sort(key=lambda c: c.attrs[x_param])
+    return groups
+
+
+def _usable(cases: list[Case], needed: tuple[str, ...]) -> list[Case]:
+    usable = []
+    for c in cases:
+        if all(k in c.attrs for k in needed):
+            usable.append(c)
+        else:
+            warn(f"{c.key}: lacks one of {needed}; left out of the plot")
+    return usable
+
+
+def _log2_x(ax: plt.Axes, label: str = "message size (bytes)") -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(label)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def plot_sp_tp(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Step time, busbw and measured-vs-predicted bytes vs message size, by op."""
+    cases = _usable(res.cases_of(bench), ("op", "n_bytes", "time_median_s"))
+    if not cases:
+        return False
+    groups = _series(cases, "n_bytes")
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, members in groups.items():
+        x = [c.attrs["n_bytes"] for c in members]
+        med = [c.attrs["time_median_s"] for c in members]
+        line, = ax.plot(x, med, marker="o", label=f"{label} (median)")
+        if all("time_p10_s" in c.attrs and "time_p90_s" in c.attrs for c in members):
+            ax.fill_between(x, [c.attrs["time_p10_s"] for c in members],
+                            [c.attrs["time_p90_s"] for c in members],
+                            color=line.get_color(), alpha=0.2, label=f"{label} (p10-p90)")
+    _log2_x(ax)
+    ax.set_yscale("log")
+    ax.set_ylabel("step time, max over ranks (s)")
+    ax.legend()
+    ax.set_title(_title(res, f"{bench}: step time"))
+    _save(fig, out / f"{bench}_time.png", written)
+
+    bw = [c for c in cases if "busbw_GBps" in c.attrs]
+    if bw:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for label, members in _series(bw, "n_bytes").items():
+            ax.plot([c.attrs["n_bytes"] for c in members],
+                    [c.attrs["busbw_GBps"] for c in members], marker="o", label=label)
+        _log2_x(ax)
+        ax.set_ylabel("bus bandwidth (GB/s, from median step time)")
+        ax.legend()
+        ax.set_title(_title(res, f"{bench}: bus bandwidth"))
+        _save(fig, out / f"{bench}_busbw.png", written)
+
+    key = "bytes_sent_per_rank"
+    pb = [c for c in cases if key in c.attrs and f"pred_{key}" in c.attrs]
+    if pb:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (label, members) in enumerate(_series(pb, "n_bytes").items()):
+            x = [c.attrs["n_bytes"] for c in members]
+            line, = ax.plot(x, [c.attrs[f"pred_{key}"] for c in members], linestyle="--",
+                            linewidth=1, label=f"{label} (predicted)")
+            # distinct, hollow markers: equal predictions (all-reduce = rs + ag) still show both
+            ax.plot(x, [c.attrs[key] for c in members], marker="osD^v"[i % 5], linestyle="none",
+                    markersize=9 - 2 * (i % 3), markerfacecolor="none",
+                    color=line.get_color(), label=f"{label} (measured)")
+        _log2_x(ax)
+        ax.set_yscale("log", base=2)
+        ax.set_ylabel("bytes sent per rank per step")
+        ax.legend()
+        ax.set_title(_title(res, f"{bench}: measured vs predicted bytes"))
+        _save(fig, out / f"{bench}_bytes.png", written)
+    return True
+
+
+def plot_harness_overhead(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Suite time / plain MPI time vs message size, with the 1.05 limit."""
+    cases = _usable(res.cases_of(bench), ("n_bytes", "ratio"))
+    if not cases:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, members in _series(cases, "n_bytes").items():
+        ax.plot([c.attrs["n_bytes"] for c in members], [c.attrs["ratio"] for c in members],
+                marker="o", label=label)
+    ax.axhline(OVERHEAD_LIMIT, color="red", linestyle="--", label=f"limit {OVERHEAD_LIMIT}")
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    _log2_x(ax)
+    ax.set_ylabel("suite time / plain MPI time")
+    ax.legend()
+    ax.set_title(_title(res, f"{bench}: harness overhead"))
+    _save(fig, out / f"{bench}_ratio.png", written)
+    return True
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def plot_generic(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Median step time per case, and every pred_<x> / <x> pair as grouped bars."""
+    cases = res.cases_of(bench)
+    timed = [c for c in cases if c.median_s is not None]
+    if not timed:
+        warn(f"{bench}: no case has time_median_s or time_s; nothing to plot")
+    else:
+        fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(timed) + 2), 5))
+        ax.bar(range(len(timed)), [c.median_s for c in timed])
+        ax.set_xticks(range(len(timed)), [c.name for c in timed], rotation=60, ha="right",
+                      fontsize=8)
+        ax.set_ylabel("median step time (s)")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_title(_title(res, f"{bench}: median step time per case"))
+        _save(fig, out / f"{bench}_time_median.png", written)
+
+    figures = sorted({x for c in cases for x in c.predictions()})
+    for x in figures:
+        with_x = [c for c in cases if x in c.predictions()]
+        measured = [float(c.predictions()[x][0]) for c in with_x]
+        predicted = [float(c.predictions()[x][1]) for c in with_x]
+        pos = np.arange(len(with_x))
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(with_x) + 2), 5))
+        ax.bar(pos - 0.2, measured, width=0.4, label="measured")
+        ax.bar(pos + 0.2, predicted, width=0.4, label="predicted")
+        ax.set_xticks(pos, [c.name for c in with_x], rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel(x)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend()
+        ax.set_title(_title(res, f"{bench}: {x}, measured vs predicted"))
+        _save(fig, out / f"{bench}_pred_{_safe(x)}.png", written)
+    return bool(timed) or bool(figures)
+
+
+PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
+    "sp_tp": plot_sp_tp,
+    "harness_overhead": plot_harness_overhead,
+}
+
+
+def _rank_spread(case: Case) -> float:
+    """Relative spread of the per-rank median times: how much one rank stands out."""
+    per_rank = np.median(np.asarray(case.datasets["time_s"], dtype=float), axis=0)
+    mid = float(np.median(per_rank))
+    return float(per_rank.max() - per_rank.min()) / mid if mid > 0 else 0.0
+
+
+def choose_rank_case(res: Results, wanted: str | None) -> Case | None:
+    """The case named `wanted` (`bench/case` or `case`), else the widest spread over ranks."""
+    cases = [c for c in res.cases.values()
+             if np.asarray(c.datasets.get("time_s", [])).ndim == 2]
+    if wanted:
+        for c in res.cases.values():
+            if wanted in (c.key, c.name):
+                if c in cases:
+                    return c
+                raise SystemExit(f"error: case {wanted!r} has no [iterations, ranks] time_s")
+        raise SystemExit(f"error: no case {wanted!r} in {res.path}; "
+                         f"cases: {', '.join(sorted(res.cases))}")
+    return max(cases, key=_rank_spread) if cases else None
+
+
+def plot_per_rank(res: Results, case: Case, out: Path, written: list[Path]) -> None:
+    """Box plot of each rank's own times over the iterations of one case."""
+    times = np.asarray(case.datasets["time_s"], dtype=float)
+    n_ranks = times.shape[1]
+    hosts = res.ranks.get("hostname", [])
+    labels = [f"{r}\n{hosts[r]}" if len(hosts) == n_ranks and n_ranks <= 16 else str(r)
+              for r in range(n_ranks)]
+    fig, ax = plt.subplots(figsize=(max(8, 0.4 * n_ranks + 2), 5))
+    ax.boxplot([times[:, r] for r in range(n_ranks)], showfliers=True)
+    ax.set_xticks(range(1, n_ranks + 1), labels, fontsize=7 if n_ranks > 16 else 9)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("rank's own time per iteration (s)\n(step time = max over ranks)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(_title(res, f"{case.key}: per-rank times"))
+    _save(fig, out / f"per_rank_{case.bench}_{_safe(case.name)}.png", written)
+
+
+def make_plots(path: Path, out: Path, rank_case: str | None = None) -> list[Path]:
+    """Write every figure for one file into `out`; return the paths written."""
+    res = read_results(path)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if not res.cases:
+        warn(f"{path}: no cases in the file; nothing to plot")
+        return written
+    for bench in res.benches():
+        plotter = PLOTTERS.get(bench, plot_generic)
+        if not plotter(res, bench, out, written) and plotter is not plot_generic:
+            warn(f"{bench}: cases lack the attributes its figures need;"
+                          " falling back to the generic charts")
+            plot_generic(res, bench, out, written)
+    case = choose_rank_case(res, rank_case)
+    if case is not None:
+        plot_per_rank(res, case, out, written)
+    return written
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Write PNG figures for every bench in a results file "
+                    "(sp_tp, harness_overhead, or a generic chart for any other bench).")
+    parser.add_argument("file", type=Path, help="results file (FILE.h5 or FILE.h5.partial)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for the PNGs (created if missing); default: "
+                             "<file name without .h5>_plots/ beside the file")
+    parser.add_argument("--rank-case", default=None, metavar="NAME",
+                        help="case for the per-rank box plot, as <bench>/<case> or <case>; "
+                             "default: the case whose ranks' median times differ the most")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cli_warnings()
+    if not args.file.exists():
+        print(f"error: {args.file} does not exist", file=sys.stderr)
+        return 2
+    out = args.out or args.file.parent / f"{file_stem(args.file)}_plots"
+    written = make_plots(args.file, out, args.rank_case)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Read the suite's HDF5 results files (docs/RESULTS_SCHEMA.md) into plain Python objects.
+
+The only module in scripts/ that touches h5py; plot.py, compare.py and history.py build on it.
+
+    from suite_results import read_results
+    res = read_results("results/sp_tp_20250101T000000Z.h5")
+    for case in res.cases_of("sp_tp"):
+        print(case.key, case.params, case.median_s, case.step_times().max())
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import h5py
+import numpy as np
+
+SCHEMA_VERSION = 1
+PARTIAL_SUFFIX = ".partial"
+RANKS_GROUP = "ranks"
+# File attributes that must agree for two runs to be comparable.
+CONFIG_KEYS = ("bench", "backend", "transport", "world_size", "link")
+
+
+class SuiteWarning(UserWarning):
+    """Base of the warnings that the scripts print as `warning: ...` lines."""
+
+
+class IncompleteResultsWarning(SuiteWarning):
+    """The file is a `.partial` one or has `complete != 1`: it may lack cases."""
+
+
+class SchemaWarning(SuiteWarning):
+    """The file departs from the schema this module knows (version, missing attributes)."""
+
+
+def _to_py(value: Any) -> Any:
+    """Convert an h5py attribute / dataset value to plain Python (str, int, float, list)."""
+    if isinstance(value, (bytes, np.bytes_)):
+        return bytes(value).decode("utf-8", errors="replace").rstrip("\x00")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return _to_py(value[()])
+        if value.dtype.kind in ("S", "O", "U"):
+            return [_to_py(v) for v in value.tolist()]
+        return value.tolist()
+    return value
+
+
+def _read_dataset(ds: h5py.Dataset) -> Any:
+    """Numeric datasets as numpy arrays, string datasets as lists of str."""
+    data = ds[()]
+    if isinstance(data, np.ndarray) and data.dtype.kind in ("S", "O", "U"):
+        return _to_py(data)
+    if isinstance(data, np.ndarray):
+        return data
+    return _to_py(data)
+
+
+def natural_key(text: str) -> list[Any]:
+    """Sort key that orders `n128` before `n1024`."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def step_times(time_s: np.ndarray) -> np.ndarray:
+    """Step time per iteration: the max over ranks (axis 1) of `time_s[iterations, ranks]`."""
+    arr = np.asarray(time_s, dtype=float)
+    if arr.ndim == 1:  # tolerate a single-rank file written without the rank axis
+        return arr
+    if arr.ndim != 2:
+        raise ValueError(f"time_s must be [iterations, ranks], got shape {arr.shape}")
+    return arr.max(axis=1)
+
+
+@dataclass(eq=False)
+class Case:
+    """One `/<bench>/<case>` group: its parameters, all attributes and its datasets."""
+
+    bench: str
+    name: str
+    params: dict[str, Any]
+    attrs: dict[str, Any]
+    datasets: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """`<bench>/<case>`, the name used to match cases between files."""
+        return f"{self.bench}/{self.name}"
+
+    @property
+    def median_s(self) -> float | None:
+        """`time_median_s`, or the median of the step times when the attribute is missing."""
+        value = self.attrs.get("time_median_s")
+        if value is not None:
+            return float(value)
+        if "time_s" in self.datasets:
+            return float(np.median(self.step_times()))
+        return None
+
+    @property
+    def check_passed(self) -> int | None:
+        """1 passed, 0 failed, -1 not checked, None when the attribute is absent."""
+        value = self.attrs.get("check_passed")
+        return None if value is None else int(value)
+
+    def step_times(self) -> np.ndarray:
+        """Per-iteration step times (max over ranks) from the `time_s` dataset."""
+        if "time_s" not in self.datasets:
+            raise KeyError(f"{self.key}: no time_s dataset (file read without datasets?)")
+        return step_times(self.datasets["time_s"])
+
+    def predictions(self) -> dict[str, tuple[float, float]]:
+        """Every `pred_<x>` with a measured `<x>` beside it: {x: (measured, predicted)}."""
+        pairs = {}
+        for name, pred in self.attrs.items():
+            if name.startswith("pred_") and name[5:] in self.attrs:
+                pairs[name[5:]] = (self.attrs[name[5:]], pred)
+        return pairs
+
+
+@dataclass
+class Results:
+    """One results file: file attributes, per-rank info and every case it holds."""
+
+    path: Path
+    attrs: dict[str, Any]
+    ranks: dict[str, list[str]]
+    cases: dict[str, Case]
+
+    @property
+    def complete(self) -> bool:
+        """True for a file that ended normally (`complete == 1`, not `.partial`)."""
+        return self.attrs.get("complete") == 1 and not str(self.path).endswith(PARTIAL_SUFFIX)
+
+    @property
+    def created(self) -> datetime | None:
+        """`created_utc` parsed (timezone-aware, UTC assumed when none is given)."""
+        return parse_utc(self.attrs.get("created_utc"))
+
+    def benches(self) -> list[str]:
+        """Bench names in the file, in name order."""
+        return sorted({case.bench for case in self.cases.values()})
+
+    def cases_of(self, bench: str) -> list[Case]:
+        """Cases of one bench in natural name order."""
+        found = [c for c in self.cases.values() if c.bench == bench]
+        return sorted(found, key=lambda c: natural_key(c.name))
+
+    def config(self) -> dict[str, Any]:
+        """The attributes that must agree between comparable runs (see CONFIG_KEYS)."""
+        return {k: self.attrs.get(k) for k in CONFIG_KEYS}
+
+    def describe(self) -> str:
+        """One line naming bench, backend, transport, link and world size, for titles."""
+        a = self.attrs
+        return (f"{a.get('bench', '?')} | {a.get('backend', '?')} / {a.get('transport', '?')}"
+                f" | link {a.get('link', '?')} | {a.get('world_size', '?')} ranks")
+
+
+def parse_utc(text: Any) -> datetime | None:
+    """Parse an ISO 8601 time (a trailing `Z` included); None if absent or unparsable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _read_case(bench: str, name: str, group: h5py.Group, load_datasets: bool) -> Case:
+    attrs = {k: _to_py(v) for k, v in group.attrs.items()}
+    names = [p.strip() for p in str(attrs.get("params", "")).split(",") if p.strip()]
+    missing = [p for p in names if p not in attrs]
+    if missing:
+        warnings.warn(f"/{bench}/{name}: params lists {missing} but they are not attributes",
+                      SchemaWarning, stacklevel=3)
+    params = {p: attrs.get(p) for p in names}
+    datasets: dict[str, Any] = {}
+    if load_datasets:
+        def visit(path: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                datasets[path] = _read_dataset(obj)
+        group.visititems(visit)
+    return Case(bench=bench, name=name, params=params, attrs=attrs, datasets=datasets)
+
+
+def read_results(path: str | Path, *, load_datasets: bool = True, warn: bool = True) -> Results:
+    """Read a results file, complete or `.partial`.
+
+    Warns (IncompleteResultsWarning) when the file is not complete, and (SchemaWarning) on an
+    unknown `schema_version`. `load_datasets=False` reads attributes only, which is much
+    cheaper when scanning many runs.
+    """
+    path = Path(path)
+    with h5py.File(path, "r") as f:
+        attrs = {k: _to_py(v) for k, v in f.attrs.items()}
+        ranks: dict[str, list[str]] = {}
+        cases: dict[str, Case] = {}
+        for top_name, top in f.items():
+            if top_name == RANKS_GROUP and isinstance(top, h5py.Group):
+                for ds_name, ds in top.items():
+                    if isinstance(ds, h5py.Dataset):
+                        value = _read_dataset(ds)
+                        ranks[ds_name] = value if isinstance(value, list) else list(value)
+                continue
+            if not isinstance(top, h5py.Group):
+                continue
+            for case_name, grp in top.items():
+                if isinstance(grp, h5py.Group):
+                    case = _read_case(top_name, case_name, grp, load_datasets)
+                    cases[case.key] = case
+    res = Results(path=path, attrs=attrs, ranks=ranks, cases=cases)
+    if warn:
+        version = attrs.get("schema_version")
+        if version != SCHEMA_VERSION:
+            warnings.warn(f"{path}: schema_version {version!r}, this tool knows {SCHEMA_VERSION}",
+                          SchemaWarning, stacklevel=2)
+        if not res.complete:
+            why = ("a .partial file" if str(path).endswith(PARTIAL_SUFFIX)
+                   else f"complete = {attrs.get('complete')!r}")
+            warnings.warn(f"{path}: run not complete ({why}); it holds {len(cases)} finished"
+                          " case(s), others may be missing", IncompleteResultsWarning,
+                          stacklevel=2)
+    return res
+
+
+def match_cases(base: Results,
+                cand: Results) -> tuple[list[tuple[Case, Case]], list[str], list[str]]:
+    """Pair cases by `<bench>/<case>` name: (pairs, keys only in base, keys only in cand)."""
+    order = sorted(set(base.cases) | set(cand.cases), key=natural_key)
+    pairs = [(base.cases[k], cand.cases[k]) for k in order if k in base.cases and k in cand.cases]
+    only_base = [k for k in order if k not in cand.cases]
+    only_cand = [k for k in order if k not in base.cases]
+    return pairs, only_base, only_cand
+
+
+def config_differences(a: Results, b: Results, keys: Iterable[str] = CONFIG_KEYS) -> list[str]:
+    """Human-readable `key: a != b` lines for the configuration attributes that differ."""
+    return [f"{k}: {a.attrs.get(k)!r} != {b.attrs.get(k)!r}"
+            for k in keys if a.attrs.get(k) != b.attrs.get(k)]
+
+
+def find_result_files(inputs: Iterable[str | Path], include_partial: bool = False) -> list[Path]:
+    """Expand files and directories (searched recursively for `*.h5`) into a list of files."""
+    found: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found.extend(sorted(item.rglob("*.h5")))
+            if include_partial:
+                found.extend(sorted(item.rglob("*.h5" + PARTIAL_SUFFIX)))
+        else:
+            found.append(item)
+    return found
+
+
+def file_stem(path: Path) -> str:
+    """`run.h5` and `run.h5.partial` both give `run`."""
+    name = path.name
+    if name.endswith(PARTIAL_SUFFIX):
+        name = name[: -len(PARTIAL_SUFFIX)]
+    return name[:-3] if name.endswith(".h5") else Path(name).stem
+
+
+def warn(message: str) -> None:
+    """Emit a SuiteWarning (the scripts' own warnings)."""
+    warnings.warn(message, SuiteWarning, stacklevel=2)
+
+
+def cli_warnings() -> None:
+    """Print every SuiteWarning as one `warning: ...` line on stderr, each time it occurs.
+
+    For the command-line scripts; other warnings keep Python's default filters and format.
+    """
+    default_show = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, SuiteWarning):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
+    warnings.simplefilter("always", SuiteWarning)

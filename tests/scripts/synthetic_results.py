@@ -1,0 +1,157 @@
+"""Synthetic results files written the way the C++ writer does (docs/RESULTS_SCHEMA.md).
+
+`write_results` writes file attributes, `/ranks/hostname` and `/ranks/device`, and one group
+per case `/<bench>/<case>` with typed parameters, the step-time statistics (computed from
+`time_s` as the max over ranks), checks and predictions.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+
+CaseSpec = dict[str, Any]
+
+
+def _attr(value: Any, fixed_strings: bool) -> Any:
+    """Python values as the C API would store them (ints as int32/int64, floats as double)."""
+    if isinstance(value, str):
+        return np.bytes_(value.encode()) if fixed_strings else value
+    if isinstance(value, bool):
+        return np.int32(value)
+    if isinstance(value, int):
+        return np.int64(value) if abs(value) > 2**31 - 1 else np.int32(value)
+    if isinstance(value, float):
+        return np.float64(value)
+    return value
+
+
+def step_stats(time_s: np.ndarray) -> dict[str, float]:
+    """The statistics the writer stores, of the step time (max over ranks)."""
+    step = time_s.max(axis=1)
+    return {"time_median_s": float(np.median(step)),
+            "time_p10_s": float(np.percentile(step, 10)),
+            "time_p90_s": float(np.percentile(step, 90)),
+            "time_min_s": float(step.min()), "time_max_s": float(step.max()),
+            "time_mean_s": float(step.mean())}
+
+
+def write_results(path: Path, bench: str, cases: list[CaseSpec], *, world_size: int = 4,
+                  partial: bool = False, created_utc: str = "2025-01-15T10:00:00Z",
+                  git_commit: str = "abc123def456", fixed_strings: bool = False,
+                  file_attrs: dict[str, Any] | None = None) -> Path:
+    """Write a results file; `partial` gives `FILE.h5.partial` with `complete = 0`.
+
+    Each case spec: name, params (dict, typed), attrs (extra attributes), time_s
+    [iterations, world_size] and optional datasets.
+    """
+    if partial:
+        path = path.with_name(path.name + ".partial")
+    attrs: dict[str, Any] = {
+        "schema_version": 1, "suite_version": "0.1.0", "git_commit": git_commit,
+        "created_utc": created_utc, "command_line": f"{bench} --out {path.name}",
+        "bench": bench, "world_size": world_size, "hostnames": "node01,node02",
+        "backend": "cpu", "transport": "mpi", "transport_detail": "host buffers",
+        "link": "loopback", "mpi_version": "Open MPI v4.1.4", "nccl_version": "none",
+        "cuda_version": "none", "device_names": "cpu", "slurm_job_id": "",
+        "complete": 0 if partial else 1,
+    }
+    attrs.update(file_attrs or {})
+    with h5py.File(path, "w") as f:
+        for key, value in attrs.items():
+            f.attrs[key] = _attr(value, fixed_strings)
+        hosts = [f"node0{1 + r // 2}" for r in range(world_size)]
+        dt = h5py.string_dtype() if not fixed_strings else "S16"
+        f.create_dataset("ranks/hostname", data=np.array(hosts, dtype=dt))
+        f.create_dataset("ranks/device", data=np.array(["cpu"] * world_size, dtype=dt))
+        for spec in cases:
+            grp = f.create_group(f"{bench}/{spec['name']}")
+            time_s = np.asarray(spec["time_s"], dtype=np.float64)
+            assert time_s.shape[1] == world_size
+            case_attrs = {"params": ",".join(spec["params"]), **spec["params"],
+                          "iterations": time_s.shape[0], "warmup": 2,
+                          **step_stats(time_s), "check_passed": 1, "check_max_abs_err": 0.0,
+                          **spec.get("attrs", {})}
+            for key, value in case_attrs.items():
+                grp.attrs[key] = _attr(value, fixed_strings)
+            grp.create_dataset("time_s", data=time_s)
+            for key, value in spec.get("datasets", {}).items():
+                grp.create_dataset(key, data=value)
+    return path
+
+
+def rank_times(base: float, iterations: int = 20, world_size: int = 4, seed: int = 0,
+               straggler: int | None = None, straggle: float = 1.0) -> np.ndarray:
+    """[iterations, world_size] times around `base` with 5% noise; `straggler` rank is slower."""
+    rng = np.random.default_rng(seed)
+    times = base * (1 + 0.05 * rng.random((iterations, world_size)))
+    if straggler is not None:
+        times[:, straggler] *= straggle
+    return times
+
+
+SP_TP_SIZES = [2**10, 2**14, 2**18, 2**22]
+
+
+def sp_tp_cases(scale: float = 1.0, world_size: int = 4, check: int = 1,
+                straggler_case: str | None = None) -> list[CaseSpec]:
+    """all-reduce and reduce-scatter + all-gather over message sizes, like the sp_tp bench."""
+    cases = []
+    for op, factor in (("allreduce", 1.0), ("rs_ag", 1.1)):
+        for i, n in enumerate(SP_TP_SIZES):
+            name = f"{op}_fp32_n{n}"
+            base = scale * factor * (5e-6 + n / 20e9)
+            strag = dict(straggler=2, straggle=3.0) if name == straggler_case else {}
+            time_s = rank_times(base, world_size=world_size, seed=i, **strag)
+            median = step_stats(time_s)["time_median_s"]
+            pred = 2 * (world_size - 1) / world_size * n
+            cases.append({
+                "name": name,
+                "params": {"op": op, "dtype": "fp32", "n_bytes": n},
+                "attrs": {"algbw_GBps": n / median / 1e9,
+                          "busbw_GBps": 2 * (world_size - 1) / world_size * n / median / 1e9,
+                          "bytes_sent_per_rank": pred, "pred_bytes_sent_per_rank": pred,
+                          "check_passed": check},
+                "time_s": time_s,
+                "datasets": {"bytes_sent": np.full(world_size, int(pred), dtype=np.int64),
+                             "bytes_recv": np.full(world_size, int(pred), dtype=np.int64)},
+            })
+    return cases
+
+
+def harness_cases() -> list[CaseSpec]:
+    """harness_overhead: suite time / plain MPI time per message size."""
+    cases = []
+    for i, n in enumerate(SP_TP_SIZES):
+        time_s = rank_times(1e-5 + n / 20e9, seed=i)
+        cases.append({"name": f"allreduce_n{n}", "params": {"n_bytes": n},
+                      "attrs": {"ratio": 1.0 + 0.02 * i, "plain_time_median_s": 1e-5},
+                      "time_s": time_s})
+    return cases
+
+
+def generic_cases() -> list[CaseSpec]:
+    """A bench the plotter does not know, with two pred_<x> / <x> pairs."""
+    cases = []
+    for i, (layout, c) in enumerate([("contiguous", 1024), ("zigzag", 1024), ("zigzag", 4096)]):
+        cases.append({"name": f"{layout}_c{c}", "params": {"layout": layout, "c": c},
+                      "attrs": {"bytes_sent_per_rank": 4 * c * 64 * 3,
+                                "pred_bytes_sent_per_rank": 4 * c * 64 * 3,
+                                "max_work_pairs": c * c, "pred_max_work_pairs": c * c // 2},
+                      "time_s": rank_times(1e-4 * (i + 1), seed=i),
+                      "datasets": {"work_per_rank_round": np.ones((4, 4), dtype=np.int64)}})
+    return cases
+
+
+def run_script(name: str, *args: Any, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """Run `python scripts/<name> args...` from the repo root, as a user would."""
+    return subprocess.run([sys.executable, f"scripts/{name}", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)

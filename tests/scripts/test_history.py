@@ -1,0 +1,54 @@
+"""history.py: runs ordered by created_utc, case filter, plot."""
+
+from __future__ import annotations
+
+import re
+
+from synthetic_results import run_script, sp_tp_cases
+
+# (file name, created_utc, commit, time scale): names sort differently from times
+RUNS = [("a_run.h5", "2025-02-03T08:00:00Z", "commit_third", 1.3),
+        ("b_run.h5", "2025-01-01T08:00:00Z", "commit_first", 1.0),
+        ("c_run.h5", "2025-01-20T23:59:59Z", "commit_second", 1.1)]
+
+
+def _write_runs(results_writer):
+    return [results_writer(name, "sp_tp", sp_tp_cases(scale=scale), created_utc=when,
+                           git_commit=commit) for name, when, commit, scale in RUNS]
+
+
+def test_runs_ordered_by_time(results_writer, tmp_path):
+    _write_runs(results_writer)
+    proc = run_script("history.py", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    commits = re.findall(r"commit_\w+", proc.stdout)
+    first_block = commits[:3]
+    assert first_block == ["commit_first", "commit_second", "commit_third"]
+    # every case lists its runs in the same order, with the change vs the first run
+    block = proc.stdout.split("sp_tp/allreduce_fp32_n1024\n")[1].split("\n\n")[0]
+    assert re.findall(r"commit_\w+", block) == first_block
+    assert "+10.0%" in block and "+30.0%" in block
+
+
+def test_case_filter_and_plot(results_writer, tmp_path):
+    files = _write_runs(results_writer)
+    out = tmp_path / "hist" / "h.png"
+    proc = run_script("history.py", *files, "--case", "rs_ag.*n1024$", "--plot", out)
+    assert proc.returncode == 0, proc.stderr
+    cases = re.findall(r"^sp_tp/\S+$", proc.stdout, flags=re.M)
+    assert cases == ["sp_tp/rs_ag_fp32_n1024"]
+    assert out.is_file() and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_no_match_exits_1(results_writer, tmp_path):
+    _write_runs(results_writer)
+    assert run_script("history.py", tmp_path, "--case", "nothing_like_this").returncode == 1
+
+
+def test_partial_files_only_on_request(results_writer, tmp_path):
+    _write_runs(results_writer)
+    results_writer("d_run.h5", "sp_tp", sp_tp_cases()[:2], partial=True,
+                   created_utc="2025-03-01T00:00:00Z", git_commit="commit_partial")
+    assert "commit_partial" not in run_script("history.py", tmp_path).stdout
+    proc = run_script("history.py", tmp_path, "--include-partial")
+    assert "commit_partial" in proc.stdout and "not complete" in proc.stderr

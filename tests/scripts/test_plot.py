@@ -1,0 +1,106 @@
+"""plot.py: the figures for sp_tp, harness_overhead, the generic fallback, per-rank."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from synthetic_results import SCRIPTS, generic_cases, harness_cases, run_script, sp_tp_cases
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _written(proc) -> set[str]:
+    assert proc.returncode == 0, proc.stderr
+    paths = [Path(line) for line in proc.stdout.splitlines() if line.strip()]
+    for p in paths:
+        assert p.is_file() and p.stat().st_size > 1000, p
+        assert p.read_bytes()[:8] == PNG_MAGIC, p
+    return {p.name for p in paths}
+
+
+def test_sp_tp_figures(results_writer, tmp_path):
+    path = results_writer("sp.h5", "sp_tp", sp_tp_cases(straggler_case="allreduce_fp32_n16384"))
+    out = tmp_path / "figs"
+    proc = run_script("plot.py", path, "--out", out)
+    names = _written(proc)
+    assert names == {"sp_tp_time.png", "sp_tp_busbw.png", "sp_tp_bytes.png",
+                     "per_rank_sp_tp_allreduce_fp32_n16384.png"}
+    assert {p.name for p in out.iterdir()} == names
+    assert proc.stderr == ""  # a complete, well-formed file: no warnings
+
+
+def test_harness_overhead_figures(results_writer, tmp_path):
+    path = results_writer("ho.h5", "harness_overhead", harness_cases())
+    names = _written(run_script("plot.py", path, "--out", tmp_path / "o"))
+    assert "harness_overhead_ratio.png" in names
+    assert "harness_overhead_time_median.png" not in names  # not the generic fallback
+    assert sum(n.startswith("per_rank_") for n in names) == 1
+
+
+def test_generic_fallback(results_writer, tmp_path):
+    path = results_writer("ring.h5", "ring_attention", generic_cases())
+    names = _written(run_script("plot.py", path, "--out", tmp_path / "o",
+                                "--rank-case", "zigzag_c4096"))
+    assert names == {"ring_attention_time_median.png",
+                     "ring_attention_pred_bytes_sent_per_rank.png",
+                     "ring_attention_pred_max_work_pairs.png",
+                     "per_rank_ring_attention_zigzag_c4096.png"}
+
+
+def test_default_out_dir_beside_file(results_writer):
+    path = results_writer("sp.h5", "sp_tp", sp_tp_cases())
+    names = _written(run_script("plot.py", path))
+    assert (path.parent / "sp_plots" / "sp_tp_time.png").is_file()
+    assert "sp_tp_time.png" in names
+
+
+def test_partial_file_plots_with_warning(results_writer, tmp_path):
+    path = results_writer("sp.h5", "sp_tp", sp_tp_cases()[:3], partial=True)
+    proc = run_script("plot.py", path, "--out", tmp_path / "o")
+    assert "warning:" in proc.stderr and "not complete" in proc.stderr
+    assert "sp_tp_time.png" in _written(proc)
+
+
+def test_unknown_rank_case_is_an_error(results_writer, tmp_path):
+    path = results_writer("sp.h5", "sp_tp", sp_tp_cases())
+    proc = run_script("plot.py", path, "--out", tmp_path / "o", "--rank-case", "nope")
+    assert proc.returncode != 0 and "no case 'nope'" in proc.stderr
+
+
+def test_help_documents_flags():
+    proc = run_script("plot.py", "--help")
+    assert proc.returncode == 0
+    assert "--out" in proc.stdout and "--rank-case" in proc.stdout
+
+
+@pytest.fixture
+def plot_module():
+    spec = importlib.util.spec_from_file_location("suite_plot", SCRIPTS / "plot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sp_tp_time_figure_content(results_writer, tmp_path, plot_module, monkeypatch):
+    """Both ops on one log2 axis, each with a p10-p90 band; the title names the setup."""
+    import suite_results as sr
+    captured = {}
+    monkeypatch.setattr(plot_module, "_save",
+                        lambda fig, path, written: captured.setdefault(path.name, fig))
+    res = sr.read_results(results_writer("sp.h5", "sp_tp", sp_tp_cases()))
+    assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
+    ax = captured["sp_tp_time.png"].axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["all-reduce (median)", "reduce-scatter + all-gather (median)"]
+    assert len(ax.collections) == 2  # the two bands
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
+    xs = ax.get_lines()[0].get_xdata()
+    assert list(xs) == [1024, 16384, 262144, 4194304]
+    title = ax.get_title()
+    for word in ("sp_tp", "cpu", "mpi", "loopback", "4 ranks"):
+        assert word in title
+    bytes_ax = captured["sp_tp_bytes.png"].axes[0]
+    assert len(bytes_ax.get_lines()) == 4  # predicted + measured per op
