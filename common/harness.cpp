@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "common/errors.hpp"
 
@@ -39,9 +40,18 @@ double attr_number(const Attributes& attrs, const std::string& name) {
 
 // Test hook: SUITE_ABORT_AFTER_CASES=N makes rank 0 die hard after writing N cases, to prove
 // that a killed run keeps its finished cases in FILE.partial.
-long abort_after_cases() {
-  const char* v = std::getenv("SUITE_ABORT_AFTER_CASES");
+long env_long(const char* name) {
+  const char* v = std::getenv(name);
   return v ? std::atol(v) : -1;
+}
+long abort_after_cases() {
+  return env_long("SUITE_ABORT_AFTER_CASES");
+}
+
+// Test hook: SUITE_TEST_STALL_RANK=R makes rank R stop making progress in the first case's
+// set-up, as a rank stuck outside a collective would, to prove the watchdog names the hang.
+void maybe_stall(int rank) {
+  if (env_long("SUITE_TEST_STALL_RANK") == rank) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace
@@ -68,6 +78,7 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
     std::fflush(stderr);
   }
   watchdog_.kick(label + " (setup)");
+  maybe_stall(rank);
   std::unique_ptr<BenchCase> c;
   std::optional<std::string> error;
   try {

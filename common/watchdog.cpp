@@ -38,9 +38,12 @@ void Watchdog::watch() {
     if (stop_ || !armed_) continue;
     double idle = std::chrono::duration<double>(Clock::now() - last_).count();
     if (idle > timeout_s_) {
-      std::string msg = "timed out: no progress for " + std::to_string(static_cast<int>(idle)) +
-                        " s (--timeout " + std::to_string(timeout_s_) + ") while in " + doing_ +
-                        "; another rank probably failed or is stuck before this collective";
+      char msg[512];
+      std::snprintf(msg, sizeof msg,
+                    "timed out: no progress for %.0f s (--timeout %g) while in %s; another rank "
+                    "probably failed "
+                    "or is stuck before this collective",
+                    idle, timeout_s_, doing_.c_str());
       lock.unlock();
       SUITE_FATAL(msg);
     }

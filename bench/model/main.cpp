@@ -1,0 +1,137 @@
+// model: prints what METHODS.md predicts for parameters and rates the user gives, so a run
+// can be planned (block sizes, degrees, bytes) before a job is submitted. No MPI needed.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <vector>
+
+#include "common/model.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace m = suite::model;
+
+namespace {
+
+struct Params {
+  double s = 4096, b = 1, h = 4096, a = 32, kv = 32, d_ff = 0;
+  int t = 8, n_c = 8, n_e = 8, experts = 64;
+  double k = 2, tokens = 4096, capacity_factor = 1.25;
+  double flops = 989e12, bw = 450e9;
+  std::string dtype = "bf16";
+  bool causal = false, swiglu = false;
+};
+
+void line(const char* what, double v, const char* unit) {
+  std::printf("  %-52s %16.6g %s\n", what, v, unit);
+}
+
+void print_sp(const Params& p, double e) {
+  std::printf("Megatron TP vs SP (s=%g b=%g h=%g a=%g t=%d, %s)\n", p.s, p.b, p.h, p.a, p.t,
+              p.dtype.c_str());
+  line("TP comm per layer fwd per rank (2 all-reduces)",
+       m::tp_layer_comm_bytes_per_rank(p.s, p.b, p.h, p.t, e), "B");
+  line("SP comm per layer fwd per rank (2 RS + 2 AG)",
+       m::sp_layer_comm_bytes_per_rank(p.s, p.b, p.h, p.t, e), "B");
+  m::Activation x{p.s, p.b, p.h, p.a, p.t};
+  line("activations/layer, no parallelism: sbh(34+5as/h)", m::act_bytes_no_parallel(x), "B");
+  line("activations/layer, TP: sbh(10+24/t+5as/(ht))", m::act_bytes_tp(x), "B");
+  line("activations/layer, TP+SP: sbh/t(34+5as/h)", m::act_bytes_tp_sp(x), "B");
+  line("activations/layer, TP, flash: sbh(10+24/t)", m::act_bytes_tp_flash(x), "B");
+  line("activations/layer, TP+SP, flash: 34sbh/t", m::act_bytes_tp_sp_flash(x), "B");
+}
+
+void print_ring(const Params& p, double e) {
+  double g = p.a / p.kv;
+  m::Ring r{p.h, p.s / p.n_c, p.n_c, g, e, p.causal};
+  std::printf("\nRing attention (s=%g N_c=%d c=%g h=%g g=%g %s, F=%g FLOP/s, W=%g B/s)\n", p.s,
+              p.n_c, r.c, p.h, g, p.causal ? "causal" : "full", p.flops, p.bw);
+  line("FLOPs per round 4c^2h", m::ring_flops_per_round(r), "FLOP");
+  line("bytes per round (K and V)", m::ring_bytes_per_round(r), "B");
+  line("compute time per round", m::ring_flops_per_round(r) / p.flops * (p.causal ? 0.5 : 1), "s");
+  line("transfer time per round", m::ring_bytes_per_round(r) / p.bw, "s");
+  double c_min = m::ring_min_block(p.flops, p.bw, g, p.causal, e);
+  line("minimum block size for overlap c >= F/W (refined)", c_min, "tokens");
+  std::printf("  %-52s %16s\n", "overlap holds at this c?",
+              r.c >= c_min ? "yes" : "NO: transfer exposed");
+  line("bytes per layer fwd per rank (N_c-1) x round", m::ring_bytes_per_layer(r), "B");
+  line("memory per rank (six blocks)", m::ring_memory_bytes(r), "B");
+  line("causal steps, contiguous layout (N_c - 1/2)", m::ring_causal_steps_contiguous(p.n_c),
+       "blocks");
+  line("causal steps, zig-zag layout (N_c/2)", m::ring_causal_steps_balanced(p.n_c), "blocks");
+}
+
+void print_ulysses(const Params& p, double e) {
+  double g = p.a / p.kv;
+  std::printf("\nDeepSpeed-Ulysses (s=%g h=%g N_c=%d a=%g n_kv=%g)\n", p.s, p.h, p.n_c, p.a, p.kv);
+  line("bytes per layer fwd per rank (4 all-to-alls)",
+       m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
+  bool ok = m::ulysses_degree_ok(p.n_c, static_cast<int>(p.a), static_cast<int>(p.kv));
+  std::printf("  %-52s %16s\n", "degree divides heads and K/V heads?",
+              ok ? "yes" : "NO: replicate K/V heads or combine with ring");
+}
+
+void print_moe(const Params& p, double e) {
+  double d_ff = p.d_ff > 0 ? p.d_ff : 4 * p.h;
+  std::printf("\nMoE expert parallelism (E=%d N_e=%d k=%g T=%g h=%g d_ff=%g %s)\n", p.experts,
+              p.n_e, p.k, p.tokens, p.h, d_ff, p.swiglu ? "SwiGLU" : "two-matrix MLP");
+  line("dispatch + combine bytes per rank (uniform)",
+       m::moe_a2a_bytes_per_rank(p.k, p.tokens, p.h, p.n_e, e), "B");
+  line("expert FLOPs per (token, expert) pair", m::moe_expert_flops_per_pair(p.h, d_ff, p.swiglu),
+       "FLOP");
+  line("all-to-all time / expert time",
+       m::moe_a2a_to_expert_ratio(p.flops, p.bw, p.n_e, d_ff, p.swiglu), "");
+  line("expert capacity CF*k*N/E (N = T*N_e)",
+       m::moe_capacity(p.capacity_factor, p.k, p.tokens * p.n_e, p.experts), "tokens");
+  std::vector<double> uniform(p.experts, 1.0 / p.experts);
+  line("aux loss at uniform routing (alpha=1e-2)",
+       m::moe_aux_loss(uniform.data(), uniform.data(), p.experts, 1e-2), "");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Params p;
+  std::string section = "all";
+  CLI::App app("Prints the METHODS.md predictions for the given sizes and rates (no run needed).",
+               "model");
+  app.add_option("--section", section, "sp, ring, ulysses, moe or all")
+      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe"}))
+      ->capture_default_str();
+  app.add_option("--seq,-s", p.s, "s: sequence length")->capture_default_str();
+  app.add_option("--batch,-b", p.b, "b: micro-batch")->capture_default_str();
+  app.add_option("--hidden", p.h, "h: hidden size")->capture_default_str();
+  app.add_option("--heads,-a", p.a, "a: query heads")->capture_default_str();
+  app.add_option("--kv-heads", p.kv, "n_kv: K/V heads (GQA group g = a/n_kv)")
+      ->capture_default_str();
+  app.add_option("--tp,-t", p.t, "t: tensor-parallel degree")->capture_default_str();
+  app.add_option("--cp", p.n_c, "N_c: context-parallel degree (ring or Ulysses)")
+      ->capture_default_str();
+  app.add_option("--flops,-F", p.flops, "F: achieved attention FLOP/s (kernel_bench measures it)")
+      ->capture_default_str();
+  app.add_option("--bw,-W", p.bw, "W: achieved link bandwidth in bytes/s (sp_tp busbw measures it)")
+      ->capture_default_str();
+  app.add_option("--dtype", p.dtype, "element type: bf16, fp32, fp64")
+      ->check(CLI::IsMember({"bf16", "fp32", "fp64"}))
+      ->capture_default_str();
+  app.add_flag("--causal", p.causal, "causal attention with a balanced (zig-zag) layout");
+  app.add_option("--experts,-E", p.experts, "E: experts")->capture_default_str();
+  app.add_option("--ep", p.n_e, "N_e: expert-parallel degree")->capture_default_str();
+  app.add_option("--top-k,-k", p.k, "k: experts per token")->capture_default_str();
+  app.add_option("--tokens,-T", p.tokens, "T: tokens per GPU")->capture_default_str();
+  app.add_option("--d-ff", p.d_ff, "expert hidden size (0: 4h)")->capture_default_str();
+  app.add_flag("--swiglu", p.swiglu, "SwiGLU experts (6 h d_ff FLOPs per pair)");
+  app.add_option("--capacity-factor", p.capacity_factor, "CF: expert capacity factor")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (p.t < 1 || p.n_c < 1 || p.n_e < 1 || p.experts < 1 || p.kv <= 0 || p.flops <= 0 ||
+      p.bw <= 0) {
+    std::fprintf(stderr, "error: degrees, head counts and rates must be positive\n");
+    return 2;
+  }
+  double e = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.dtype)));
+  if (section == "all" || section == "sp") print_sp(p, e);
+  if (section == "all" || section == "ring") print_ring(p, e);
+  if (section == "all" || section == "ulysses") print_ulysses(p, e);
+  if (section == "all" || section == "moe") print_moe(p, e);
+  return 0;
+}

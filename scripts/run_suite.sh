@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The main job: every benchmark on the CPU backend with local MPI ranks, results into
+# results/<UTC stamp>/, then plots of each file. Used by `make run`; NP, MPIRUN, BUILD and
+# EXTRA (flags for every benchmark) can be set in the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NP=${NP:-4}
+MPIRUN=${MPIRUN:-mpirun}
+BUILD=${BUILD:-build}
+EXTRA=${EXTRA:-}
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+dir=results/$stamp
+mkdir -p "$dir"
+# OpenMPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+launch=("$MPIRUN" -np "$NP" --oversubscribe)
+common=(--backend cpu --link loopback $EXTRA)
+
+run() {
+  local name=$1; shift
+  echo "== $name ($NP ranks) =="
+  "${launch[@]}" "$BUILD/bin/$name" "${common[@]}" --out "$dir/$name.h5" "$@"
+}
+
+run sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
+run harness_overhead --sizes 4K:16M:x4 --iters 30
+if [ -x "$BUILD/bin/sp_tp" ] && "$BUILD/bin/sp_tp" --help | grep -q -- "layer"; then
+  run sp_tp --mode layer --iters 5 --out "$dir/sp_tp_layer.h5"
+fi
+if [ -x "$BUILD/bin/kernel_bench" ]; then
+  echo "== kernel_bench (one process) =="
+  "$BUILD/bin/kernel_bench" --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json
+fi
+
+for f in "$dir"/*.h5; do
+  .venv/bin/python scripts/plot.py "$f" --out "$dir/plots"
+done
+echo "results and plots: $dir"

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Integration scenarios for the MPI executables, one per ctest test.
+
+Each scenario launches a binary under mpirun (oversubscribed, so 4 ranks fit on 2 cores),
+then checks its exit status, its messages and the HDF5 file it wrote, read back with h5py.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+
+class Env:
+    def __init__(self, bin_dir: Path, mpiexec: str, workdir: Path):
+        self.bin_dir = bin_dir
+        self.mpiexec = mpiexec
+        self.workdir = workdir
+
+    def mpirun(self, np_: int, binary: str, *args: str, extra_env: dict | None = None,
+               timeout: float = 240) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                    "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+        env.update(extra_env or {})
+        cmd = [self.mpiexec, "-np", str(np_), "--oversubscribe", str(self.bin_dir / binary), *args]
+        start = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                              cwd=self.workdir)
+        proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
+        print(f"$ {' '.join(cmd)}\n-> exit {proc.returncode} in {proc.elapsed:.1f} s")
+        return proc
+
+
+def fail(msg: str, proc: subprocess.CompletedProcess | None = None) -> None:
+    if proc is not None:
+        print("--- stdout ---\n" + proc.stdout[-4000:] + "\n--- stderr ---\n" + proc.stderr[-4000:])
+    raise SystemExit("FAIL: " + msg)
+
+
+def expect(cond: bool, msg: str, proc: subprocess.CompletedProcess | None = None) -> None:
+    if not cond:
+        fail(msg, proc)
+
+
+def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list[int]) -> None:
+    with h5py.File(path) as f:
+        a = f.attrs
+        expect(a["complete"] == 1, "file not marked complete")
+        expect(a["schema_version"] == 1, "schema_version")
+        expect(a["world_size"] == ranks, f"world_size {a['world_size']} != {ranks}")
+        expect(a["backend"] == "cpu" and a["transport"] == "mpi", "backend/transport attributes")
+        expect(a["transport_detail"] == "host buffers", "transport_detail")
+        for key in ("git_commit", "created_utc", "command_line", "mpi_version", "hostnames", "link"):
+            expect(key in a, f"file attribute {key} missing")
+        expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
+        cases = f["sp_tp"]
+        expected = {f"{op}_{dtype}_n{label}" for op in ("allreduce", "rs_ag") for label in map(fmt, sizes)}
+        missing = expected - set(cases)
+        expect(not missing, f"missing cases {missing}")
+        e = {"fp32": 4, "fp64": 8}[dtype]
+        for name, g in cases.items():
+            n = int(g.attrs["n_bytes"])
+            expect(g.attrs["check_passed"] == 1, f"{name}: check_passed")
+            expect(g.attrs["t"] == ranks, f"{name}: t")
+            expect(g["time_s"].shape == (iters, ranks), f"{name}: time_s shape {g['time_s'].shape}")
+            times = g["time_s"][()]
+            expect(np.all(times > 0), f"{name}: non-positive times")
+            step = times.max(axis=1)
+            expect(abs(np.median(step) - g.attrs["time_median_s"]) <= 1e-12 + 1e-9 * np.median(step),
+                   f"{name}: time_median_s is not the median of the max over ranks")
+            pred = 2 * (ranks - 1) * n // ranks
+            expect(g.attrs["pred_bytes_sent_per_rank"] == pred, f"{name}: prediction {g.attrs['pred_bytes_sent_per_rank']} != {pred}")
+            expect(list(g["bytes_sent"][()]) == [pred] * ranks, f"{name}: bytes_sent {g['bytes_sent'][()]} != {pred}")
+            expect(list(g["bytes_recv"][()]) == [pred] * ranks, f"{name}: bytes_recv")
+            expect(g.attrs["busbw_GBps"] > 0, f"{name}: busbw")
+            expect(n % (ranks * e) == 0, f"{name}: size not divisible")
+            if g.attrs["op"] == "rs_ag":
+                for phase in ("phase_reduce_scatter_s", "phase_all_gather_s"):
+                    expect(g[phase].shape == (iters, ranks), f"{name}: {phase} shape")
+                    expect(np.all(g[phase][()] <= times + 1e-6), f"{name}: {phase} longer than the step")
+    print(f"{path.name}: {len(expected)}+ cases checked")
+
+
+def fmt(n: int) -> str:
+    for i, suffix in enumerate(("", "K", "M", "G")):
+        if n % 1024 or i == 3 or n == 0:
+            return f"{n}{suffix}"
+        n //= 1024
+    return str(n)
+
+
+def scenario_sp_tp(env: Env, ranks: int, dtype: str) -> None:
+    out = env.workdir / f"sp_tp_np{ranks}_{dtype}.h5"
+    sizes = [1024, 16384, 262144]
+    proc = env.mpirun(ranks, "sp_tp", "--sizes", "1K:256K:x16", "--dtype", dtype, "--iters", "6", "--warmup", "1",
+                      "--seq", "64", "--batch", "2", "--hidden", "32", "--out", str(out), "--link", "loopback")
+    expect(proc.returncode == 0, "sp_tp failed", proc)
+    expect("SP vs TP collectives" in proc.stdout, "no summary table on stdout", proc)
+    expect(proc.stdout.count("SP vs TP collectives") == 1, "summary printed by more than one rank", proc)
+    check_sp_tp_file(out, ranks, dtype, 6, sizes)
+    with h5py.File(out) as f:
+        act = f[f"sp_tp/rs_ag_{dtype}_act_s64_b2_h32"]
+        expect(act.attrs["layer_bytes_sent_per_rank"] == act.attrs["pred_layer_bytes_sent_per_rank"],
+               "activation case: layer bytes differ from 4(t-1)/t n")
+        expect(f.attrs["link"] == "loopback", "link label")
+
+
+def scenario_bad_input(env: Env) -> None:
+    cases = {
+        "size not divisible": (["--sizes", "1000"], "not a positive multiple"),
+        "unknown flag": (["--no-such-flag"], "no-such-flag"),
+        "unknown value": (["--backend", "tpu"], "tpu"),
+        "bad range": (["--sizes", "8K:1K:x2"], "begin is larger"),
+        "unwritable output": (["--out", "/proc/no/such/dir/x.h5"], "cannot create"),
+        "nccl on cpu": (["--backend", "cpu", "--transport", "nccl"], "nccl"),
+        "desynchronising gbench flag": (["--benchmark_enable_random_interleaving=true"], "different order"),
+    }
+    for what, (args, needle) in cases.items():
+        out = env.workdir / "bad.h5"
+        out_args = [] if "--out" in args else ["--out", str(out)]
+        proc = env.mpirun(4, "sp_tp", *args, *out_args, "--iters", "2", timeout=60)
+        expect(proc.returncode != 0, f"{what}: exit status 0", proc)
+        expect(proc.elapsed < 30, f"{what}: took {proc.elapsed:.0f} s", proc)
+        expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
+        expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
+        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
+        print(f"  ok: {what}")
+
+
+def scenario_killed_run(env: Env) -> None:
+    out = env.workdir / "killed.h5"
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K:64K:x4", "--iters", "3", "--out", str(out),
+                      extra_env={"SUITE_ABORT_AFTER_CASES": "3"}, timeout=60)
+    expect(proc.returncode != 0, "the aborted run exited 0", proc)
+    expect(not out.exists(), "a killed run left a file under the final name", proc)
+    partial = Path(str(out) + ".partial")
+    expect(partial.exists(), "no .partial file after the kill", proc)
+    with h5py.File(partial) as f:
+        expect(f.attrs["complete"] == 0, "partial file claims to be complete")
+        expect(len(f["sp_tp"]) == 3, f"expected the 3 finished cases, found {list(f['sp_tp'])}")
+        for g in f["sp_tp"].values():
+            expect(g["time_s"].shape == (3, 2), "finished case lost its samples")
+
+
+def scenario_watchdog(env: Env) -> None:
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--iters", "2", "--timeout", "2",
+                      "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "1"}, timeout=90)
+    expect(proc.returncode != 0, "a stalled run exited 0", proc)
+    expect(proc.elapsed < 60, f"watchdog took {proc.elapsed:.0f} s", proc)
+    expect("timed out" in proc.stderr and "rank " in proc.stderr, "no timeout message naming a rank", proc)
+    expect("sp_tp/allreduce_fp32_n1K" in proc.stderr, "timeout message does not name the case", proc)
+
+
+def scenario_save_tensors(env: Env) -> None:
+    out = env.workdir / "tensors.h5"
+    proc = env.mpirun(2, "sp_tp", "--sizes", "64", "--activation-case", "0", "--iters", "2", "--save-tensors",
+                      "--dtype", "fp64", "--out", str(out))
+    expect(proc.returncode == 0, "sp_tp --save-tensors failed", proc)
+    with h5py.File(out) as f:
+        g = f["sp_tp/allreduce_fp64_n64"]
+        inp, outp = g["tensor_input"][()], g["tensor_output"][()]
+        expect(inp.shape == (2, 8) and outp.shape == (2, 8), f"tensor shapes {inp.shape} {outp.shape}")
+        expect(np.array_equal(outp[0], inp.sum(axis=0)) and np.array_equal(outp[1], outp[0]),
+               "saved output is not the sum of the saved inputs")
+
+
+def scenario_harness_overhead(env: Env) -> None:
+    out = env.workdir / "overhead.h5"
+    proc = env.mpirun(2, "harness_overhead", "--sizes", "4K,1M", "--iters", "10", "--out", str(out))
+    expect(proc.returncode == 0, "harness_overhead failed", proc)
+    with h5py.File(out) as f:
+        for g in f["harness_overhead"].values():
+            expect(g.attrs["ratio"] > 0 and g.attrs["plain_mpi_median_s"] > 0, "no ratio recorded")
+            print(f"  {g.name}: ratio {g.attrs['ratio']:.3f}")
+
+
+def scenario_help(env: Env) -> None:
+    proc = env.mpirun(2, "sp_tp", "--help", timeout=60)
+    expect(proc.returncode == 0, "--help failed", proc)
+    for flag in ("--backend", "--transport", "--dtype", "--iters", "--warmup", "--out", "--seed", "--check",
+                 "--timeout", "--link", "--save-tensors", "--sizes", "--seq", "--benchmark_filter"):
+        expect(flag in proc.stdout, f"--help does not explain {flag}", proc)
+    expect(proc.stdout.count("--backend") == 1, "help printed by more than one rank", proc)
+
+
+SCENARIOS = {
+    "sp_tp_np2_fp64": lambda e: scenario_sp_tp(e, 2, "fp64"),
+    "sp_tp_np4_fp32": lambda e: scenario_sp_tp(e, 4, "fp32"),
+    "sp_tp_np3_fp32": lambda e: scenario_sp_tp_odd(e),
+    "bad_input": scenario_bad_input,
+    "killed_run": scenario_killed_run,
+    "watchdog": scenario_watchdog,
+    "save_tensors": scenario_save_tensors,
+    "harness_overhead": scenario_harness_overhead,
+    "help": scenario_help,
+}
+
+
+def scenario_sp_tp_odd(env: Env) -> None:
+    """Three ranks: sizes must be multiples of 3 x 4 bytes."""
+    out = env.workdir / "np3.h5"
+    proc = env.mpirun(3, "sp_tp", "--sizes", "12,3K", "--iters", "3", "--activation-case", "0", "--out", str(out))
+    expect(proc.returncode == 0, "sp_tp with 3 ranks failed", proc)
+    check_sp_tp_file(out, 3, "fp32", 3, [12, 3072])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--bin-dir", type=Path, required=True, help="directory holding the built executables")
+    p.add_argument("--mpiexec", default="mpirun", help="MPI launcher")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
+        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
+    print(f"PASS {args.scenario}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+// The METHODS.md formulas against values worked out by hand.
+#include <gtest/gtest.h>
+
+#include "common/model.hpp"
+
+namespace m = suite::model;
+
+TEST(ModelCollectives, BytesPerRankFollowNcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(m::rs_or_ag_bytes_per_rank(1024, 4), 768);  // 3/4 of 1024
+  EXPECT_DOUBLE_EQ(m::all_reduce_bytes_per_rank(1024, 4), 1536);
+  EXPECT_DOUBLE_EQ(m::all_reduce_bytes_per_rank(1000, 1), 0);  // one rank sends nothing
+  EXPECT_DOUBLE_EQ(m::busbw_factor_all_reduce(8), 1.75);
+  EXPECT_DOUBLE_EQ(m::busbw_factor_rs_ag_a2a(8), 0.875);
+}
+
+TEST(ModelSpTp, SpCostsNoExtraBandwidth) {
+  // s=2048 b=2 h=1024 bf16, t=4: n = 8 MiB; 4 * 3/4 * n = 3n = 25165824 B
+  EXPECT_DOUBLE_EQ(m::tp_layer_comm_bytes_per_rank(2048, 2, 1024, 4, 2), 25165824);
+  EXPECT_DOUBLE_EQ(m::sp_layer_comm_bytes_per_rank(2048, 2, 1024, 4, 2), 25165824);
+}
+
+TEST(ModelSpTp, ActivationMemory) {
+  // s=1024 b=1 h=512 a=8 t=4: sbh = 524288, 5as/h = 80
+  m::Activation x{1024, 1, 512, 8, 4};
+  EXPECT_DOUBLE_EQ(m::act_bytes_no_parallel(x), 524288.0 * (34 + 80));
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp(x), 524288.0 * (10 + 6 + 20));
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_sp(x), 524288.0 / 4 * (34 + 80));
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_flash(x), 524288.0 * 16);
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_sp_flash(x), 34 * 524288.0 / 4);
+  // t = 1: TP and TP+SP collapse to the unparallelised figure.
+  m::Activation one{1024, 1, 512, 8, 1};
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp(one), m::act_bytes_no_parallel(one));
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_sp(one), m::act_bytes_no_parallel(one));
+}
+
+TEST(ModelRing, OverlapConditionAndRefinements) {
+  // H100 bf16 peak over NVLink: F/W = 989e12 / 450e9 = 2197.8 tokens.
+  EXPECT_NEAR(m::ring_min_block(989e12, 450e9, 1, false, 2), 2197.78, 0.01);
+  EXPECT_NEAR(m::ring_min_block(989e12, 50e9, 1, false, 2), 19780, 1e-6);
+  EXPECT_NEAR(m::ring_min_block(989e12, 450e9, 1, true, 2), 4395.56, 0.01);   // causal: 2F/W
+  EXPECT_NEAR(m::ring_min_block(989e12, 450e9, 8, true, 2), 549.44, 0.01);    // GQA g=8
+  EXPECT_NEAR(m::ring_min_block(989e12, 450e9, 1, false, 4), 4395.56, 0.01);  // fp32: x e/2
+}
+
+TEST(ModelRing, FlopsBytesMemory) {
+  m::Ring r{4096, 1024, 8, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_flops_per_round(r), 4.0 * 1024 * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_round(r), 4.0 * 1024 * 4096);  // 4ch for bf16
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_layer(r), 7 * 4.0 * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(m::ring_memory_bytes(r), 6 * 1024.0 * 4096 * 2);
+  m::Ring gqa{4096, 1024, 8, 4, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_round(gqa), 1024.0 * 4096);
+  EXPECT_DOUBLE_EQ(m::ring_causal_steps_contiguous(8), 7.5);
+  EXPECT_DOUBLE_EQ(m::ring_causal_steps_balanced(8), 4);
+}
+
+TEST(ModelUlysses, BytesAndHeadLimits) {
+  // MHA: 4 * (N-1)/N * 2sh/N; s=8192 h=4096 N=8: 4 * 7/8 * 8 MiB = 29360128
+  EXPECT_DOUBLE_EQ(m::ulysses_bytes_per_layer(8192, 4096, 8, 1, 2),
+                   4 * 7.0 / 8 * 2 * 8192 * 4096 / 8);
+  // GQA g=4: Q and O unchanged, K and V a quarter each: (2 + 0.5)/4 of MHA.
+  EXPECT_DOUBLE_EQ(m::ulysses_bytes_per_layer(8192, 4096, 8, 4, 2),
+                   2.5 * 7.0 / 8 * 2 * 8192 * 4096 / 8);
+  EXPECT_TRUE(m::ulysses_degree_ok(8, 32, 8));
+  EXPECT_FALSE(m::ulysses_degree_ok(16, 32, 8));  // more ranks than K/V heads
+  EXPECT_FALSE(m::ulysses_degree_ok(3, 32, 32));  // does not divide
+}
+
+TEST(ModelMoe, BytesFlopsRatioCapacityAux) {
+  EXPECT_DOUBLE_EQ(m::moe_a2a_bytes_per_rank(2, 4096, 4096, 8, 2),
+                   2 * 2 * 4096.0 * 4096 * 2 * 7 / 8);
+  EXPECT_DOUBLE_EQ(m::moe_expert_flops_per_pair(1024, 4096, false), 4.0 * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(m::moe_expert_flops_per_pair(1024, 4096, true), 6.0 * 1024 * 4096);
+  // F/W = 2000, (N-1)/N = 0.75, d_ff = 1000 -> 1.5; SwiGLU 1.0
+  EXPECT_DOUBLE_EQ(m::moe_a2a_to_expert_ratio(2000, 1, 4, 1000, false), 1.5);
+  EXPECT_DOUBLE_EQ(m::moe_a2a_to_expert_ratio(2000, 1, 4, 1000, true), 1.0);
+  EXPECT_DOUBLE_EQ(m::moe_capacity(1.25, 2, 4096, 64), 160);
+  double f[4] = {0.25, 0.25, 0.25, 0.25};
+  EXPECT_DOUBLE_EQ(m::moe_aux_loss(f, f, 4, 1e-2), 1e-2);  // alpha under uniform routing
+  double skew_f[4] = {1, 0, 0, 0}, skew_p[4] = {0.7, 0.1, 0.1, 0.1};
+  EXPECT_DOUBLE_EQ(m::moe_aux_loss(skew_f, skew_p, 4, 1e-2), 1e-2 * 4 * 0.7);
+}

@@ -1,0 +1,48 @@
+#include <gtest/gtest.h>
+
+#include "common/errors.hpp"
+#include "common/size_list.hpp"
+
+using suite::parse_sweep;
+using V = std::vector<std::int64_t>;
+
+TEST(SizeList, NumbersAndSuffixes) {
+  EXPECT_EQ(suite::parse_scaled_int("17"), 17);
+  EXPECT_EQ(suite::parse_scaled_int("4K"), 4096);
+  EXPECT_EQ(suite::parse_scaled_int("2m"), 2 << 20);
+  EXPECT_EQ(suite::parse_scaled_int("1G"), 1LL << 30);
+}
+
+TEST(SizeList, ListsAndRanges) {
+  EXPECT_EQ(parse_sweep("1,2,5"), (V{1, 2, 5}));
+  EXPECT_EQ(parse_sweep("1K:8K:x2"), (V{1024, 2048, 4096, 8192}));
+  EXPECT_EQ(parse_sweep("1K:5K:x2"), (V{1024, 2048, 4096}));  // end need not be on the grid
+  EXPECT_EQ(parse_sweep("256:1024:+256"), (V{256, 512, 768, 1024}));
+  EXPECT_EQ(parse_sweep("3,1K:2K:x2"), (V{3, 1024, 2048}));
+  EXPECT_EQ(parse_sweep("8:8:x2"), (V{8}));
+}
+
+TEST(SizeList, RejectsBadInputWithTheOffendingText) {
+  for (const char* bad : {"", "abc", "4Q", "-5", "1K:8K", "8K:1K:x2", "1K:8K:x1", "0:8:x2",
+                          "1K:8K:y2", "1,,2", "99999999999G"}) {
+    try {
+      parse_sweep(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const suite::UsageError& e) {
+      EXPECT_FALSE(std::string(e.what()).empty());
+    }
+  }
+  try {
+    parse_sweep("1K:8K:x0");
+    FAIL();
+  } catch (const suite::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("1K:8K:x0"), std::string::npos);
+  }
+}
+
+TEST(SizeList, FormatsShortestExactSpelling) {
+  EXPECT_EQ(suite::format_scaled_int(1048576), "1M");
+  EXPECT_EQ(suite::format_scaled_int(3072), "3K");
+  EXPECT_EQ(suite::format_scaled_int(1536), "1536");
+  EXPECT_EQ(suite::format_scaled_int(0), "0");
+}
