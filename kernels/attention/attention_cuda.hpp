@@ -1,0 +1,42 @@
+// Attention forward and LSE merge on the GPU. All pointers are device pointers (q_pos and
+// k_pos too); q, k, v, o, probs and probs_dropped use the storage `dtype` (bf16 or fp32),
+// lse is fp32 [heads, cq]; arithmetic is fp32. Semantics match attention_cpu.hpp.
+#pragma once
+
+#if defined(SUITE_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/attention_index.hpp"
+#include "kernels/core/cublas_handle.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace suite::kernels::cuda {
+
+// Fused flash-style kernel: online softmax over K/V tiles staged in shared memory; the
+// cq x ck score matrix is never materialised. Throws std::invalid_argument for
+// head_dim other than 64 or 128.
+void attention_forward(cudaStream_t stream, DType dtype, const AttentionParams& p, const void* q,
+                       const void* k, const void* v, const std::int64_t* q_pos,
+                       const std::int64_t* k_pos, void* o, float* lse);
+
+// Unfused path: cuBLAS for q k^T and P V, one kernel for masked softmax + dropout. Fills
+// probs, mask and probs_dropped ([heads, cq, ck] each; masks keyed by
+// (seed, head_offset + h, q_pos, k_pos), bit-identical to the CPU), o and lse. The scores are
+// written into `probs` in the storage type before the softmax reads them back in fp32
+// (Megatron's unfused path rounds them the same way).
+void attention_unfused(CublasHandle& handle, cudaStream_t stream, DType dtype,
+                       const AttentionParams& p, float dropout_p, std::uint64_t seed,
+                       int head_offset, const void* q, const void* k, const void* v,
+                       const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
+                       std::uint8_t* mask, void* probs_dropped, void* o, float* lse);
+
+// (o, lse) = merge((o_a, lse_a), (o_b, lse_b)); o may alias o_a/o_b, lse may alias
+// lse_a/lse_b, so a running accumulator is updated in place.
+void lse_merge(cudaStream_t stream, DType dtype, std::int64_t cq, int heads, int head_dim,
+               const void* o_a, std::int64_t ld_a, const float* lse_a, const void* o_b,
+               std::int64_t ld_b, const float* lse_b, void* o, std::int64_t ld_o, float* lse);
+
+}  // namespace suite::kernels::cuda
+#endif

@@ -1,0 +1,32 @@
+// Token-wise ops on the CPU over row-major [rows = s*b tokens, cols = h] activations
+// (row index = s_idx * b + b_idx, Megatron's [s, b, h] flattened).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace suite::kernels::cpu {
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta per row; biased variance, two-pass, double
+// accumulation. x and y may alias.
+template <class T>
+void layernorm_forward(std::int64_t rows, std::int64_t cols, const T* x, const T* gamma,
+                       const T* beta, std::type_identity_t<T> eps, T* y);
+
+// GeLU, tanh approximation (Megatron's bias_gelu / PyTorch approximate="tanh"):
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). x and y may alias.
+template <class T>
+void gelu_forward(std::int64_t n, const T* x, T* y);
+
+// y = x + residual elementwise; any of the three may alias.
+template <class T>
+void residual_add(std::int64_t n, const T* x, const T* residual, T* y);
+
+// Dropout with drop probability p in [0, 1): mask[r, c] = 1 keeps x * 1/(1-p), 0 drops.
+// Bits are keyed by (seed, row_offset + r, c): row_offset is the global index of the first
+// row, so a shard of rows draws exactly the unsharded run's masks. p = 0 keeps everything.
+template <class T>
+void dropout_forward(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+                     std::int64_t row_offset, const T* x, T* y, std::uint8_t* mask);
+
+}  // namespace suite::kernels::cpu

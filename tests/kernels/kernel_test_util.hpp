@@ -1,0 +1,82 @@
+// Helpers shared by the kernel tests: seeded random data and the three causal layouts of
+// METHODS.md section 2 (global positions of one rank's block).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace suite::kernels::test {
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v)
+    x = static_cast<T>(dist(gen));
+  return v;
+}
+
+enum class Layout { contiguous, zigzag, striped };
+
+inline const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::contiguous:
+      return "contiguous";
+    case Layout::zigzag:
+      return "zigzag";
+    case Layout::striped:
+      return "striped";
+  }
+  return "?";
+}
+
+// Positions of the c tokens rank r of n holds (sequence length n * c; c even for zig-zag).
+inline std::vector<std::int64_t> block_positions(Layout l, int r, int n, std::int64_t c) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(c));
+  for (std::int64_t i = 0; i < c; ++i) {
+    switch (l) {
+      case Layout::contiguous:
+        pos[i] = r * c + i;
+        break;
+      case Layout::zigzag: {  // chunk r then chunk 2n-1-r, each c/2 tokens
+        const std::int64_t half = c / 2;
+        pos[i] = i < half ? r * half + i : (2 * n - 1 - r) * half + (i - half);
+        break;
+      }
+      case Layout::striped:
+        pos[i] = i * n + r;
+        break;
+    }
+  }
+  return pos;
+}
+
+inline std::vector<std::int64_t> iota_positions(std::int64_t n, std::int64_t first = 0) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    pos[i] = first + i;
+  return pos;
+}
+
+template <class A, class B>
+double max_abs_diff(const A& a, const B& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+  }
+  return m;
+}
+
+template <class A>
+double max_abs(const A& a) {
+  double m = 0;
+  for (const auto& x : a)
+    m = std::max(m, std::abs(static_cast<double>(x)));
+  return m;
+}
+
+}  // namespace suite::kernels::test
