@@ -27,6 +27,8 @@ struct Measurement {
   int iterations = 0;
   double bytes_sent_per_iter = 0;
   double bytes_recv_per_iter = 0;
+  // Per phase: median over iterations of the max over ranks.
+  std::vector<std::pair<std::string, double>> phase_median_s;
 };
 
 // Small per-rank arrays the case wants saved (--save-tensors), gathered to rank 0 as [ranks, n].
@@ -45,8 +47,9 @@ class BenchCase {
   virtual void step(PhaseTimer& phases) = 0;
   // Verifies the result of the last step on this rank.
   virtual CheckOutcome check() { return {}; }
-  // Adds measured figures and their pred_* predictions; runs on every rank (may be collective).
-  virtual void report(const Measurement&, Attributes& attrs) { (void)attrs; }
+  // Adds measured figures and their pred_* predictions to rec.attrs (and any method datasets
+  // to rec's tables); runs on every rank (may be collective); rank 0's record is written.
+  virtual void report(const Measurement&, CaseRecord& rec) { (void)rec; }
   // Inputs/outputs of this rank for --save-tensors (empty when the case is too large).
   virtual std::vector<SavedTensor> tensors() { return {}; }
 };

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/record_access.hpp"
 
 namespace suite {
 namespace {
@@ -29,15 +30,6 @@ std::vector<std::int64_t> gather_int(std::int64_t mine, int ranks, int rank) {
   return all;
 }
 
-double attr_number(const Attributes& attrs, const std::string& name) {
-  for (const auto& [n, v] : attrs) {
-    if (n != name) continue;
-    if (auto* d = std::get_if<double>(&v)) return *d;
-    if (auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
-  }
-  return 0;
-}
-
 // Test hook: SUITE_ABORT_AFTER_CASES=N makes rank 0 die hard after writing N cases, to prove
 // that a killed run keeps its finished cases in FILE.partial.
 long env_long(const char* name) {
@@ -52,6 +44,18 @@ long abort_after_cases() {
 // set-up, as a rank stuck outside a collective would, to prove the watchdog names the hang.
 void maybe_stall(int rank) {
   if (env_long("SUITE_TEST_STALL_RANK") == rank) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// Per phase: the median over iterations of the slowest rank's time (the same rule as the step).
+std::vector<std::pair<std::string, double>> phase_medians(const PhaseTimer& phases) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, values] : phases.series()) {
+    std::vector<double> slowest(values.size());
+    SUITE_MPI_CHECK(MPI_Allreduce(values.data(), slowest.data(), static_cast<int>(values.size()),
+                                  MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    out.emplace_back(name, percentile(slowest, 0.5));
+  }
+  return out;
 }
 
 }  // namespace
@@ -98,12 +102,15 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   std::vector<double> step_times;
   std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times);
 
-  CaseRecord rec{ctx_.bench, spec.name, spec.params, {}, {}, {}};
+  // Snapshot before the check, whose own collectives must not count as the step's traffic.
+  const ByteCounts timed_bytes = ctx_.comm.bytes();
+  CaseRecord rec{ctx_.bench, spec.name, spec.params, {}, {}, {}, {}};
   Measurement m;
   m.step = summarize(step_times);
   m.iterations = static_cast<int>(step_times.size());
-  m.bytes_sent_per_iter = static_cast<double>(ctx_.comm.bytes().sent) / std::max(1, m.iterations);
-  m.bytes_recv_per_iter = static_cast<double>(ctx_.comm.bytes().recv) / std::max(1, m.iterations);
+  m.bytes_sent_per_iter = static_cast<double>(timed_bytes.sent) / std::max(1, m.iterations);
+  m.bytes_recv_per_iter = static_cast<double>(timed_bytes.recv) / std::max(1, m.iterations);
+  m.phase_median_s = phase_medians(phases);
   rec.attrs = {{"iterations", std::int64_t{m.iterations}},
                {"warmup", std::int64_t{ctx_.opts.warmup}},
                {"time_median_s", m.step.median},
@@ -112,14 +119,16 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
                {"time_min_s", m.step.min},
                {"time_max_s", m.step.max},
                {"time_mean_s", m.step.mean}};
+  for (const auto& [name, median] : m.phase_median_s)
+    rec.attrs.emplace_back("phase_" + name + "_median_s", median);
 
   CheckOutcome check = agreed_check(*c, label);
   rec.attrs.emplace_back("check_passed",
                          std::int64_t{ctx_.opts.check ? (check.passed ? 1 : 0) : -1});
   rec.attrs.emplace_back("check_max_abs_err", check.max_abs_err);
   watchdog_.kick(label + " (report)");
-  c->report(m, rec.attrs);
-  fill_tables(*c, local_times, phases, rec);
+  c->report(m, rec);
+  fill_tables(*c, local_times, phases, timed_bytes, rec);
   publish(state, spec, rec);
 }
 
@@ -183,7 +192,8 @@ CheckOutcome Harness::agreed_check(BenchCase& c, const std::string& label) {
 }
 
 void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
-                          const PhaseTimer& phases, CaseRecord& rec) {
+                          const PhaseTimer& phases, const ByteCounts& timed_bytes,
+                          CaseRecord& rec) {
   const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
   const std::size_t iters = local_times.size();
   rec.tables.push_back(
@@ -195,9 +205,9 @@ void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
     return total / std::max<std::int64_t>(1, static_cast<std::int64_t>(iters));
   };
   rec.int_tables.push_back({"bytes_sent", 1, static_cast<std::size_t>(ranks),
-                            gather_int(per_iter(ctx_.comm.bytes().sent), ranks, rank)});
+                            gather_int(per_iter(timed_bytes.sent), ranks, rank)});
   rec.int_tables.push_back({"bytes_recv", 1, static_cast<std::size_t>(ranks),
-                            gather_int(per_iter(ctx_.comm.bytes().recv), ranks, rank)});
+                            gather_int(per_iter(timed_bytes.recv), ranks, rank)});
   if (!ctx_.opts.save_tensors) return;
   for (auto& t : c.tensors()) {
     // Same length on every rank by construction of the cases; gathered as [ranks, n].
@@ -213,7 +223,7 @@ void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
 
 void Harness::publish(benchmark::State& state, const CaseSpec& spec, CaseRecord& rec) {
   for (const auto& name : spec.console_counters)
-    state.counters[name] = attr_number(rec.attrs, name);
+    state.counters[name] = attr_number(rec, name);
   if (ctx_.mpi.rank() != 0) {
     watchdog_.pause();
     return;

@@ -30,7 +30,7 @@ class Harness {
                                  const std::string& label, std::vector<double>& step_times);
   CheckOutcome agreed_check(BenchCase& c, const std::string& label);
   void fill_tables(BenchCase& c, const std::vector<double>& local_times, const PhaseTimer& phases,
-                   CaseRecord& rec);
+                   const ByteCounts& timed_bytes, CaseRecord& rec);
   void publish(benchmark::State& state, const CaseSpec& spec, CaseRecord& rec);
 
   BenchContext& ctx_;

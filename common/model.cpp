@@ -22,20 +22,34 @@ double sp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double 
   return 4 * rs_or_ag_bytes_per_rank(s * b * h * e, t);
 }
 
+namespace {
+// Per sbh: replicated under TP (LayerNorm inputs/outputs and dropout masks), divided by t
+// (Q, K, V, projection input, MLP intermediates), and the attention-scores term.
+double act_fixed(const Activation& x) {
+  return 4 * x.e + 2;
+}
+double act_split(const Activation& x) {
+  return x.e * (4 + 2 * x.ffn);
+}
+double act_scores(const Activation& x) {
+  return (2 * x.e + 1) * x.a * x.s / x.h;
+}
+}  // namespace
+
 double act_bytes_no_parallel(const Activation& x) {
-  return x.s * x.b * x.h * (34 + 5 * x.a * x.s / x.h);
+  return x.s * x.b * x.h * (act_fixed(x) + act_split(x) + act_scores(x));
 }
 double act_bytes_tp(const Activation& x) {
-  return x.s * x.b * x.h * (10 + 24.0 / x.t + 5 * x.a * x.s / (x.h * x.t));
+  return x.s * x.b * x.h * (act_fixed(x) + (act_split(x) + act_scores(x)) / x.t);
 }
 double act_bytes_tp_sp(const Activation& x) {
-  return x.s * x.b * x.h / x.t * (34 + 5 * x.a * x.s / x.h);
+  return x.s * x.b * x.h / x.t * (act_fixed(x) + act_split(x) + act_scores(x));
 }
 double act_bytes_tp_flash(const Activation& x) {
-  return x.s * x.b * x.h * (10 + 24.0 / x.t);
+  return x.s * x.b * x.h * (act_fixed(x) + act_split(x) / x.t);
 }
 double act_bytes_tp_sp_flash(const Activation& x) {
-  return 34 * x.s * x.b * x.h / x.t;
+  return x.s * x.b * x.h / x.t * (act_fixed(x) + act_split(x));
 }
 
 double ring_flops_per_round(const Ring& r) {

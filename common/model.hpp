@@ -25,8 +25,13 @@ double sp_layer_comm_bytes_per_rank(double s, double b, double h, int t, double 
 struct Activation {
   double s, b, h, a;
   int t = 1;
+  double e = 2;    // bytes per activation element; METHODS.md's figures are for bf16 (e = 2)
+  double ffn = 4;  // d_ff / h; METHODS.md's figures are for d_ff = 4h
 };
-// Activation bytes per layer kept for backward (bf16 activations, 1-byte masks, d_ff = 4h).
+// Activation bytes per layer kept for backward (1-byte masks, d_ff = 4h). For e = 2 these are
+// METHODS.md's sbh(34 + 5as/h) etc.; for other e each 2-byte tensor scales by e/2: the
+// untouched part is (4e+2) sbh (four tensors and two masks), the TP-divided part 12e sbh (Q, K, V,
+// projection input: 4e; the two MLP intermediates 2e d_ff/h), the scores path (2e+1) a s^2 b.
 double act_bytes_no_parallel(const Activation& x);
 double act_bytes_tp(const Activation& x);
 double act_bytes_tp_sp(const Activation& x);

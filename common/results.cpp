@@ -65,6 +65,8 @@ void ResultsWriter::write_case(const CaseRecord& c) {
         t.rows == 1 ? std::vector<hsize_t>{t.cols} : std::vector<hsize_t>{t.rows, t.cols};
     h5::write_dataset(g.id(), t.name, t.values, dims);
   }
+  for (const auto& l : c.string_lists)
+    h5::write_dataset(g.id(), l.name, l.values);
 }
 
 void ResultsWriter::finish() {

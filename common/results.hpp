@@ -29,6 +29,11 @@ struct IntTable {
   std::vector<std::int64_t> values;
 };
 
+struct StringList {
+  std::string name;
+  std::vector<std::string> values;
+};
+
 struct CaseRecord {
   std::string bench;  // group /<bench>
   std::string name;   // group /<bench>/<name>
@@ -36,6 +41,7 @@ struct CaseRecord {
   Attributes attrs;   // statistics, checks, measured figures and pred_* beside them
   std::vector<Table> tables;
   std::vector<IntTable> int_tables;
+  std::vector<StringList> string_lists;
 };
 
 struct RunInfo {

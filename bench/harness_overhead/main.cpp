@@ -31,7 +31,8 @@ class OverheadCase final : public suite::BenchCase {
 
   // The reference: the same all-reduce as a bare loop, timed the same way (barrier, wall
   // clock around the call, max over ranks, median).
-  void report(const suite::Measurement& m, suite::Attributes& attrs) override {
+  void report(const suite::Measurement& m, suite::CaseRecord& rec) override {
+    suite::Attributes& attrs = rec.attrs;
     MPI_Datatype type = ctx_.dtype == suite::DType::fp64 ? MPI_DOUBLE : MPI_FLOAT;
     std::vector<double> steps;
     for (int i = 0; i < ctx_.opts.warmup + m.iterations; ++i) {

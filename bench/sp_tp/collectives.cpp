@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "common/model.hpp"
+#include "common/record_access.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::sp_tp {
@@ -72,7 +73,8 @@ class CollectiveCase final : public BenchCase {
     return out;
   }
 
-  void report(const Measurement& m, Attributes& attrs) override {
+  void report(const Measurement& m, CaseRecord& rec) override {
+    Attributes& attrs = rec.attrs;
     const int t = ctx_.comm.size();
     const double n = static_cast<double>(size_.n_bytes);
     const double algbw = m.step.median > 0 ? n / m.step.median / 1e9 : 0;
@@ -150,34 +152,13 @@ std::vector<CaseSpec> collective_cases(BenchContext& ctx, const std::vector<Coll
   return specs;
 }
 
-namespace {
-
-double number(const CaseRecord& r, const std::string& name) {
-  for (const auto& [n, v] : r.attrs)
-    if (n == name)
-      return std::holds_alternative<double>(v) ? std::get<double>(v)
-                                               : static_cast<double>(std::get<std::int64_t>(v));
-  for (const auto& [n, v] : r.params)
-    if (n == name && std::holds_alternative<std::int64_t>(v))
-      return static_cast<double>(std::get<std::int64_t>(v));
-  return 0;
-}
-
-std::string text(const CaseRecord& r, const std::string& name) {
-  for (const auto& [n, v] : r.params)
-    if (n == name && std::holds_alternative<std::string>(v)) return std::get<std::string>(v);
-  return "";
-}
-
-}  // namespace
-
 void print_collective_table(const std::vector<CaseRecord>& records) {
   // Pair the two variants of each size by the case name after the op prefix.
   std::map<std::string, const CaseRecord*> ar, rsag;
   std::vector<std::string> order;
   for (const auto& r : records) {
-    if (text(r, "mode") != "collectives") continue;
-    const std::string op = text(r, "op");
+    if (param_text(r, "mode") != "collectives") continue;
+    const std::string op = param_text(r, "op");
     const bool is_ar = op == "allreduce";
     std::string key = r.name.substr(op.size() + 1);  // names are <op>_<dtype>_<size>
     if (!ar.count(key) && !rsag.count(key)) order.push_back(key);
@@ -192,13 +173,14 @@ void print_collective_table(const std::vector<CaseRecord>& records) {
     const CaseRecord* a = ar.count(key) ? ar[key] : nullptr;
     const CaseRecord* b = rsag.count(key) ? rsag[key] : nullptr;
     const CaseRecord* any = a ? a : b;
-    double ta = a ? number(*a, "time_median_s") * 1e6 : NAN,
-           tb = b ? number(*b, "time_median_s") * 1e6 : NAN;
-    bool ok = (!a || number(*a, "check_passed") != 0) && (!b || number(*b, "check_passed") != 0);
+    double ta = a ? attr_number(*a, "time_median_s") * 1e6 : NAN,
+           tb = b ? attr_number(*b, "time_median_s") * 1e6 : NAN;
+    bool ok = (!a || attr_number(*a, "check_passed") != 0) &&
+              (!b || attr_number(*b, "check_passed") != 0);
     std::printf("%-28s %12.1f %12.1f %8.3f %10.3f %10.3f %14.0f %14.0f %6s\n", key.c_str(), ta, tb,
-                tb / ta, a ? number(*a, "busbw_GBps") : NAN, b ? number(*b, "busbw_GBps") : NAN,
-                number(*any, "bytes_sent_per_rank"), number(*any, "pred_bytes_sent_per_rank"),
-                ok ? "ok" : "FAIL");
+                tb / ta, a ? attr_number(*a, "busbw_GBps") : NAN,
+                b ? attr_number(*b, "busbw_GBps") : NAN, attr_number(*any, "bytes_sent_per_rank"),
+                attr_number(*any, "pred_bytes_sent_per_rank"), ok ? "ok" : "FAIL");
   }
 }
 

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "bench/sp_tp/collectives.hpp"
+#include "bench/sp_tp/layer_cases.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/size_list.hpp"
@@ -15,13 +16,55 @@ struct SpTpOptions {
   std::string ops = "allreduce,rs_ag";
   std::int64_t seq = 1024, batch = 1, hidden = 1024;
   bool activation_case = true;
+  std::int64_t heads = 16, ffn_hidden = 0;
+  float dropout = 0.1f;
+  bool causal = true;
+  std::string variants = "tp,tp_sp";
+  std::string attention = "fused";
 };
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    items.push_back(item);
+  return items;
+}
+
+suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
+  suite::sp_tp::LayerSweep sweep;
+  sweep.base.s = o.seq;
+  sweep.base.b = o.batch;
+  sweep.base.h = o.hidden;
+  sweep.base.heads = o.heads;
+  sweep.base.d_ff = o.ffn_hidden;
+  sweep.base.dropout = o.dropout;
+  sweep.base.causal = o.causal;
+  for (const auto& v : split_list(o.variants)) {
+    if (v == "tp")
+      sweep.variants.push_back(suite::sp_tp::Variant::tp);
+    else if (v == "tp_sp")
+      sweep.variants.push_back(suite::sp_tp::Variant::tp_sp);
+    else
+      throw suite::UsageError("--variants: unknown variant '" + v + "' (tp, tp_sp)");
+  }
+  for (const auto& a : split_list(o.attention)) {
+    if (a == "fused")
+      sweep.fused.push_back(true);
+    else if (a == "unfused")
+      sweep.fused.push_back(false);
+    else
+      throw suite::UsageError("--attention: unknown path '" + a + "' (fused, unfused)");
+  }
+  if (sweep.variants.empty() || sweep.fused.empty())
+    throw suite::UsageError("--variants and --attention name nothing");
+  return sweep;
+}
 
 std::vector<suite::sp_tp::CollectiveOp> parse_ops(const std::string& text) {
   std::vector<suite::sp_tp::CollectiveOp> ops;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const auto& item : split_list(text)) {
     if (item == "allreduce")
       ops.push_back(suite::sp_tp::CollectiveOp::all_reduce);
     else if (item == "rs_ag")
@@ -30,6 +73,24 @@ std::vector<suite::sp_tp::CollectiveOp> parse_ops(const std::string& text) {
       throw suite::UsageError("--ops: unknown op '" + item + "' (allreduce, rs_ag)");
   }
   return ops;
+}
+
+std::vector<suite::CaseSpec> collective_specs(suite::BenchContext& ctx, const SpTpOptions& o) {
+  auto ops = parse_ops(o.ops);
+  std::vector<suite::sp_tp::CollectiveSize> sizes;
+  for (auto n : suite::parse_sweep(o.sizes))
+    sizes.push_back({n, "n" + suite::format_scaled_int(n)});
+  if (o.activation_case) {
+    if (o.seq <= 0 || o.batch <= 0 || o.hidden <= 0)
+      throw suite::UsageError("--seq, --batch, --hidden must be >= 1");
+    const std::int64_t n =
+        o.seq * o.batch * o.hidden * static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
+    sizes.push_back({n,
+                     "act_s" + std::to_string(o.seq) + "_b" + std::to_string(o.batch) + "_h" +
+                         std::to_string(o.hidden),
+                     o.seq, o.batch, o.hidden});
+  }
+  return suite::sp_tp::collective_cases(ctx, ops, sizes);
 }
 
 }  // namespace
@@ -43,44 +104,59 @@ int main(int argc, char** argv) {
       "collectives mode: one all-reduce (TP) against reduce-scatter + all-gather (SP) of the same "
       "n bytes,\n"
       "for a sweep of sizes and for the activation size s*b*h; time, algbw/busbw, bytes per rank\n"
-      "measured vs 2(t-1)/t*n, and an exact correctness check.";
+      "measured vs 2(t-1)/t*n, and an exact correctness check.\n"
+      "layer mode: one transformer layer forward as TP and as TP+SP; the gathered SP output is "
+      "checked\n"
+      "against TP, the activations a backward pass keeps are measured buffer by buffer against\n"
+      "sbh(10+24/t) / 34sbh/t (fused attention) or with the 5as/h term (unfused), and the "
+      "collective\n"
+      "bytes per layer against 4(t-1)/t*sbh*e; step time split into compute and comm.";
   def.add_options = [&](CLI::App& app) {
-    app.add_option("--mode", o.mode, "What to measure: collectives")
-        ->check(CLI::IsMember({"collectives"}))
+    app.add_option("--mode", o.mode, "What to measure: collectives, layer, or all")
+        ->check(CLI::IsMember({"collectives", "layer", "all"}))
         ->capture_default_str();
     app.add_option("--sizes", o.sizes, "Message sizes in bytes (list or range), e.g. 1K:64M:x2")
         ->capture_default_str();
     app.add_option("--ops", o.ops, "Variants to time: allreduce (TP), rs_ag (SP), comma-separated")
         ->capture_default_str();
-    app.add_option("--seq", o.seq, "s: sequence length of the activation-sized case")
+    app.add_option("--seq", o.seq, "s: sequence length (activation-sized case and layer)")
         ->capture_default_str();
-    app.add_option("--batch", o.batch, "b: micro-batch of the activation-sized case")
+    app.add_option("--batch", o.batch, "b: micro-batch (activation-sized case and layer)")
         ->capture_default_str();
-    app.add_option("--hidden", o.hidden, "h: hidden size of the activation-sized case")
+    app.add_option("--hidden", o.hidden, "h: hidden size (activation-sized case and layer)")
+        ->capture_default_str();
+    app.add_option("--heads", o.heads, "a: attention heads of the layer (h/a must be 64 or 128)")
+        ->capture_default_str();
+    app.add_option("--ffn-hidden", o.ffn_hidden, "d_ff of the layer's GeLU MLP; 0 = 4h")
+        ->capture_default_str();
+    app.add_option("--dropout", o.dropout,
+                   "layer dropout probability (hidden states and, unfused, attention)")
+        ->capture_default_str();
+    app.add_option("--causal", o.causal, "1: causal attention in the layer; 0: full")
+        ->capture_default_str();
+    app.add_option("--variants", o.variants, "layer variants: tp, tp_sp (comma-separated)")
+        ->capture_default_str();
+    app.add_option("--attention", o.attention,
+                   "layer attention paths, comma-separated: fused (flash kernel, scores not "
+                   "stored) and/or unfused (stores softmax, its dropout mask and output: the "
+                   "5as/h term)")
         ->capture_default_str();
     app.add_option("--activation-case", o.activation_case,
                    "1: add a case of n = s*b*h elements (one layer's all-reduce); 0: sweep only")
         ->capture_default_str();
   };
   def.make_cases = [&](suite::BenchContext& ctx) {
-    auto ops = parse_ops(o.ops);
-    std::vector<suite::sp_tp::CollectiveSize> sizes;
-    for (auto n : suite::parse_sweep(o.sizes))
-      sizes.push_back({n, "n" + suite::format_scaled_int(n)});
-    if (o.activation_case) {
-      if (o.seq <= 0 || o.batch <= 0 || o.hidden <= 0)
-        throw suite::UsageError("--seq, --batch, --hidden must be >= 1");
-      const std::int64_t n =
-          o.seq * o.batch * o.hidden * static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
-      sizes.push_back({n,
-                       "act_s" + std::to_string(o.seq) + "_b" + std::to_string(o.batch) + "_h" +
-                           std::to_string(o.hidden),
-                       o.seq, o.batch, o.hidden});
+    std::vector<suite::CaseSpec> specs;
+    if (o.mode != "layer") specs = collective_specs(ctx, o);
+    if (o.mode != "collectives") {
+      auto layer = suite::sp_tp::layer_cases(ctx, layer_sweep(o));
+      specs.insert(specs.end(), layer.begin(), layer.end());
     }
-    return suite::sp_tp::collective_cases(ctx, ops, sizes);
+    return specs;
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::sp_tp::print_collective_table(records);
+    suite::sp_tp::print_layer_table(records);
   };
   return suite::run_benchmark(argc, argv, def);
 }

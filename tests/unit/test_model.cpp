@@ -31,6 +31,10 @@ TEST(ModelSpTp, ActivationMemory) {
   m::Activation one{1024, 1, 512, 8, 1};
   EXPECT_DOUBLE_EQ(m::act_bytes_tp(one), m::act_bytes_no_parallel(one));
   EXPECT_DOUBLE_EQ(m::act_bytes_tp_sp(one), m::act_bytes_no_parallel(one));
+  // fp32 activations (e = 4), masks still 1 byte: 18 + 48/t fixed/split, 9as/h scores.
+  m::Activation f32{1024, 1, 512, 8, 4, 4};
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_flash(f32), 524288.0 * (18 + 12));
+  EXPECT_DOUBLE_EQ(m::act_bytes_tp_sp(f32), 524288.0 / 4 * (18 + 48 + 9 * 8 * 1024 / 512.0));
 }
 
 TEST(ModelRing, OverlapConditionAndRefinements) {

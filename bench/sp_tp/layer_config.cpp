@@ -1,0 +1,67 @@
+#include "bench/sp_tp/layer_config.hpp"
+
+#include <cmath>
+
+#include "common/errors.hpp"
+#include "kernels/core/counter_rng.hpp"
+
+namespace suite::sp_tp {
+
+void validate(const LayerConfig& c) {
+  auto need = [](bool ok, const std::string& why) {
+    if (!ok) throw UsageError("layer: " + why);
+  };
+  need(c.s > 0 && c.b > 0 && c.h > 0 && c.heads > 0 && c.ffn() > 0,
+       "--seq, --batch, --hidden, --heads must be >= 1");
+  need(c.h % c.heads == 0, "--hidden " + std::to_string(c.h) + " is not a multiple of --heads " +
+                               std::to_string(c.heads));
+  need(c.head_dim() == 64 || c.head_dim() == 128,
+       "head dimension h/heads = " + std::to_string(c.head_dim()) +
+           " is not supported by the attention kernel (64 or 128)");
+  const std::string t = std::to_string(c.t);
+  need(c.heads % c.t == 0,
+       "--heads " + std::to_string(c.heads) + " is not divisible by t = " + t + " ranks");
+  need(c.s % c.t == 0, "--seq " + std::to_string(c.s) + " is not divisible by t = " + t +
+                           " (SP shards the sequence)");
+  need(c.ffn() % c.t == 0,
+       "--ffn-hidden " + std::to_string(c.ffn()) + " is not divisible by t = " + t);
+  need(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1)");
+}
+
+double init_value(std::uint64_t seed, Tensor t, std::int64_t row, std::int64_t col) {
+  std::uint64_t bits =
+      kernels::counter_hash(seed ^ (static_cast<std::uint64_t>(t) << 56),
+                            static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(col));
+  double u = static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1;  // uniform in [-1, 1)
+  switch (t) {
+    case Tensor::ln1_gamma:
+    case Tensor::ln2_gamma:
+      return 1 + 0.1 * u;
+    case Tensor::ln1_beta:
+    case Tensor::ln2_beta:
+      return 0.1 * u;
+    case Tensor::input:
+      return u;
+    default:
+      return u * 0.5;  // weights; scaled by 1/sqrt(fan-in) in init_slice's caller
+  }
+}
+
+std::vector<double> init_slice(std::uint64_t seed, Tensor t, std::int64_t r0, std::int64_t rows,
+                               const std::vector<std::int64_t>& cols) {
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(rows) * cols.size());
+  for (std::int64_t r = r0; r < r0 + rows; ++r)
+    for (std::int64_t c : cols)
+      out.push_back(init_value(seed, t, r, c));
+  return out;
+}
+
+std::vector<std::int64_t> column_range(std::int64_t begin, std::int64_t end) {
+  std::vector<std::int64_t> cols;
+  for (std::int64_t c = begin; c < end; ++c)
+    cols.push_back(c);
+  return cols;
+}
+
+}  // namespace suite::sp_tp

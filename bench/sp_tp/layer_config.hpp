@@ -1,0 +1,59 @@
+// Shape and options of the transformer layer, its validation, and the deterministic values
+// (weights, inputs) every rank derives for its own shard without any communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/core/dtype.hpp"
+
+namespace suite::sp_tp {
+
+enum class Variant { tp, tp_sp };
+
+constexpr const char* variant_name(Variant v) {
+  return v == Variant::tp ? "tp" : "tp_sp";
+}
+
+struct LayerConfig {
+  std::int64_t s = 1024, b = 1, h = 1024, heads = 16, d_ff = 0;  // d_ff 0: 4h
+  int t = 1;                                                     // TP group size
+  float dropout = 0.1f;
+  bool causal = true;
+  bool fused_attention = true;  // false: materialise scores (the 5as/h activation term)
+  DType dtype = DType::fp32;
+  std::uint64_t seed = 1234;
+
+  std::int64_t ffn() const { return d_ff > 0 ? d_ff : 4 * h; }
+  std::int64_t head_dim() const { return h / heads; }
+  std::int64_t rows() const { return s * b; }  // tokens, row = s_idx * b + b_idx
+};
+
+// Throws UsageError naming the first constraint the shape breaks (divisibility by t, head
+// dimension the attention kernel supports, dropout range).
+void validate(const LayerConfig& c);
+
+// Deterministic values keyed by (seed, tensor, global row, global column), so each rank
+// builds its slice of the same global tensor.
+enum class Tensor : std::uint64_t {
+  input = 1,
+  ln1_gamma,
+  ln1_beta,
+  ln2_gamma,
+  ln2_beta,
+  w_qkv,
+  w_out,
+  w_fc1,
+  w_fc2
+};
+double init_value(std::uint64_t seed, Tensor t, std::int64_t row, std::int64_t col);
+
+// Row-major [rows, cols] slice of a global tensor: rows [r0, r0 + rows), columns listed in
+// `cols` (global indices).
+std::vector<double> init_slice(std::uint64_t seed, Tensor t, std::int64_t r0, std::int64_t rows,
+                               const std::vector<std::int64_t>& cols);
+
+std::vector<std::int64_t> column_range(std::int64_t begin, std::int64_t end);
+
+}  // namespace suite::sp_tp

@@ -1,0 +1,47 @@
+// The compute a transformer layer needs, on whichever backend the run uses. Pointers are the
+// Device's buffers; elements are the run's dtype (lse: lse_elem_size() bytes each). The CPU
+// version calls the kernels' CPU references, the CUDA one the CUDA kernels and cuBLAS.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/device.hpp"
+#include "kernels/attention/attention_index.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace suite::sp_tp {
+
+class LayerOps {
+ public:
+  virtual ~LayerOps() = default;
+  virtual std::size_t lse_elem_size() const = 0;
+  // C[m, n] = A[m, k] B[k, n], dense row-major.
+  virtual void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b,
+                    void* c) = 0;
+  virtual void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
+                         const void* beta, void* y) = 0;
+  virtual void gelu(std::int64_t n, const void* x, void* y) = 0;
+  virtual void residual_add(std::int64_t n, const void* x, const void* residual, void* y) = 0;
+  virtual void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+                       std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) = 0;
+  virtual void attention(const kernels::AttentionParams& p, const void* q, const void* k,
+                         const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos,
+                         void* o, void* lse) = 0;
+  virtual void attention_unfused(const kernels::AttentionParams& p, float dropout_p,
+                                 std::uint64_t seed, int head_offset, const void* q, const void* k,
+                                 const void* v, const std::int64_t* q_pos,
+                                 const std::int64_t* k_pos, void* probs, std::uint8_t* mask,
+                                 void* probs_dropped, void* o, void* lse) = 0;
+};
+
+std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype);
+// Throws UsageError when the build has no CUDA.
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype);
+
+inline std::unique_ptr<LayerOps> make_layer_ops(Device& device, DType dtype) {
+  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype)
+                                           : make_cpu_layer_ops(dtype);
+}
+
+}  // namespace suite::sp_tp

@@ -1,0 +1,73 @@
+#include <stdexcept>
+
+#include "bench/sp_tp/layer_ops.hpp"
+#include "common/errors.hpp"
+#include "kernels/attention/attention_cpu.hpp"
+#include "kernels/gemm/gemm_cpu.hpp"
+#include "kernels/tokenwise/tokenwise_cpu.hpp"
+
+namespace suite::sp_tp {
+namespace {
+
+namespace k = kernels::cpu;
+
+template <class T>
+class CpuLayerOps final : public LayerOps {
+ public:
+  std::size_t lse_elem_size() const override { return sizeof(T); }
+  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
+            void* c) override {
+    k::gemm<T>(false, false, m, n, kk, T(1), in(a), kk, in(b), n, T(0), out(c), n);
+  }
+  void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
+                 const void* beta, void* y) override {
+    k::layernorm_forward<T>(rows, cols, in(x), in(gamma), in(beta), T(1e-5), out(y));
+  }
+  void gelu(std::int64_t n, const void* x, void* y) override {
+    k::gelu_forward<T>(n, in(x), out(y));
+  }
+  void residual_add(std::int64_t n, const void* x, const void* r, void* y) override {
+    k::residual_add<T>(n, in(x), in(r), out(y));
+  }
+  void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+               std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
+    k::dropout_forward<T>(rows, cols, p, seed, row_offset, in(x), out(y), mask);
+  }
+  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
+                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
+                 void* lse) override {
+    k::attention_forward<T>(p, in(q), in(kk), in(v), q_pos, k_pos, out(o), out(lse));
+  }
+  void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
+                         int head_offset, const void* q, const void* kk, const void* v,
+                         const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
+                         std::uint8_t* mask, void* probs_dropped, void* o, void* lse) override {
+    k::attention_unfused<T>(p, dropout_p, seed, head_offset, in(q), in(kk), in(v), q_pos, k_pos,
+                            out(probs), mask, out(probs_dropped), out(o), out(lse));
+  }
+
+ private:
+  static const T* in(const void* p) { return static_cast<const T*>(p); }
+  static T* out(void* p) { return static_cast<T*>(p); }
+};
+
+}  // namespace
+
+std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype) {
+  switch (dtype) {
+    case DType::fp32:
+      return std::make_unique<CpuLayerOps<float>>();
+    case DType::fp64:
+      return std::make_unique<CpuLayerOps<double>>();
+    default:
+      throw UsageError("the CPU layer runs in fp32 or fp64, not " + std::string(dtype_name(dtype)));
+  }
+}
+
+#if !defined(SUITE_HAVE_CUDA)
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device&, DType) {
+  throw UsageError("this build has no CUDA: the layer runs on the CPU backend only");
+}
+#endif
+
+}  // namespace suite::sp_tp

@@ -1,0 +1,66 @@
+// CUDA backend of LayerOps: the kernels' CUDA versions on the device's stream, GEMMs in cuBLAS
+// (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has CUDA.
+#include <cuda_runtime.h>
+
+#include "bench/sp_tp/layer_ops.hpp"
+#include "kernels/attention/attention_cuda.hpp"
+#include "kernels/core/cublas_handle.hpp"
+#include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/tokenwise/tokenwise_cuda.hpp"
+
+namespace suite::sp_tp {
+namespace {
+
+namespace k = kernels::cuda;
+
+class CudaLayerOps final : public LayerOps {
+ public:
+  CudaLayerOps(Device& device, DType dtype)
+      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
+    blas_.set_stream(stream_);
+  }
+  std::size_t lse_elem_size() const override { return sizeof(float); }
+  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
+            void* c) override {
+    k::gemm(blas_, stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+  }
+  void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
+                 const void* beta, void* y) override {
+    k::layernorm_forward(stream_, dtype_, rows, cols, x, gamma, beta, 1e-5f, y);
+  }
+  void gelu(std::int64_t n, const void* x, void* y) override {
+    k::gelu_forward(stream_, dtype_, n, x, y);
+  }
+  void residual_add(std::int64_t n, const void* x, const void* r, void* y) override {
+    k::residual_add(stream_, dtype_, n, x, r, y);
+  }
+  void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+               std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
+    k::dropout_forward(stream_, dtype_, rows, cols, p, seed, row_offset, x, y, mask);
+  }
+  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
+                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
+                 void* lse) override {
+    k::attention_forward(stream_, dtype_, p, q, kk, v, q_pos, k_pos, o, static_cast<float*>(lse));
+  }
+  void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
+                         int head_offset, const void* q, const void* kk, const void* v,
+                         const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
+                         std::uint8_t* mask, void* probs_dropped, void* o, void* lse) override {
+    k::attention_unfused(blas_, stream_, dtype_, p, dropout_p, seed, head_offset, q, kk, v, q_pos,
+                         k_pos, probs, mask, probs_dropped, o, static_cast<float*>(lse));
+  }
+
+ private:
+  cudaStream_t stream_;
+  DType dtype_;
+  k::CublasHandle blas_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype) {
+  return std::make_unique<CudaLayerOps>(device, dtype);
+}
+
+}  // namespace suite::sp_tp
