@@ -16,23 +16,24 @@ if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_RO
 launch=("$MPIRUN" -np "$NP" --oversubscribe)
 common=(--backend cpu --link loopback $EXTRA)
 
+# run OUTPUT_NAME BINARY FLAGS...: one benchmark, results in $dir/OUTPUT_NAME.h5
 run() {
-  local name=$1; shift
-  echo "== $name ($NP ranks) =="
-  "${launch[@]}" "$BUILD/bin/$name" "${common[@]}" --out "$dir/$name.h5" "$@"
+  local out=$1 bin=$2; shift 2
+  echo "== $bin ($NP ranks): $out.h5 =="
+  "${launch[@]}" "$BUILD/bin/$bin" "${common[@]}" --out "$dir/$out.h5" "$@"
 }
 
-run sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
-run harness_overhead --sizes 4K:16M:x4 --iters 30
-if [ -x "$BUILD/bin/sp_tp" ] && "$BUILD/bin/sp_tp" --help | grep -q -- "layer"; then
-  run sp_tp --mode layer --iters 5 --out "$dir/sp_tp_layer.h5"
-fi
+run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
+# A small layer (s=512, b=2, h=512, 8 heads of 64) so the CPU backend finishes in seconds.
+run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --attention fused,unfused \
+  --iters 5 --warmup 1
+run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
   "$BUILD/bin/kernel_bench" --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json
 fi
 
 for f in "$dir"/*.h5; do
-  .venv/bin/python scripts/plot.py "$f" --out "$dir/plots"
+  .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
 echo "results and plots: $dir"

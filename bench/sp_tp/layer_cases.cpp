@@ -61,6 +61,12 @@ class LayerCase final : public BenchCase {
     return out;
   }
 
+  std::vector<SavedTensor> tensors() override {
+    constexpr std::int64_t kMaxSaved = 1 << 20;
+    if (cfg_.rows() * cfg_.h > kMaxSaved) return {};
+    return {{"input", layer_->local_input()}, {"output", layer_->local_output()}};
+  }
+
   void report(const Measurement& m, CaseRecord& rec) override {
     const double e = static_cast<double>(dtype_size(cfg_.dtype));
     const double measured = static_cast<double>(layer_->ledger_bytes());

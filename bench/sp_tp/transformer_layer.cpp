@@ -202,6 +202,12 @@ void TransformerLayer::forward(PhaseTimer& phases) {
   });
 }
 
+std::vector<double> TransformerLayer::to_host(const Buffer& b) const {
+  std::vector<std::byte> host(b.bytes());
+  device_.copy_to_host(host.data(), b.data(), host.size());
+  return decode(host.data(), host.size() / e_, cfg_.dtype);
+}
+
 std::vector<double> TransformerLayer::gathered_output() {
   const std::int64_t n_local = local_rows_ * cfg_.h;
   Buffer full;
@@ -211,9 +217,7 @@ std::vector<double> TransformerLayer::gathered_output() {
     comm_.all_gather(out_.data(), full.data(), static_cast<std::size_t>(n_local), cfg_.dtype);
     src = &full;
   }
-  std::vector<std::byte> host(src->bytes());
-  device_.copy_to_host(host.data(), src->data(), host.size());
-  return decode(host.data(), static_cast<std::size_t>(cfg_.rows() * cfg_.h), cfg_.dtype);
+  return to_host(*src);
 }
 
 }  // namespace suite::sp_tp

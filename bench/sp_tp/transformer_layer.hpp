@@ -35,6 +35,9 @@ class TransformerLayer {
   std::int64_t ledger_bytes() const;
   // Collective: the layer output for all s*b tokens, on every rank (SP gathers its shards).
   std::vector<double> gathered_output();
+  // This rank's layer input and output rows (s*b rows for tp, s*b/t for tp_sp), on the host.
+  std::vector<double> local_input() const { return to_host(x_); }
+  std::vector<double> local_output() const { return to_host(out_); }
 
  private:
   Buffer tensor(const std::string& name, std::vector<std::int64_t> shape, std::size_t elem,
@@ -42,6 +45,7 @@ class TransformerLayer {
   void upload(Buffer& dst, const std::vector<double>& values);
   void attention();
   void* at(const Buffer& b, std::int64_t elems) const;
+  std::vector<double> to_host(const Buffer& b) const;
 
   LayerConfig cfg_;
   Variant variant_;

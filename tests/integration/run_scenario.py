@@ -191,7 +191,91 @@ def scenario_help(env: Env) -> None:
     expect(proc.stdout.count("--backend") == 1, "help printed by more than one rank", proc)
 
 
+def scenario_layer(env: Env, ranks: int, dtype: str) -> None:
+    """TP and TP+SP layers: SP output == TP output, ledger == METHODS.md within 2%, bytes == 4(t-1)/t sbh e."""
+    out = env.workdir / f"layer_np{ranks}.h5"
+    s, b, h, a = 128, 2, 256, 4
+    proc = env.mpirun(ranks, "sp_tp", "--mode", "layer", "--seq", str(s), "--batch", str(b), "--hidden", str(h),
+                      "--heads", str(a), "--attention", "fused,unfused", "--dtype", dtype, "--iters", "2",
+                      "--warmup", "1", "--out", str(out))
+    expect(proc.returncode == 0, "layer mode failed", proc)
+    expect("Transformer layer forward" in proc.stdout, "no layer table", proc)
+    e = {"fp32": 4, "fp64": 8}[dtype]
+    t = ranks
+    sbh = s * b * h
+    with h5py.File(out) as f:
+        cases = {(g.attrs["variant"], g.attrs["attention"]): g for g in f["sp_tp"].values()}
+        expect(set(cases) == {(v, p) for v in ("tp", "tp_sp") for p in ("fused", "unfused")},
+               f"cases {sorted(cases)}")
+        for (variant, path), g in cases.items():
+            name = f"{variant}/{path}"
+            expect(g.attrs["check_passed"] == 1, f"{name}: SP output differs from TP ({g.attrs['check_max_abs_err']})")
+            if ranks == 2:
+                # Two ranks sum in one order whatever the algorithm: SP and TP agree to the bit.
+                expect(g.attrs["check_bit_exact"] == 1, f"{name}: not bit-exact with 2 ranks")
+            # METHODS.md with this dtype's element size (1-byte masks), written out independently here.
+            fixed, split, scores = (4 * e + 2) * sbh, 12 * e * sbh, (2 * e + 1) * a * s * s * b
+            if variant == "tp":
+                pred = fixed + split / t + (0 if path == "fused" else scores / t)
+            else:
+                pred = (fixed + split + (0 if path == "fused" else scores)) / t
+            expect(abs(g.attrs["pred_activation_bytes"] - pred) < 1e-6 * pred,
+                   f"{name}: prediction {g.attrs['pred_activation_bytes']} != {pred}")
+            ledger = int(g["ledger_bytes"][()].sum())
+            expect(ledger == g.attrs["activation_bytes"], f"{name}: ledger sum != activation_bytes")
+            expect(abs(ledger - pred) <= 0.02 * pred, f"{name}: ledger {ledger} vs formula {pred}: > 2%")
+            expect(len(g["ledger_name"]) == len(g["ledger_bytes"]), f"{name}: ledger datasets disagree")
+            comm_pred = 4 * (t - 1) / t * sbh * e
+            expect(g.attrs["pred_layer_comm_bytes_per_rank"] == comm_pred, f"{name}: comm prediction")
+            expect(list(g["bytes_sent"][()]) == [comm_pred] * t, f"{name}: measured comm bytes {g['bytes_sent'][()]}")
+            for phase in ("phase_compute_s", "phase_comm_s"):
+                expect(g[phase].shape == (2, t), f"{name}: {phase} shape")
+            expect(g.attrs["phase_compute_median_s"] > 0, f"{name}: compute phase missing")
+            names = [n.decode() for n in g["ledger_name"][()]]
+            expect(("attn_softmax" in names) == (path == "unfused"), f"{name}: scores stored iff unfused: {names}")
+        for path in ("fused", "unfused"):
+            expect(cases[("tp_sp", path)].attrs["activation_bytes"] < cases[("tp", path)].attrs["activation_bytes"],
+                   f"{path}: SP does not save activation memory")
+    print(f"{out.name}: 4 layer cases checked")
+
+
+def scenario_layer_bad_input(env: Env) -> None:
+    cases = {
+        "heads not divisible by t": (["--heads", "6", "--hidden", "384"], "not divisible by t"),
+        "head dim unsupported": (["--heads", "4", "--hidden", "384"], "head dimension"),
+        "seq not divisible": (["--seq", "130", "--heads", "4", "--hidden", "256"], "--seq 130"),
+        "unknown variant": (["--variants", "tp,zz", "--heads", "4", "--hidden", "256"], "zz"),
+    }
+    for what, (args, needle) in cases.items():
+        out = env.workdir / "bad_layer.h5"
+        proc = env.mpirun(4, "sp_tp", "--mode", "layer", *args, "--out", str(out), timeout=60)
+        expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}", proc)
+        expect(proc.stderr.count("error:") == 1 and needle in proc.stderr, f"{what}: message lacks '{needle}'", proc)
+        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: results file left", proc)
+        print(f"  ok: {what}")
+
+
+def scenario_layer_save_tensors(env: Env) -> None:
+    out = env.workdir / "layer_tensors.h5"
+    proc = env.mpirun(2, "sp_tp", "--mode", "layer", "--seq", "64", "--batch", "1", "--hidden", "128",
+                      "--heads", "2", "--iters", "1", "--warmup", "0", "--save-tensors", "--dtype", "fp64",
+                      "--out", str(out))
+    expect(proc.returncode == 0, "layer --save-tensors failed", proc)
+    with h5py.File(out) as f:
+        tp = f["sp_tp/layer_tp_fp64_s64_b1_h128_a2_ff512_flash_causal"]
+        sp = f["sp_tp/layer_tp_sp_fp64_s64_b1_h128_a2_ff512_flash_causal"]
+        expect(tp["tensor_output"].shape == (2, 64 * 128), f"tp output shape {tp['tensor_output'].shape}")
+        expect(sp["tensor_output"].shape == (2, 32 * 128), f"sp output shape {sp['tensor_output'].shape}")
+        # SP's shards, concatenated in rank order, are TP's (replicated) output.
+        expect(np.array_equal(sp["tensor_output"][()].reshape(-1), tp["tensor_output"][0]), "SP shards != TP output")
+        expect(np.array_equal(sp["tensor_input"][()].reshape(-1), tp["tensor_input"][1]), "SP input shards != TP input")
+
+
 SCENARIOS = {
+    "layer_np2_fp64": lambda e: scenario_layer(e, 2, "fp64"),
+    "layer_np4_fp32": lambda e: scenario_layer(e, 4, "fp32"),
+    "layer_bad_input": scenario_layer_bad_input,
+    "layer_save_tensors": scenario_layer_save_tensors,
     "sp_tp_np2_fp64": lambda e: scenario_sp_tp(e, 2, "fp64"),
     "sp_tp_np4_fp32": lambda e: scenario_sp_tp(e, 4, "fp32"),
     "sp_tp_np3_fp32": lambda e: scenario_sp_tp_odd(e),

@@ -1,0 +1,232 @@
+"""Figures for the sp_tp layer mode (`mode="layer"`: one transformer-layer forward, TP vs TP+SP).
+
+- `<bench>_layer_time.png`: per attention path, one bar per variant stacked compute + comm
+  medians, with the step median and its p10-p90 range marked;
+- `<bench>_layer_memory.png`: activation bytes per rank, measured vs predicted (METHODS.md),
+  annotated with the relative error;
+- `<bench>_layer_ledger.png`: each case's activation ledger, bytes per saved tensor.
+
+`layer_figures` returns {file name: figure}; plot.py titles and saves them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
+from matplotlib.transforms import blended_transform_factory
+
+from suite_results import Case, natural_key, step_times, warn
+
+LAYER_NEEDS = ("variant", "attention")
+VARIANTS = ("tp", "tp_sp")
+ATTENTIONS = ("fused", "unfused")
+CONFIG_PARAMS = ("dtype", "s", "b", "h", "heads", "d_ff", "t", "causal", "dropout")
+LEDGER = ("ledger_name", "ledger_bytes")
+MIB = 2.0**20
+
+Title = Callable[[str], str]
+
+
+def _ordered(values: set[str], known: tuple[str, ...]) -> list[str]:
+    """The known values in their order, then any others by name."""
+    return [v for v in known if v in values] + sorted(values - set(known))
+
+
+def _sorted_cases(cases: list[Case]) -> list[Case]:
+    """By attention path, then variant, then name (tp before tp_sp, fused before unfused)."""
+    att = _ordered({str(c.attrs["attention"]) for c in cases}, ATTENTIONS)
+    var = _ordered({str(c.attrs["variant"]) for c in cases}, VARIANTS)
+    return sorted(cases, key=lambda c: (att.index(str(c.attrs["attention"])),
+                                        var.index(str(c.attrs["variant"])),
+                                        natural_key(c.name)))
+
+
+def _labels(cases: list[Case], parts: tuple[str, ...]) -> dict[Case, str]:
+    """`parts` joined, plus the configuration parameters that differ between the cases."""
+    varying = [p for p in CONFIG_PARAMS if len({repr(c.attrs.get(p)) for c in cases}) > 1]
+    labels = {c: " ".join([str(c.attrs[p]) for p in parts]
+                          + [f"{p}={c.attrs.get(p)}" for p in varying]) for c in cases}
+    if len(set(labels.values())) < len(labels):  # e.g. repetitions: fall back to case names
+        return {c: c.name for c in cases}
+    return labels
+
+
+def _variant_colors(cases: list[Case]) -> dict[str, str]:
+    names = _ordered({str(c.attrs["variant"]) for c in cases}, VARIANTS)
+    return {v: f"C{i % 10}" for i, v in enumerate(names)}
+
+
+def _phase_median(case: Case, phase: str) -> float | None:
+    """`phase_<phase>_median_s`, else the median over iterations of the max over ranks."""
+    value = case.attrs.get(f"phase_{phase}_median_s")
+    if value is not None:
+        return float(value)
+    data = case.datasets.get(f"phase_{phase}_s")
+    return None if data is None else float(np.median(step_times(data)))
+
+
+def _step_range(case: Case) -> tuple[float, float] | None:
+    """(p10, p90) of the step time, from the attributes or the `time_s` dataset."""
+    if "time_p10_s" in case.attrs and "time_p90_s" in case.attrs:
+        return float(case.attrs["time_p10_s"]), float(case.attrs["time_p90_s"])
+    if "time_s" in case.datasets:
+        step = case.step_times()
+        return float(np.percentile(step, 10)), float(np.percentile(step, 90))
+    return None
+
+
+def _bar_positions(cases: list[Case]) -> tuple[dict[Case, float], dict[str, float], float]:
+    """x of each case's bar, grouped by attention path; the group centres; the bar width."""
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        groups.setdefault(str(c.attrs["attention"]), []).append(c)
+    width = 0.8 / max(len(m) for m in groups.values())
+    xs, centres = {}, {}
+    for g, (attention, members) in enumerate(groups.items()):
+        centres[attention] = g
+        for i, c in enumerate(members):
+            xs[c] = g + (i - (len(members) - 1) / 2) * width
+    return xs, centres, width
+
+
+def _draw_time_bar(ax: plt.Axes, case: Case, x: float, width: float, color: str) -> bool:
+    """Compute then comm stacked; a pale whole-step bar when a phase is missing."""
+    compute, comm = _phase_median(case, "compute"), _phase_median(case, "comm")
+    if compute is None or comm is None:
+        ax.bar(x, case.median_s, width, color=color, alpha=0.35)
+        return False
+    ax.bar(x, compute, width, color=color, edgecolor="black", linewidth=0.5)
+    ax.bar(x, comm, width, bottom=compute, color=color, alpha=0.45, hatch="//",
+           edgecolor="black", linewidth=0.5)
+    return True
+
+
+def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
+    """Grouped bars per attention path: compute + comm medians, step median with p10-p90."""
+    cases = _sorted_cases([c for c in cases if c.median_s is not None])
+    if not cases:
+        return None
+    xs, centres, width = _bar_positions(cases)
+    colors = _variant_colors(cases)
+    labels = _labels(cases, ("variant",))
+    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cases) + 3), 5.5))
+    split = [_draw_time_bar(ax, c, xs[c], width, colors[str(c.attrs["variant"])])
+             for c in cases]
+    for c in cases:
+        spread = _step_range(c)
+        yerr = None if spread is None else [[c.median_s - spread[0]], [spread[1] - c.median_s]]
+        ax.errorbar(xs[c], c.median_s, yerr=yerr, fmt="D", color="black", markersize=5,
+                    capsize=4)
+    ax.set_xticks([xs[c] for c in cases], [labels[c] for c in cases], fontsize=8)
+    below = blended_transform_factory(ax.transData, ax.transAxes)
+    for attention, x in centres.items():
+        ax.text(x, -0.1, f"{attention} attention", transform=below, ha="center", va="top",
+                fontweight="bold")
+    handles = [Patch(color=col, label=v) for v, col in colors.items()]
+    if any(split):
+        handles += [Patch(facecolor="white", edgecolor="black", label="compute (median)"),
+                    Patch(facecolor="white", edgecolor="black", hatch="//",
+                          label="comm (median)")]
+    if not all(split):
+        handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
+    handles.append(ax.errorbar([], [], yerr=[], fmt="D", color="black", capsize=4,
+                               label="step median (p10-p90)"))
+    ax.legend(handles=handles, fontsize=8)
+    ax.set_ylabel("time per layer forward (s)\n(step = max over ranks)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(title("layer forward time, compute + comm"))
+    return fig
+
+
+def _rel_err(case: Case) -> float:
+    if "activation_rel_err" in case.attrs:
+        return float(case.attrs["activation_rel_err"])
+    pred = float(case.attrs["pred_activation_bytes"])
+    return abs(float(case.attrs["activation_bytes"]) - pred) / pred if pred else float("nan")
+
+
+def memory_figure(cases: list[Case], title: Title) -> plt.Figure | None:
+    """Measured vs predicted activation bytes per (variant, attention), error in %."""
+    needed = ("activation_bytes", "pred_activation_bytes")
+    cases = _sorted_cases([c for c in cases if all(k in c.attrs for k in needed)])
+    if not cases:
+        return None
+    labels = _labels(cases, ("variant", "attention"))
+    pos = np.arange(len(cases))
+    measured = np.array([float(c.attrs["activation_bytes"]) for c in cases]) / MIB
+    predicted = np.array([float(c.attrs["pred_activation_bytes"]) for c in cases]) / MIB
+    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(cases) + 3), 5))
+    ax.bar(pos - 0.2, measured, width=0.4, label="measured (ledger)")
+    ax.bar(pos + 0.2, predicted, width=0.4, label="predicted (METHODS.md)")
+    for x, top, c in zip(pos, np.maximum(measured, predicted), cases):
+        ax.annotate(f"err {100 * _rel_err(c):.2f}%", (x, top), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(pos, [labels[c].replace(" ", "\n", 1) for c in cases], fontsize=8)
+    ax.set_ylabel("activation memory per rank (MiB)")
+    ax.margins(y=0.12)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    ax.set_title(title("activation memory, measured vs predicted"))
+    return fig
+
+
+def _ledger(case: Case) -> tuple[list[str], np.ndarray] | None:
+    """(tensor names, bytes) of a case's ledger; None (with a warning) if absent or uneven."""
+    if not all(k in case.datasets for k in LEDGER):
+        warn(f"{case.key}: no {'/'.join(LEDGER)} datasets; left out of the ledger figure")
+        return None
+    names = [str(n) for n in case.datasets["ledger_name"]]
+    sizes = np.asarray(case.datasets["ledger_bytes"], dtype=float).ravel()
+    if len(names) != len(sizes):
+        warn(f"{case.key}: {len(names)} ledger names but {len(sizes)} sizes;"
+             " left out of the ledger figure")
+        return None
+    return names, sizes
+
+
+def _tensor_colors(ledgers: list[tuple[list[str], np.ndarray]]) -> dict[str, tuple]:
+    """One colour per tensor name, in order of first appearance."""
+    names = list(dict.fromkeys(n for names, _ in ledgers for n in names))
+    cmap = plt.get_cmap("tab20")
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def ledger_figure(cases: list[Case], title: Title) -> plt.Figure | None:
+    """One stacked horizontal bar per case: bytes of each saved tensor, % of total inside."""
+    found = [(c, led) for c in _sorted_cases(cases) if (led := _ledger(c)) is not None]
+    if not found:
+        return None
+    labels = _labels([c for c, _ in found], ("variant", "attention"))
+    colors = _tensor_colors([led for _, led in found])
+    widest = max(float(sizes.sum()) for _, (_, sizes) in found) / MIB
+    fig, ax = plt.subplots(figsize=(12, 0.7 * len(found) + 2.5))
+    for y, (case, (names, sizes)) in enumerate(found):
+        left, total = 0.0, float(sizes.sum())
+        for name, size in zip(names, sizes / MIB):
+            ax.barh(y, size, left=left, color=colors[name], edgecolor="white", linewidth=0.5)
+            if widest and size / widest > 0.06:
+                ax.text(left + size / 2, y, f"{100 * size * MIB / total:.0f}%", ha="center",
+                        va="center", fontsize=7)
+            left += size
+    ax.set_yticks(range(len(found)), [labels[c] for c, _ in found], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("saved activation bytes per rank (MiB)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(handles=[Patch(color=col, label=n) for n, col in colors.items()], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1), title="saved tensor")
+    ax.set_title(title("activation ledger: bytes per saved tensor"))
+    return fig
+
+
+def layer_figures(cases: list[Case], bench: str, title: Title) -> dict[str, plt.Figure]:
+    """{file name: figure} for the layer cases (each must have variant and attention)."""
+    builders = {"time": time_figure, "memory": memory_figure, "ledger": ledger_figure}
+    figures = {}
+    for what, build in builders.items():
+        fig = build(cases, lambda text: title(f"{bench} layer: {text}"))
+        if fig is not None:
+            figures[f"{bench}_layer_{what}.png"] = fig
+    return figures
