@@ -137,14 +137,16 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     return 0;
   }
 
-  Resolved r;
+  std::optional<Resolved> resolved;
   std::unique_ptr<Device> device;
   std::unique_ptr<Comm> comm;
   auto setup_error = capture([&] {
-    r = resolve(opts, def, mpi);
-    device = r.backend == Backend::cuda ? make_cuda_device(mpi.local_rank()) : make_cpu_device();
+    resolved = resolve(opts, def, mpi);
+    device =
+        resolved->backend == Backend::cuda ? make_cuda_device(mpi.local_rank()) : make_cpu_device();
   });
   if (!agreed_ok(setup_error, rank)) return 2;
+  const Resolved r = *resolved;
   // NCCL's own set-up is collective, so it is created only once every rank has a device.
   auto comm_error = capture([&] {
     comm = r.transport == Transport::nccl ? make_nccl_comm(*device, MPI_COMM_WORLD)

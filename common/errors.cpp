@@ -15,7 +15,9 @@ std::string rank_label() {
   if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  return "rank " + std::to_string(rank) + " on " + host;
+  std::string label = "rank ";  // built by appends: GCC 12 warns falsely on a + chain here
+  label.append(std::to_string(rank)).append(" on ").append(host);
+  return label;
 }
 
 std::string mpi_error_string(int code) {

@@ -3,6 +3,8 @@
 
 Known benches get their own figures (sp_tp, harness_overhead); any other bench gets a generic
 chart of the median step time per case and one measured-vs-predicted chart per `pred_<x>`.
+sp_tp files may hold collectives cases (`mode` missing or `collectives`) and layer cases
+(`mode="layer"`, figures in plot_sp_tp.py); each mode is plotted on its own.
 One per-rank box plot of a chosen case shows stragglers.
 """
 
@@ -22,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
 from suite_results import (Case, Results, cli_warnings, file_stem,  # noqa: E402
                            read_results, warn)
 
@@ -67,15 +70,20 @@ def _usable(cases: list[Case], needed: tuple[str, ...]) -> list[Case]:
     return usable
 
 
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
 def _log2_x(ax: plt.Axes, label: str = "message size (bytes)") -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel(label)
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_sp_tp(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+def plot_sp_tp_collectives(res: Results, bench: str, cases: list[Case], out: Path,
+                           written: list[Path]) -> bool:
     """Step time, busbw and measured-vs-predicted bytes vs message size, by op."""
-    cases = _usable(res.cases_of(bench), ("op", "n_bytes", "time_median_s"))
+    cases = _usable(cases, ("op", "n_bytes", "time_median_s"))
     if not cases:
         return False
     groups = _series(cases, "n_bytes")
@@ -129,6 +137,35 @@ def plot_sp_tp(res: Results, bench: str, out: Path, written: list[Path]) -> bool
     return True
 
 
+def plot_sp_tp_layer(res: Results, bench: str, cases: list[Case], out: Path,
+                     written: list[Path]) -> bool:
+    """Layer time (compute + comm), activation memory vs prediction, activation ledger."""
+    figures = layer_figures(_usable(cases, LAYER_NEEDS), bench, lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
+SP_TP_MODES = {"collectives": plot_sp_tp_collectives, "layer": plot_sp_tp_layer}
+
+
+def plot_sp_tp(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Each mode's cases get their mode's figures; a mode whose cases cannot be drawn (or an
+    unknown mode) falls back to the generic charts for those cases alone."""
+    by_mode: dict[str, list[Case]] = {}
+    for case in res.cases_of(bench):
+        by_mode.setdefault(str(case.attrs.get("mode", "collectives")), []).append(case)
+    for mode, cases in by_mode.items():
+        plotter = SP_TP_MODES.get(mode)
+        if plotter is not None and plotter(res, bench, cases, out, written):
+            continue
+        why = "unknown mode" if plotter is None else "cases lack the attributes its figures need"
+        warn(f"{bench}, mode {mode!r}: {why}; falling back to the generic charts")
+        prefix = bench if mode == "collectives" else f"{bench}_{_safe(mode)}"
+        plot_generic(res, bench, out, written, cases=cases, prefix=prefix)
+    return True
+
+
 def plot_harness_overhead(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
     """Suite time / plain MPI time vs message size, with the 1.05 limit."""
     cases = _usable(res.cases_of(bench), ("n_bytes", "ratio"))
@@ -148,13 +185,15 @@ def plot_harness_overhead(res: Results, bench: str, out: Path, written: list[Pat
     return True
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+def plot_generic(res: Results, bench: str, out: Path, written: list[Path],
+                 cases: list[Case] | None = None, prefix: str | None = None) -> bool:
+    """Median step time per case, and every pred_<x> / <x> pair as grouped bars.
 
-
-def plot_generic(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
-    """Median step time per case, and every pred_<x> / <x> pair as grouped bars."""
-    cases = res.cases_of(bench)
+    `cases` (default: all of the bench's) and the file name `prefix` (default: the bench)
+    let a bench fall back for some of its cases only.
+    """
+    cases = res.cases_of(bench) if cases is None else cases
+    prefix = prefix or bench
     timed = [c for c in cases if c.median_s is not None]
     if not timed:
         warn(f"{bench}: no case has time_median_s or time_s; nothing to plot")
@@ -166,7 +205,7 @@ def plot_generic(res: Results, bench: str, out: Path, written: list[Path]) -> bo
         ax.set_ylabel("median step time (s)")
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_title(_title(res, f"{bench}: median step time per case"))
-        _save(fig, out / f"{bench}_time_median.png", written)
+        _save(fig, out / f"{prefix}_time_median.png", written)
 
     figures = sorted({x for c in cases for x in c.predictions()})
     for x in figures:
@@ -182,7 +221,7 @@ def plot_generic(res: Results, bench: str, out: Path, written: list[Path]) -> bo
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend()
         ax.set_title(_title(res, f"{bench}: {x}, measured vs predicted"))
-        _save(fig, out / f"{bench}_pred_{_safe(x)}.png", written)
+        _save(fig, out / f"{prefix}_pred_{_safe(x)}.png", written)
     return bool(timed) or bool(figures)
 
 
@@ -254,7 +293,8 @@ def make_plots(path: Path, out: Path, rank_case: str | None = None) -> list[Path
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write PNG figures for every bench in a results file "
-                    "(sp_tp, harness_overhead, or a generic chart for any other bench).")
+                    "(sp_tp collectives and layer modes, harness_overhead, or a generic chart for "
+                    "any other bench).")
     parser.add_argument("file", type=Path, help="results file (FILE.h5 or FILE.h5.partial)")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for the PNGs (created if missing); default: "

@@ -44,14 +44,16 @@ def _sorted_cases(cases: list[Case]) -> list[Case]:
                                         natural_key(c.name)))
 
 
-def _labels(cases: list[Case], parts: tuple[str, ...]) -> dict[Case, str]:
-    """`parts` joined, plus the configuration parameters that differ between the cases."""
+def _labels(cases: list[Case], with_attention: bool = True) -> dict[Case, str]:
+    """Variant (and attention path), plus the configuration parameters that differ between
+    the cases; the case names where that does not tell them apart (e.g. repetitions)."""
     varying = [p for p in CONFIG_PARAMS if len({repr(c.attrs.get(p)) for c in cases}) > 1]
-    labels = {c: " ".join([str(c.attrs[p]) for p in parts]
-                          + [f"{p}={c.attrs.get(p)}" for p in varying]) for c in cases}
-    if len(set(labels.values())) < len(labels):  # e.g. repetitions: fall back to case names
+    full = {c: [str(c.attrs["variant"]), str(c.attrs["attention"])]
+            + [f"{p}={c.attrs.get(p)}" for p in varying] for c in cases}
+    if len({tuple(words) for words in full.values()}) < len(cases):
         return {c: c.name for c in cases}
-    return labels
+    return {c: " ".join(w for i, w in enumerate(words) if with_attention or i != 1)
+            for c, words in full.items()}
 
 
 def _variant_colors(cases: list[Case]) -> dict[str, str]:
@@ -111,15 +113,16 @@ def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
         return None
     xs, centres, width = _bar_positions(cases)
     colors = _variant_colors(cases)
-    labels = _labels(cases, ("variant",))
+    labels = _labels(cases, with_attention=False)
     fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cases) + 3), 5.5))
     split = [_draw_time_bar(ax, c, xs[c], width, colors[str(c.attrs["variant"])])
              for c in cases]
+    marks = []
     for c in cases:
         spread = _step_range(c)
         yerr = None if spread is None else [[c.median_s - spread[0]], [spread[1] - c.median_s]]
-        ax.errorbar(xs[c], c.median_s, yerr=yerr, fmt="D", color="black", markersize=5,
-                    capsize=4)
+        marks.append(ax.errorbar(xs[c], c.median_s, yerr=yerr, fmt="D", color="black",
+                                 markersize=5, capsize=4, label="step median (p10-p90)"))
     ax.set_xticks([xs[c] for c in cases], [labels[c] for c in cases], fontsize=8)
     below = blended_transform_factory(ax.transData, ax.transAxes)
     for attention, x in centres.items():
@@ -132,8 +135,7 @@ def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
                           label="comm (median)")]
     if not all(split):
         handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
-    handles.append(ax.errorbar([], [], yerr=[], fmt="D", color="black", capsize=4,
-                               label="step median (p10-p90)"))
+    handles.append(marks[0])
     ax.legend(handles=handles, fontsize=8)
     ax.set_ylabel("time per layer forward (s)\n(step = max over ranks)")
     ax.grid(True, axis="y", alpha=0.3)
@@ -154,7 +156,7 @@ def memory_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     cases = _sorted_cases([c for c in cases if all(k in c.attrs for k in needed)])
     if not cases:
         return None
-    labels = _labels(cases, ("variant", "attention"))
+    labels = _labels(cases)
     pos = np.arange(len(cases))
     measured = np.array([float(c.attrs["activation_bytes"]) for c in cases]) / MIB
     predicted = np.array([float(c.attrs["pred_activation_bytes"]) for c in cases]) / MIB
@@ -188,8 +190,15 @@ def _ledger(case: Case) -> tuple[list[str], np.ndarray] | None:
 
 
 def _tensor_colors(ledgers: list[tuple[list[str], np.ndarray]]) -> dict[str, tuple]:
-    """One colour per tensor name, in order of first appearance."""
-    names = list(dict.fromkeys(n for names, _ in ledgers for n in names))
+    """One colour per tensor name, in layer order: a name that only some ledgers hold goes
+    right after the name before it in the first ledger that holds it."""
+    names: list[str] = []
+    for ledger_names, _ in ledgers:
+        previous = -1
+        for n in ledger_names:
+            if n not in names:
+                names.insert(previous + 1, n)
+            previous = names.index(n)
     cmap = plt.get_cmap("tab20")
     return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
 
@@ -199,7 +208,7 @@ def ledger_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     found = [(c, led) for c in _sorted_cases(cases) if (led := _ledger(c)) is not None]
     if not found:
         return None
-    labels = _labels([c for c, _ in found], ("variant", "attention"))
+    labels = _labels([c for c, _ in found])
     colors = _tensor_colors([led for _, led in found])
     widest = max(float(sizes.sum()) for _, (_, sizes) in found) / MIB
     fig, ax = plt.subplots(figsize=(12, 0.7 * len(found) + 2.5))

@@ -102,8 +102,12 @@ SP_TP_SIZES = [2**10, 2**14, 2**18, 2**22]
 
 
 def sp_tp_cases(scale: float = 1.0, world_size: int = 4, check: int = 1,
-                straggler_case: str | None = None) -> list[CaseSpec]:
-    """all-reduce and reduce-scatter + all-gather over message sizes, like the sp_tp bench."""
+                straggler_case: str | None = None, mode: str | None = None) -> list[CaseSpec]:
+    """all-reduce and reduce-scatter + all-gather over message sizes, like the sp_tp bench.
+
+    `mode="collectives"` adds the `mode` parameter the current writer stores; None leaves it
+    out, as older files do.
+    """
     cases = []
     for op, factor in (("allreduce", 1.0), ("rs_ag", 1.1)):
         for i, n in enumerate(SP_TP_SIZES):
@@ -115,7 +119,8 @@ def sp_tp_cases(scale: float = 1.0, world_size: int = 4, check: int = 1,
             pred = 2 * (world_size - 1) / world_size * n
             cases.append({
                 "name": name,
-                "params": {"op": op, "dtype": "fp32", "n_bytes": n},
+                "params": {**({"mode": mode} if mode else {}),
+                           "op": op, "dtype": "fp32", "n_bytes": n},
                 "attrs": {"algbw_GBps": n / median / 1e9,
                           "busbw_GBps": 2 * (world_size - 1) / world_size * n / median / 1e9,
                           "bytes_sent_per_rank": pred, "pred_bytes_sent_per_rank": pred,
@@ -124,6 +129,76 @@ def sp_tp_cases(scale: float = 1.0, world_size: int = 4, check: int = 1,
                 "datasets": {"bytes_sent": np.full(world_size, int(pred), dtype=np.int64),
                              "bytes_recv": np.full(world_size, int(pred), dtype=np.int64)},
             })
+    return cases
+
+
+def layer_ledger(variant: str, fused: bool, s: int, b: int, h: int, heads: int, d_ff: int,
+                 t: int, elem: int = 4) -> list[tuple[str, str, int]]:
+    """(name, shape, bytes) of each tensor the sp_tp layer saves for backward, as
+    bench/sp_tp/transformer_layer.cpp allocates them (TP+SP keeps token-wise ones 1/t)."""
+    rows = s * b
+    local = rows // t if variant == "tp_sp" else rows
+    hl, al, fl = h // t, heads // t, d_ff // t
+    tensors = [("ln1_input", (local, h), elem), ("ln1_output", (local, h), elem),
+               ("qkv", (rows, 3 * hl), elem), ("attn_output", (rows, hl), elem)]
+    if fused:
+        tensors.append(("attn_lse", (b, al, s), 4))
+    else:
+        tensors += [("attn_softmax", (b, al, s, s), elem), ("attn_dropout_mask", (b, al, s, s), 1),
+                    ("attn_dropout_output", (b, al, s, s), elem)]
+    tensors += [("dropout1_mask", (local, h), 1), ("ln2_input", (local, h), elem),
+                ("ln2_output", (local, h), elem), ("fc1_output", (rows, fl), elem),
+                ("gelu_output", (rows, fl), elem), ("dropout2_mask", (local, h), 1)]
+    return [(name, "x".join(map(str, shape)), int(np.prod(shape)) * size)
+            for name, shape, size in tensors]
+
+
+LAYER_CONFIG = {"s": 128, "b": 2, "h": 256, "heads": 8, "d_ff": 1024}
+
+
+def layer_cases(world_size: int = 4, ledger: bool = True, phases: bool = True,
+                rel_err: float = 0.01) -> list[CaseSpec]:
+    """sp_tp `mode="layer"`: tp and tp_sp, fused and unfused attention, written like
+    bench/sp_tp/layer_cases.cpp (typed params, figures, phase and ledger datasets).
+
+    `ledger=False` leaves out the three ledger datasets, `phases=False` the phase figures.
+    The prediction is `rel_err` above the measured bytes.
+    """
+    cfg, t = LAYER_CONFIG, world_size
+    cases = []
+    for i, (fused, variant) in enumerate([(f, v) for f in (True, False)
+                                          for v in ("tp", "tp_sp")]):
+        rng = np.random.default_rng(100 + i)
+        compute = (2e-3 if fused else 3e-3) * (1 + 0.05 * rng.random((20, world_size)))
+        comm = (4e-4 if variant == "tp" else 5e-4) * (1 + 0.1 * rng.random((20, world_size)))
+        time_s = compute + comm + 1e-5
+        tensors = layer_ledger(variant, fused, t=t, **cfg)
+        measured = float(sum(nbytes for _, _, nbytes in tensors))
+        n = cfg["s"] * cfg["b"] * cfg["h"] * 4
+        comm_bytes = 4 * (t - 1) / t * n  # two all-reduces, or two RS + two AG
+        attrs: dict[str, Any] = {
+            "activation_bytes": measured, "pred_activation_bytes": measured * (1 + rel_err),
+            "activation_rel_err": rel_err / (1 + rel_err),
+            "layer_comm_bytes_per_rank": comm_bytes,
+            "pred_layer_comm_bytes_per_rank": comm_bytes,
+            "check_passed": 1, "check_bit_exact": 0, "check_tolerance": 1e-4}
+        datasets: dict[str, Any] = {}
+        if phases:
+            attrs["phase_compute_median_s"] = float(np.median(compute.max(axis=1)))
+            attrs["phase_comm_median_s"] = float(np.median(comm.max(axis=1)))
+            datasets.update(phase_compute_s=compute, phase_comm_s=comm)
+        if ledger:
+            vlen = h5py.string_dtype()
+            datasets["ledger_name"] = np.array([n for n, _, _ in tensors], dtype=vlen)
+            datasets["ledger_shape"] = np.array([sh for _, sh, _ in tensors], dtype=vlen)
+            datasets["ledger_bytes"] = np.array([nb for _, _, nb in tensors], dtype=np.int64)
+        cases.append({
+            "name": (f"layer_{variant}_fp32_s{cfg['s']}_b{cfg['b']}_h{cfg['h']}"
+                     f"_a{cfg['heads']}_ff{cfg['d_ff']}" + ("_flash" if fused else "_unfused")),
+            "params": {"mode": "layer", "variant": variant,
+                       "attention": "fused" if fused else "unfused", "dtype": "fp32", **cfg,
+                       "t": t, "dropout": 0.1, "causal": 0},
+            "attrs": attrs, "time_s": time_s, "datasets": datasets})
     return cases
 
 
