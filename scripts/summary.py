@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Print a short text table of one or more results files: per case the median step time,
+each measured figure beside its METHODS.md prediction, and the check verdict."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suite_results  # noqa: E402
+
+
+def verdict(case: suite_results.Case) -> str:
+    return {1: "ok", 0: "FAIL", -1: "off"}.get(case.check_passed, "?")
+
+
+def format_pairs(case: suite_results.Case, limit: int) -> str:
+    """`x=measured/predicted` for the first `limit` predicted figures."""
+    parts = []
+    for name, (measured, predicted) in list(case.predictions().items())[:limit]:
+        parts.append(f"{name}={float(measured):.4g}/{float(predicted):.4g}")
+    return " ".join(parts)
+
+
+def summarize(path: Path, limit: int) -> bool:
+    res = suite_results.read_results(path, load_datasets=False)
+    print(f"\n{path}: {res.describe()} | {res.attrs.get('device_names', '?')} | dtype {res.attrs.get('dtype', '?')}")
+    ok = True
+    for bench in res.benches():
+        for case in res.cases_of(bench):
+            median = case.median_s
+            busbw = case.attrs.get("busbw_GBps")
+            extra = f" busbw={float(busbw):.2f}GB/s" if busbw is not None else ""
+            print(f"  {case.name:<58} {median * 1e6 if median else float('nan'):>12.1f} us  {verdict(case):>4}"
+                  f"{extra}  {format_pairs(case, limit)}")
+            ok &= case.check_passed != 0
+    return ok
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("files", nargs="+", type=Path, help="results files (.h5 or .h5.partial)")
+    p.add_argument("--pairs", type=int, default=3, help="measured/predicted pairs shown per case (default 3)")
+    args = p.parse_args()
+    suite_results.cli_warnings()
+    all_ok = all([summarize(f, args.pairs) for f in args.files])
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
