@@ -17,7 +17,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null; then sudo="sudo"; else
       echo "setup: need root to run: apt-get install -y ${missing[*]}" >&2; exit 1; fi
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 else
   for tool in cmake mpicxx mpirun h5cc python3; do
