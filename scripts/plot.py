@@ -53,6 +53,8 @@ def _series(cases: list[Case], x_param: str) -> dict[str, list[Case]]:
         parts = []
         for p in varying:
             value = case.params.get(p)
+            if value is None:  # e.g. the sweep cases have no s, b, h: only the activation case does
+                continue
             parts.append(OP_LABELS.get(value, str(value)) if p == "op" else f"{p}={value}")
         groups.setdefault(", ".join(parts) or case.bench, []).append(case)
     for members in groups.values():
