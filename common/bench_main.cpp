@@ -172,13 +172,16 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   {
     Watchdog watchdog(opts.timeout_s);
     Harness harness(ctx, writer.get(), watchdog);
+    // Only rank 0 may write Google Benchmark's own output file (--benchmark_out).
+    if (rank != 0)
+      std::erase_if(args.benchmark,
+                    [](const std::string& a) { return a.rfind("--benchmark_out", 0) == 0; });
     std::vector<char*> bargv = as_argv(args.benchmark);
     int bargc = static_cast<int>(args.benchmark.size());
     benchmark::Initialize(&bargc, bargv.data());
     harness.register_cases(cases);
     if (rank == 0) {
-      benchmark::ConsoleReporter console;
-      benchmark::RunSpecifiedBenchmarks(&console);
+      benchmark::RunSpecifiedBenchmarks();  // console or --benchmark_format, plus --benchmark_out
     } else {
       NullReporter quiet;
       benchmark::RunSpecifiedBenchmarks(&quiet);
