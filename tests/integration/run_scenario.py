@@ -7,6 +7,7 @@ then checks its exit status, its messages and the HDF5 file it wrote, read back 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -271,7 +272,23 @@ def scenario_layer_save_tensors(env: Env) -> None:
         expect(np.array_equal(sp["tensor_input"][()].reshape(-1), tp["tensor_input"][1]), "SP input shards != TP input")
 
 
+def scenario_benchmark_flags(env: Env) -> None:
+    """Google Benchmark's flags pass through: filter, repetitions, JSON output from rank 0 only."""
+    out, gb = env.workdir / "flags.h5", env.workdir / "gb.json"
+    proc = env.mpirun(4, "sp_tp", "--sizes", "1K,4K", "--activation-case", "0", "--iters", "2",
+                      "--benchmark_filter=rs_ag", "--benchmark_repetitions=2", f"--benchmark_out={gb}",
+                      "--benchmark_out_format=json", "--out", str(out))
+    expect(proc.returncode == 0, "run with Google Benchmark flags failed", proc)
+    with h5py.File(out) as f:
+        names = sorted(f["sp_tp"])
+    expect(names == ["rs_ag_fp32_n1K", "rs_ag_fp32_n1K_rep1", "rs_ag_fp32_n4K", "rs_ag_fp32_n4K_rep1"],
+           f"filter/repetitions gave cases {names}")
+    runs = [b["name"] for b in json.loads(gb.read_text())["benchmarks"] if b.get("run_type") == "iteration"]
+    expect(len(runs) == 4 and all("rs_ag" in r for r in runs), f"--benchmark_out holds {runs}")
+
+
 SCENARIOS = {
+    "benchmark_flags": scenario_benchmark_flags,
     "layer_np2_fp64": lambda e: scenario_layer(e, 2, "fp64"),
     "layer_np4_fp32": lambda e: scenario_layer(e, 4, "fp32"),
     "layer_bad_input": scenario_layer_bad_input,
