@@ -41,7 +41,7 @@ struct Resolved {
 };
 
 // Turns "auto" choices into concrete ones and rejects combinations that cannot work.
-Resolved resolve(const CommonOptions& o, const BenchDefinition& def, const MpiSession& mpi) {
+Resolved resolve(const CommonOptions& o, const BenchDefinition& def) {
   Resolved r;
   int gpus = visible_cuda_devices();
   int min_gpus = gpus;
@@ -59,10 +59,6 @@ Resolved resolve(const CommonOptions& o, const BenchDefinition& def, const MpiSe
     r.transport = o.transport == "nccl" ? Transport::nccl : Transport::mpi;
   if (r.transport == Transport::nccl && r.backend == Backend::cpu)
     throw UsageError("--transport nccl needs --backend cuda; the CPU backend uses --transport mpi");
-  if (r.transport == Transport::nccl && mpi.local_size() > gpus)
-    throw UsageError("NCCL needs one GPU per rank, but " + std::to_string(mpi.local_size()) +
-                     " ranks share " + std::to_string(gpus) + " GPU(s) on " + mpi.hostname() +
-                     "; use --transport mpi, or start at most one rank per GPU");
   const auto& allowed = r.backend == Backend::cuda ? def.cuda_dtypes : def.cpu_dtypes;
   if (o.dtype == "auto") {
     r.dtype = r.backend == Backend::cuda ? DType::bf16 : DType::fp32;
@@ -79,6 +75,20 @@ Resolved resolve(const CommonOptions& o, const BenchDefinition& def, const MpiSe
                      std::string(backend_name(r.backend)) + " backend (supported: " + names + ")");
   }
   return r;
+}
+
+// NCCL refuses two ranks on one GPU, and would say so only from deep inside its init.
+// Compares physical GPU identities, so any CUDA_VISIBLE_DEVICES binding is judged right.
+void refuse_shared_gpus(const Device& device) {
+  auto ids = all_gather_strings(device.uuid());
+  auto hosts = all_gather_strings(rank_label());
+  for (std::size_t a = 0; a < ids.size(); ++a)
+    for (std::size_t b = a + 1; b < ids.size(); ++b)
+      if (ids[a] == ids[b])
+        throw UsageError(
+            "NCCL needs one GPU per rank, but " + hosts[a] + " and " + hosts[b] + " share GPU " +
+            ids[a] +
+            "; use --transport mpi (CUDA-aware or host-staged), or start one rank per GPU");
 }
 
 std::string default_out_path(const std::string& bench) {
@@ -141,12 +151,15 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   std::unique_ptr<Device> device;
   std::unique_ptr<Comm> comm;
   auto setup_error = capture([&] {
-    resolved = resolve(opts, def, mpi);
+    resolved = resolve(opts, def);
     device =
         resolved->backend == Backend::cuda ? make_cuda_device(mpi.local_rank()) : make_cpu_device();
   });
   if (!agreed_ok(setup_error, rank)) return 2;
   const Resolved r = *resolved;
+  if (r.transport == Transport::nccl &&
+      !agreed_ok(capture([&] { refuse_shared_gpus(*device); }), rank))
+    return 2;
   // NCCL's own set-up is collective, so it is created only once every rank has a device.
   auto comm_error = capture([&] {
     comm = r.transport == Transport::nccl ? make_nccl_comm(*device, MPI_COMM_WORLD)

@@ -49,6 +49,9 @@ class Device {
   virtual ~Device() = default;
   virtual Backend backend() const = 0;
   virtual std::string name() const = 0;
+  // Identifies the physical device (GPU UUID), so ranks that share one can be detected
+  // whatever CUDA_VISIBLE_DEVICES each rank was given; empty on the CPU backend.
+  virtual std::string uuid() const = 0;
   // Memory the kernels and transports work on (device memory on CUDA).
   virtual Buffer alloc(std::size_t bytes) = 0;
   // Host memory suited for transfers to and from the device (pinned on CUDA).

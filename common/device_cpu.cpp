@@ -31,6 +31,7 @@ class CpuDevice final : public Device {
  public:
   Backend backend() const override { return Backend::cpu; }
   std::string name() const override { return "cpu"; }
+  std::string uuid() const override { return ""; }
   Buffer alloc(std::size_t bytes) override { return host_alloc(bytes); }
   Buffer alloc_host(std::size_t bytes) override { return host_alloc(bytes); }
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {

@@ -1,6 +1,7 @@
 // CUDA backend of Device. Compiled only when the build found nvcc (SUITE_HAVE_CUDA).
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "common/device.hpp"
@@ -44,12 +45,18 @@ class CudaDevice final : public Device {
     cudaDeviceProp prop{};
     SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = prop.name;
+    char hex[3];
+    for (unsigned char byte : prop.uuid.bytes) {
+      std::snprintf(hex, sizeof hex, "%02x", byte);
+      uuid_ += hex;
+    }
   }
   ~CudaDevice() override { cudaStreamDestroy(stream_); }
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
   Backend backend() const override { return Backend::cuda; }
+  std::string uuid() const override { return uuid_; }
   std::string name() const override { return name_ + " (GPU " + std::to_string(ordinal_) + ")"; }
   Buffer alloc(std::size_t bytes) override {
     void* p = nullptr;
@@ -79,6 +86,7 @@ class CudaDevice final : public Device {
   int ordinal_;
   cudaStream_t stream_{};
   std::string name_;
+  std::string uuid_;
 };
 
 }  // namespace
