@@ -4,10 +4,11 @@
 #include <cstdio>
 #include <map>
 
+#include "common/device_io.hpp"
 #include "common/errors.hpp"
+#include "common/exact_pattern.hpp"
 #include "common/model.hpp"
 #include "common/record_access.hpp"
-#include "common/typed_host.hpp"
 
 namespace suite::sp_tp {
 namespace {
@@ -18,16 +19,10 @@ const char* op_name(CollectiveOp op) {
   return op == CollectiveOp::all_reduce ? "allreduce" : "rs_ag";
 }
 
-// Small integers: every partial sum is exact in bf16, fp32 and fp64, so a check can demand
-// equality and any wrong element fails the case.
-double input_value(int rank, std::size_t i) {
-  return static_cast<double>((i * 7 + static_cast<std::size_t>(rank) * 3) % 4);
-}
-
 class CollectiveCase final : public BenchCase {
  public:
   CollectiveCase(BenchContext& ctx, CollectiveOp op, CollectiveSize size)
-      : ctx_(ctx), op_(op), size_(std::move(size)) {}
+      : ctx_(ctx), op_(op), size_(std::move(size)), pattern_(ctx.comm.size()) {}
 
   void setup() override {
     const std::size_t e = dtype_size(ctx_.dtype), t = ctx_.comm.size();
@@ -35,11 +30,9 @@ class CollectiveCase final : public BenchCase {
     send_ = ctx_.device.alloc(count_ * e);
     recv_ = ctx_.device.alloc(count_ * e);
     if (op_ == CollectiveOp::rs_ag) shard_ = ctx_.device.alloc(count_ / t * e);
-    input_.resize(count_);
-    for (std::size_t i = 0; i < count_; ++i)
-      input_[i] = input_value(ctx_.comm.rank(), i);
-    auto bytes = encode(input_, ctx_.dtype);
-    ctx_.device.copy_from_host(send_.data(), bytes.data(), bytes.size());
+    const int rank = ctx_.comm.rank();
+    upload_values(ctx_.device, send_.data(), count_, ctx_.dtype,
+                  [&](std::size_t i) { return pattern_.value(rank, i); });
   }
 
   void step(PhaseTimer& phases) override {
@@ -56,20 +49,16 @@ class CollectiveCase final : public BenchCase {
   }
 
   CheckOutcome check() override {
-    output_ = read_output();
     CheckOutcome out;
-    for (std::size_t i = 0; i < count_; ++i) {
-      double expect = 0;
-      for (int r = 0; r < ctx_.comm.size(); ++r)
-        expect += input_value(r, i);
-      double err = std::fabs(output_[i] - expect);
-      if (err > out.max_abs_err) out.max_abs_err = err;
+    scan_values(ctx_.device, recv_.data(), count_, ctx_.dtype, [&](std::size_t i, double got) {
+      const double err = std::fabs(got - pattern_.sum(i));
+      if (!(err <= out.max_abs_err)) out.max_abs_err = std::isnan(err) ? INFINITY : err;
       if (err != 0 && out.passed) {
         out.passed = false;
-        out.detail = "element " + std::to_string(i) + " is " + std::to_string(output_[i]) +
-                     ", expected " + std::to_string(expect) + " (" + rank_label() + ")";
+        out.detail = "element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " +
+                     std::to_string(pattern_.sum(i)) + " (" + rank_label() + ")";
       }
-    }
+    });
     return out;
   }
 
@@ -99,23 +88,22 @@ class CollectiveCase final : public BenchCase {
 
   std::vector<SavedTensor> tensors() override {
     if (count_ > kMaxSavedElements) return {};
-    if (output_.empty()) output_ = read_output();
-    return {{"input", input_}, {"output", output_}};
+    SavedTensor in{"input", std::vector<double>(count_)},
+        out{"output", std::vector<double>(count_)};
+    scan_values(ctx_.device, send_.data(), count_, ctx_.dtype,
+                [&](std::size_t i, double v) { in.values[i] = v; });
+    scan_values(ctx_.device, recv_.data(), count_, ctx_.dtype,
+                [&](std::size_t i, double v) { out.values[i] = v; });
+    return {in, out};
   }
 
  private:
-  std::vector<double> read_output() {
-    std::vector<std::byte> host(count_ * dtype_size(ctx_.dtype));
-    ctx_.device.copy_to_host(host.data(), recv_.data(), host.size());
-    return decode(host.data(), count_, ctx_.dtype);
-  }
-
   BenchContext& ctx_;
   CollectiveOp op_;
   CollectiveSize size_;
   std::size_t count_ = 0;
+  ExactSumPattern pattern_;
   Buffer send_, recv_, shard_;
-  std::vector<double> input_, output_;
 };
 
 }  // namespace
