@@ -17,7 +17,8 @@ namespace suite {
 struct CheckOutcome {
   bool passed = true;
   double max_abs_err = 0;
-  std::string detail;  // what went wrong, on the rank that saw it
+  std::string detail;    // what went wrong (or why it was skipped), on the rank that saw it
+  bool skipped = false;  // could not run (e.g. no memory for the reference): neither pass nor fail
 };
 
 // Measured facts the harness hands to report(): the step-time summary (max over ranks per

@@ -119,6 +119,7 @@ std::optional<std::string> capture(F&& f) {
 }  // namespace
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
+  select_gpu_before_mpi(argc, argv);
   MpiSession mpi(&argc, &argv);
   const int rank = mpi.rank();
   CommonOptions opts;

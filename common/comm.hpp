@@ -41,6 +41,9 @@ class Comm {
   virtual Transport transport() const = 0;
   // "host buffers", "cuda-aware", "host-staged" or "nccl", recorded in every results file.
   virtual std::string detail() const = 0;
+  // Largest element count one call takes (MPI's counts are int). Cases check their sizes
+  // against it up front, so an oversized message is a clear error, not an abort mid-sweep.
+  virtual std::size_t max_count() const = 0;
 
   // Sum over ranks of `count` elements.
   virtual void all_reduce(const void* send, void* recv, std::size_t count, DType t) = 0;
@@ -56,7 +59,8 @@ class Comm {
                             const std::vector<std::size_t>& recv_counts,
                             const std::vector<std::size_t>& recv_displs, DType t) = 0;
   // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`;
-  // finish_exchange() waits for both. One exchange in flight at a time.
+  // finish_exchange() waits for both (MPI: on the host; NCCL: stream-ordered, so work queued
+  // on the device's stream afterwards sees the data). One exchange in flight at a time.
   virtual void start_exchange(const void* send, int to, void* recv, int from, std::size_t count,
                               DType t) = 0;
   virtual void finish_exchange() = 0;

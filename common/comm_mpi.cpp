@@ -52,6 +52,7 @@ class MpiComm final : public Comm {
   }
 
   Transport transport() const override { return Transport::mpi; }
+  std::size_t max_count() const override { return INT32_MAX; }
   std::string detail() const override {
     if (!on_device_) return "host buffers";
     return cuda_aware_ ? "cuda-aware" : "host-staged";

@@ -7,18 +7,23 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#define SUITE_NCCL_CHECK(expr)                                                                 \
-  do {                                                                                         \
-    ncclResult_t suite_nr_ = (expr);                                                           \
-    if (suite_nr_ != ncclSuccess)                                                              \
-      ::suite::fatal(                                                                          \
-          std::string(#expr) + " failed: " + ncclGetErrorString(suite_nr_) +                   \
-              (ncclGetLastError(nullptr) ? std::string(" (") + ncclGetLastError(nullptr) + ")" \
-                                         : ""),                                                \
-          __FILE__, __LINE__);                                                                 \
+#define SUITE_NCCL_CHECK(expr)                                                          \
+  do {                                                                                  \
+    ncclResult_t suite_nr_ = (expr);                                                    \
+    if (suite_nr_ != ncclSuccess)                                                       \
+      ::suite::fatal(std::string(#expr) + " failed: " + ncclGetErrorString(suite_nr_) + \
+                         ::suite::last_nccl_error(),                                    \
+                     __FILE__, __LINE__);                                               \
   } while (0)
 
 namespace suite {
+
+// NCCL's own explanation of its last failure, when it has one.
+std::string last_nccl_error() {
+  const char* text = ncclGetLastError(nullptr);
+  return text && *text ? std::string(" (") + text + ")" : std::string();
+}
+
 namespace {
 
 ncclDataType_t nccl_type(DType t) {
@@ -47,6 +52,7 @@ class NcclComm final : public Comm {
   }
 
   Transport transport() const override { return Transport::nccl; }
+  std::size_t max_count() const override { return SIZE_MAX; }
   std::string detail() const override { return "nccl"; }
 
   void all_reduce(const void* send, void* recv, std::size_t count, DType t) override {

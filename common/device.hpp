@@ -69,6 +69,11 @@ std::unique_ptr<Device> make_cpu_device();
 // One device per rank, chosen by node-local rank (local_rank % visible devices).
 std::unique_ptr<Device> make_cuda_device(int local_rank);
 
+// Selects this process's GPU from the launcher's node-local rank (Open MPI, Slurm, MPICH)
+// before MPI starts, so a CUDA-aware MPI sets up on that GPU rather than on GPU 0 for every
+// rank. Does nothing with --backend cpu, without CUDA, or when no local rank is given.
+void select_gpu_before_mpi(int argc, char** argv);
+
 // Number of CUDA devices this process sees: 0 when built without CUDA or when no driver or
 // device is present (never an error).
 int visible_cuda_devices();

@@ -2,7 +2,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "common/device.hpp"
 #include "common/errors.hpp"
@@ -57,7 +59,9 @@ class CudaDevice final : public Device {
 
   Backend backend() const override { return Backend::cuda; }
   std::string uuid() const override { return uuid_; }
-  std::string name() const override { return name_ + " (GPU " + std::to_string(ordinal_) + ")"; }
+  std::string name() const override {
+    return name_ + " (GPU " + std::to_string(ordinal_) + ", " + uuid_.substr(0, 8) + ")";
+  }
   Buffer alloc(std::size_t bytes) override {
     void* p = nullptr;
     if (bytes) SUITE_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -95,6 +99,23 @@ std::unique_ptr<Device> make_cuda_device(int local_rank) {
   int n = visible_cuda_devices();
   if (n == 0) throw UsageError("--backend cuda: no CUDA device is visible to " + rank_label());
   return std::make_unique<CudaDevice>(local_rank % n);
+}
+
+void select_gpu_before_mpi(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--backend=cpu" ||
+        (a == "--backend" && i + 1 < argc && std::string(argv[i + 1]) == "cpu"))
+      return;
+  }
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                          "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"}) {
+    const char* v = std::getenv(var);
+    if (!v) continue;
+    int n = visible_cuda_devices();
+    if (n > 0) cudaSetDevice(std::atoi(v) % n);  // best effort: make_cuda_device checks again
+    return;
+  }
 }
 
 int visible_cuda_devices() {

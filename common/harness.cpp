@@ -123,8 +123,9 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
     rec.attrs.emplace_back("phase_" + name + "_median_s", median);
 
   CheckOutcome check = agreed_check(*c, label);
-  rec.attrs.emplace_back("check_passed",
-                         std::int64_t{ctx_.opts.check ? (check.passed ? 1 : 0) : -1});
+  const bool checked = ctx_.opts.check && !check.skipped;
+  rec.attrs.emplace_back("check_passed", std::int64_t{checked ? (check.passed ? 1 : 0) : -1});
+  if (check.skipped) rec.attrs.emplace_back("check_note", "skipped: " + check.detail);
   rec.attrs.emplace_back("check_max_abs_err", check.max_abs_err);
   watchdog_.kick(label + " (report)");
   c->report(m, rec);
@@ -178,6 +179,12 @@ CheckOutcome Harness::agreed_check(BenchCase& c, const std::string& label) {
     mine = c.check();
   } catch (const std::exception& e) {
     mine = {false, 0, e.what()};
+  }
+  if (auto why =
+          agree_on_error(mine.skipped ? std::optional<std::string>(mine.detail) : std::nullopt)) {
+    if (ctx_.mpi.rank() == 0)
+      std::fprintf(stderr, "  check skipped %s: %s\n", label.c_str(), why->c_str());
+    return {true, 0, *why, true};
   }
   auto first_failure =
       agree_on_error(mine.passed ? std::nullopt : std::optional<std::string>(mine.detail));

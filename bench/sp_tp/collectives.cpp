@@ -119,6 +119,12 @@ std::vector<CaseSpec> collective_cases(BenchContext& ctx, const std::vector<Coll
                        ") is not a positive multiple of t x element size = " + std::to_string(t) +
                        " x " + std::to_string(e) + " B; every rank needs an equal whole shard");
     for (auto op : ops) {
+      const std::int64_t per_call = size.n_bytes / e / (op == CollectiveOp::all_reduce ? 1 : t);
+      if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
+        throw UsageError(
+            "message size " + std::to_string(size.n_bytes) + " B (" + size.label + ") needs " +
+            std::to_string(per_call) + " elements in one call, above this transport's limit of " +
+            std::to_string(ctx.comm.max_count()) + "; use --transport nccl or smaller sizes");
       CaseSpec spec;
       spec.name =
           std::string(op_name(op)) + "_" + std::string(dtype_name(ctx.dtype)) + "_" + size.label;

@@ -6,7 +6,9 @@
 
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
+#include "common/errors.hpp"
 #include "common/model.hpp"
+#include "common/mpi_env.hpp"
 #include "common/record_access.hpp"
 
 namespace suite::sp_tp {
@@ -39,14 +41,26 @@ class LayerCase final : public BenchCase {
   void step(PhaseTimer& phases) override { layer_->forward(phases); }
 
   // SP and TP on the same weights, inputs and dropout masks must give the same output.
+  // The other variant needs as much device memory again; where any rank lacks it the check
+  // is skipped on all ranks together (before any collective), not failed.
   CheckOutcome check() override {
     Variant other_v = variant_ == Variant::tp ? Variant::tp_sp : Variant::tp;
-    TransformerLayer other(cfg_, other_v, ctx_.device, ctx_.comm, *ops_);
+    std::unique_ptr<TransformerLayer> other;
+    std::optional<std::string> no_memory;
+    try {
+      other = std::make_unique<TransformerLayer>(cfg_, other_v, ctx_.device, ctx_.comm, *ops_);
+    } catch (const std::exception& e) {
+      no_memory = e.what();
+    }
+    if (auto why = agree_on_error(no_memory))
+      return {true, 0,
+              "no memory for the " + std::string(variant_name(other_v)) + " reference: " + *why,
+              true};
     PhaseTimer scratch(ctx_.device);
     scratch.begin_step();
-    other.forward(scratch);
+    other->forward(scratch);
     scratch.end_step(false);
-    std::vector<double> mine = layer_->gathered_output(), theirs = other.gathered_output();
+    std::vector<double> mine = layer_->gathered_output(), theirs = other->gathered_output();
     CheckOutcome out;
     for (std::size_t i = 0; i < mine.size(); ++i) {
       double err = std::fabs(mine[i] - theirs[i]);
@@ -132,6 +146,12 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
       cfg.seed = ctx.opts.seed;
       cfg.fused_attention = fused;
       validate(cfg);
+      const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
+      if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
+        throw UsageError("layer: one collective of " + std::to_string(per_call) +
+                         " elements is above this transport's limit of " +
+                         std::to_string(ctx.comm.max_count()) +
+                         "; use --transport nccl or a smaller s*b*h");
       CaseSpec spec;
       spec.name = "layer_" + std::string(variant_name(v)) + "_" +
                   std::string(dtype_name(cfg.dtype)) + "_s" + std::to_string(cfg.s) + "_b" +

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/errors.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::sp_tp {
@@ -209,15 +210,15 @@ std::vector<double> TransformerLayer::to_host(const Buffer& b) const {
 }
 
 std::vector<double> TransformerLayer::gathered_output() {
-  const std::int64_t n_local = local_rows_ * cfg_.h;
-  Buffer full;
-  const Buffer* src = &out_;
-  if (variant_ == Variant::tp_sp) {
-    full = device_.alloc(static_cast<std::size_t>(cfg_.rows() * cfg_.h) * e_);
-    comm_.all_gather(out_.data(), full.data(), static_cast<std::size_t>(n_local), cfg_.dtype);
-    src = &full;
-  }
-  return to_host(*src);
+  std::vector<double> local = to_host(out_);
+  if (variant_ == Variant::tp) return local;
+  // Gathered on the host: a check must not need device memory beyond the layer's own. The
+  // layer's group is the whole job (rank order = row-shard order).
+  std::vector<double> full(local.size() * static_cast<std::size_t>(comm_.size()));
+  SUITE_MPI_CHECK(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE,
+                                full.data(), static_cast<int>(local.size()), MPI_DOUBLE,
+                                MPI_COMM_WORLD));
+  return full;
 }
 
 }  // namespace suite::sp_tp

@@ -120,6 +120,7 @@ def scenario_bad_input(env: Env) -> None:
         "unknown flag": (["--no-such-flag"], "no-such-flag"),
         "unknown value": (["--backend", "tpu"], "tpu"),
         "bad range": (["--sizes", "8K:1K:x2"], "begin is larger"),
+        "above MPI's int count": (["--sizes", "16G"], "above this transport's limit"),
         "unwritable output": (["--out", "/proc/no/such/dir/x.h5"], "cannot create"),
         "nccl on cpu": (["--backend", "cpu", "--transport", "nccl"], "nccl"),
         "desynchronising gbench flag": (["--benchmark_enable_random_interleaving=true"], "different order"),
