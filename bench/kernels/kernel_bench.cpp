@@ -37,7 +37,22 @@ double take_peak_flag(int& argc, char** argv) {
 
 }  // namespace
 
+// Our part of --help; Google Benchmark then prints its own flags and exits.
+void print_help() {
+  std::cout
+      << "kernel_bench: achieved FLOP/s of the suite's attention and GEMM kernels, one process.\n"
+         "CPU cases always; CUDA cases (cuBLAS GEMM, flash attention) when a GPU is visible.\n"
+         "Counters: FLOP/s, FLOP_per_iter (causal attention counts visible pairs exactly),\n"
+         "peak_FLOP/s (device table for GPUs; --peak-gflops for the CPU; 0 = unknown),\n"
+         "frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"
+         "The attention FLOP/s is the F of ring attention's c >= F/W (see `model --flops`).\n\n"
+         "  --peak-gflops=X   the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2)\n\n"
+         "Google Benchmark flags:\n";
+}
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0) print_help();
   double cpu_peak = 0;
   try {
     cpu_peak = take_peak_flag(argc, argv);
