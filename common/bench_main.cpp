@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <ostream>
 
 #include "common/comm.hpp"
 #include "common/errors.hpp"
@@ -116,6 +118,49 @@ std::optional<std::string> capture(F&& f) {
   return std::nullopt;
 }
 
+// Google Benchmark's flags, checked before anything runs: its own parser ignores unknown
+// --benchmark_* names and exits (on rank 0 only) on bad values, which would desynchronise
+// the job and leave a results file behind.
+void init_google_benchmark(std::vector<std::string>& flags, int rank) {
+  // Only rank 0 may write Google Benchmark's own output file.
+  if (rank != 0)
+    std::erase_if(flags, [](const std::string& a) { return a.rfind("--benchmark_out=", 0) == 0; });
+  for (const auto& a : flags) {
+    for (const char* key : {"--benchmark_format=", "--benchmark_out_format="}) {
+      if (a.rfind(key, 0) != 0) continue;
+      std::string v = a.substr(std::string(key).size());
+      if (v != "console" && v != "json" && v != "csv")
+        throw UsageError(a + ": the format is console, json or csv");
+    }
+    if (a.rfind("--benchmark_out=", 0) == 0) {
+      std::ofstream probe(a.substr(16), std::ios::app);
+      if (!probe) throw UsageError(a + ": cannot write that file");
+    }
+  }
+  std::vector<char*> argv = as_argv(flags);
+  int argc = static_cast<int>(flags.size());
+  benchmark::Initialize(&argc, argv.data());
+  if (argc > 1) throw UsageError(std::string("unknown Google Benchmark flag ") + argv[1]);
+}
+
+bool wants_list_only(const std::vector<std::string>& flags) {
+  return std::any_of(flags.begin(), flags.end(), [](const std::string& a) {
+    return a == "--benchmark_list_tests" || a == "--benchmark_list_tests=true" ||
+           a == "--benchmark_list_tests=1";
+  });
+}
+
+// Runs the registered cases; rank 0 prints (console or --benchmark_format, plus
+// --benchmark_out), the others stay silent. Returns how many cases matched the filter.
+std::size_t run_registered(int rank) {
+  if (rank == 0) return benchmark::RunSpecifiedBenchmarks();
+  static std::ostream silent(nullptr);
+  NullReporter quiet;
+  quiet.SetOutputStream(&silent);
+  quiet.SetErrorStream(&silent);
+  return benchmark::RunSpecifiedBenchmarks(&quiet);
+}
+
 }  // namespace
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
@@ -125,6 +170,8 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   CommonOptions opts;
   CLI::App app(def.description, def.name);
   app.footer(common_help_footer());
+  // A flag given twice takes its last value, so wrappers can append overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_common_options(app, opts);
   if (def.add_options) def.add_options(app);
 
@@ -133,7 +180,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   auto parse_error = capture([&] {
     args = split_benchmark_flags(argc, argv);
     std::vector<std::string> ours(args.ours.rbegin(),
-                                  args.ours.rend() - 1);  // CLI11 wants reversed, no argv[0]
+                                  args.ours.rend() - 1);  // CLI11: reversed, no argv[0]
     try {
       app.parse(ours);
     } catch (const CLI::CallForHelp&) {
@@ -141,6 +188,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     } catch (const CLI::ParseError& e) {
       throw UsageError(e.what());
     }
+    if (!help) init_google_benchmark(args.benchmark, rank);
   });
   if (!agreed_ok(parse_error, rank)) return 2;
   if (help) {
@@ -172,39 +220,53 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   std::vector<CaseSpec> cases;
   if (!agreed_ok(capture([&] { cases = def.make_cases(ctx); }), rank)) return 2;
 
-  std::unique_ptr<ResultsWriter> writer;
-  std::string out = opts.out.empty() ? default_out_path(def.name) : opts.out;
-  if (!agreed_ok(capture([&] {
-                   if (rank == 0) writer = std::make_unique<ResultsWriter>(out);
-                 }),
-                 rank))
-    return 2;
-  RunInfo info = collect_run_info(ctx, join(argc, argv));
-  if (rank == 0) writer->write_run_info(info);
-
   int exit_code = 0;
   {
-    Watchdog watchdog(opts.timeout_s);
+    Watchdog watchdog(opts.timeout_s, mpi.thread_multiple());
+    if (wants_list_only(args.benchmark)) {  // names only: nothing runs, no results file
+      Harness harness(ctx, nullptr, watchdog);
+      harness.register_cases(cases);
+      run_registered(rank);
+      benchmark::Shutdown();
+      comm.reset();
+      return 0;
+    }
+    std::unique_ptr<ResultsWriter> writer;
+    std::string out = opts.out.empty() ? default_out_path(def.name) : opts.out;
+    if (!agreed_ok(capture([&] {
+                     if (rank == 0) writer = std::make_unique<ResultsWriter>(out);
+                   }),
+                   rank))
+      return 2;
+    RunInfo info = collect_run_info(ctx, join(argc, argv));
     Harness harness(ctx, writer.get(), watchdog);
-    // Only rank 0 may write Google Benchmark's own output file (--benchmark_out).
-    if (rank != 0)
-      std::erase_if(args.benchmark,
-                    [](const std::string& a) { return a.rfind("--benchmark_out", 0) == 0; });
-    std::vector<char*> bargv = as_argv(args.benchmark);
-    int bargc = static_cast<int>(args.benchmark.size());
-    benchmark::Initialize(&bargc, bargv.data());
     harness.register_cases(cases);
-    if (rank == 0) {
-      benchmark::RunSpecifiedBenchmarks();  // console or --benchmark_format, plus --benchmark_out
-    } else {
-      NullReporter quiet;
-      benchmark::RunSpecifiedBenchmarks(&quiet);
+    std::size_t matched = 0;
+    try {
+      if (rank == 0) writer->write_run_info(info);
+      matched = run_registered(rank);
+    } catch (const std::exception& e) {
+      SUITE_FATAL(std::string("results: ") + e.what());
     }
     benchmark::Shutdown();
     watchdog.pause();
+    if (matched == 0) {
+      if (rank == 0) {
+        writer->discard();
+        std::fprintf(stderr, "error: --benchmark_filter matches none of the %zu cases\n",
+                     cases.size());
+      }
+      comm.reset();
+      return 2;
+    }
     if (rank == 0) {
-      if (def.summarize) def.summarize(ctx, harness.records());
-      writer->finish();
+      try {
+        if (def.summarize) def.summarize(ctx, harness.records());
+        harness.note_skipped_cases(*writer);
+        writer->finish();
+      } catch (const std::exception& e) {
+        SUITE_FATAL(std::string("finishing results: ") + e.what());
+      }
       std::printf("results: %s (%zu cases)\n", out.c_str(), harness.records().size());
     }
     exit_code = harness.any_check_failed() ? 1 : 0;

@@ -8,7 +8,19 @@
 
 namespace suite {
 
+namespace {
+std::string& cached_label() {
+  static std::string label;
+  return label;
+}
+}  // namespace
+
+void remember_rank_label() {
+  cached_label() = rank_label();
+}
+
 std::string rank_label() {
+  if (!cached_label().empty()) return cached_label();  // no MPI call: safe from any thread
   int initialized = 0, finalized = 0, rank = -1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

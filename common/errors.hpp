@@ -19,6 +19,9 @@ class UsageError : public std::runtime_error {
 
 // "rank R on HOST", used in every message that must point at one process.
 std::string rank_label();
+// Computes the label once (after MPI_Init, on the main thread) so later calls, from any
+// thread, make no MPI call.
+void remember_rank_label();
 
 }  // namespace suite
 

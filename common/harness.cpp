@@ -1,5 +1,6 @@
 #include "common/harness.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -38,6 +39,12 @@ long env_long(const char* name) {
 }
 long abort_after_cases() {
   return env_long("SUITE_ABORT_AFTER_CASES");
+}
+
+// Test hook: SUITE_TEST_FAIL_CHECK_RANK=R makes rank R's checks fail, to prove that one
+// rank's failed check is agreed on, recorded as check_passed=0 and turns the exit status to 1.
+bool injected_check_failure(int rank) {
+  return env_long("SUITE_TEST_FAIL_CHECK_RANK") == rank;
 }
 
 // Test hook: SUITE_TEST_STALL_RANK=R makes rank R stop making progress in the first case's
@@ -91,8 +98,12 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  watchdog_.kick(label + " (setup done, waiting for the other ranks)");
   if (auto agreed = agree_on_error(error)) {
-    if (rank == 0) std::fprintf(stderr, "  skipped %s: %s\n", spec.name.c_str(), agreed->c_str());
+    if (rank == 0) {
+      std::fprintf(stderr, "  skipped %s: %s\n", spec.name.c_str(), agreed->c_str());
+      skipped_.push_back(spec.name + ": " + *agreed);
+    }
     state.SkipWithError(agreed->c_str());
     watchdog_.pause();
     return;
@@ -126,7 +137,8 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   const bool checked = ctx_.opts.check && !check.skipped;
   rec.attrs.emplace_back("check_passed", std::int64_t{checked ? (check.passed ? 1 : 0) : -1});
   if (check.skipped) rec.attrs.emplace_back("check_note", "skipped: " + check.detail);
-  rec.attrs.emplace_back("check_max_abs_err", check.max_abs_err);
+  rec.attrs.emplace_back("check_max_abs_err",
+                         checked ? check.max_abs_err : NAN);  // NaN: not measured
   watchdog_.kick(label + " (report)");
   c->report(m, rec);
   fill_tables(*c, local_times, phases, timed_bytes, rec);
@@ -149,10 +161,12 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
     std::vector<double> local;
     int i = 0;
     for (auto _ : state) {
-      watchdog_.kick(label + " (iteration " + std::to_string(i++) + ")");
+      const std::string iteration = label + " (iteration " + std::to_string(i++);
+      watchdog_.kick(iteration + ", waiting for the other ranks to start it)");
       // Start together: the time then measures the step, not the skew between ranks.
       dev.synchronize();
       SUITE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      watchdog_.kick(iteration + ")");
       phases.begin_step();
       timer->start();
       c.step(phases);
@@ -160,6 +174,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
       double t = timer->seconds();
       phases.end_step(true);
       local.push_back(t);
+      watchdog_.kick(iteration + " done, waiting for the other ranks)");
       double step = all_reduce_max(t);
       step_times.push_back(step);
       state.SetIterationTime(step);
@@ -180,6 +195,9 @@ CheckOutcome Harness::agreed_check(BenchCase& c, const std::string& label) {
   } catch (const std::exception& e) {
     mine = {false, 0, e.what()};
   }
+  if (injected_check_failure(ctx_.mpi.rank()))
+    mine = {false, 0, "failure injected by SUITE_TEST_FAIL_CHECK_RANK"};
+  watchdog_.kick(label + " (check done, waiting for the other ranks)");
   if (auto why =
           agree_on_error(mine.skipped ? std::optional<std::string>(mine.detail) : std::nullopt)) {
     if (ctx_.mpi.rank() == 0)
@@ -216,7 +234,10 @@ void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
   rec.int_tables.push_back({"bytes_recv", 1, static_cast<std::size_t>(ranks),
                             gather_int(per_iter(timed_bytes.recv), ranks, rank)});
   if (!ctx_.opts.save_tensors) return;
-  for (auto& t : c.tensors()) {
+  auto tensors = c.tensors();
+  if (tensors.empty())
+    rec.attrs.emplace_back("tensors_note", std::string("not saved: above 1M elements per rank"));
+  for (auto& t : tensors) {
     // Same length on every rank by construction of the cases; gathered as [ranks, n].
     std::vector<double> table = gather_columns(t.values, ranks, rank);
     std::vector<double> by_rank(table.size());
@@ -226,6 +247,16 @@ void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
     rec.tables.push_back(
         {"tensor_" + t.name, static_cast<std::size_t>(ranks), t.values.size(), by_rank});
   }
+}
+
+void Harness::note_skipped_cases(ResultsWriter& writer) const {
+  if (skipped_.empty()) return;
+  std::string all;
+  for (const auto& s : skipped_)
+    all += (all.empty() ? "" : "\n") + s;
+  writer.set_attr("skipped_cases", all);
+  std::fprintf(stderr, "%zu case(s) skipped; listed in the file attribute skipped_cases\n",
+               skipped_.size());
 }
 
 void Harness::publish(benchmark::State& state, const CaseSpec& spec, CaseRecord& rec) {

@@ -23,6 +23,8 @@ class Harness {
   // Records of the cases written so far (rank 0; attributes and params only are relied on).
   const std::vector<CaseRecord>& records() const { return records_; }
   bool any_check_failed() const { return check_failed_; }
+  // Rank 0: records in the file which cases were skipped and why (set-up failed on a rank).
+  void note_skipped_cases(ResultsWriter& writer) const;
 
  private:
   void run_case(benchmark::State& state, const CaseSpec& spec);
@@ -37,6 +39,7 @@ class Harness {
   ResultsWriter* writer_;
   Watchdog& watchdog_;
   std::vector<CaseRecord> records_;
+  std::vector<std::string> skipped_;
   std::size_t total_cases_ = 0, started_ = 0;
   bool check_failed_ = false;
 };

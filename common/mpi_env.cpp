@@ -11,10 +11,12 @@ namespace suite {
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   SUITE_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   // Errors come back as codes so SUITE_MPI_CHECK can name the call before aborting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   SUITE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   SUITE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  remember_rank_label();
   MPI_Comm node;
   SUITE_MPI_CHECK(
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));

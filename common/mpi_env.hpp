@@ -26,9 +26,12 @@ class MpiSession {
   // Every rank's host name, indexed by rank (gathered once at start).
   const std::vector<std::string>& all_hostnames() const { return all_hostnames_; }
   std::string library_version() const;
+  // Whether MPI granted MPI_THREAD_MULTIPLE (the watchdog may then abort from its thread).
+  bool thread_multiple() const { return thread_multiple_; }
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  bool thread_multiple_ = false;
   std::string hostname_;
   std::vector<std::string> all_hostnames_;
 };

@@ -33,9 +33,9 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
   app.add_option("--timeout", o.timeout_s,
-                 "Seconds without progress before the job is aborted naming the stuck rank and "
-                 "case; 0 = off")
-      ->check(CLI::NonNegativeNumber)
+                 "Seconds without progress before the job is aborted; each rank prints what it was "
+                 "doing (the stuck one is not 'waiting for the other ranks'); 0 = off")
+      ->check(CLI::Range(0.0, 1e9))  // also refuses nan, which would silently disable it
       ->capture_default_str();
   app.add_option("--link", o.link,
                  "Free-form label of the interconnect (nvlink, ib-400g...), stored with results")
@@ -53,8 +53,8 @@ SplitArgs split_benchmark_flags(int argc, char** argv) {
     std::string a = argv[i];
     if (a.rfind("--benchmark_", 0) == 0) {
       // Interleaving shuffles case order per process: ranks would run different cases.
-      if (a.rfind("--benchmark_enable_random_interleaving", 0) == 0 &&
-          a.find("=false") == std::string::npos)
+      const bool turned_off = a.ends_with("=false") || a.ends_with("=0");
+      if (a.rfind("--benchmark_enable_random_interleaving", 0) == 0 && !turned_off)
         throw UsageError(
             a + " would run cases in a different order on each rank; not supported under MPI");
       if (a.rfind("--benchmark_min_time", 0) == 0 || a.rfind("--benchmark_min_warmup_time", 0) == 0)

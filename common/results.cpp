@@ -16,6 +16,13 @@ ResultsWriter::ResultsWriter(std::string final_path) : final_path_(std::move(fin
   if (ec)
     throw UsageError("--out " + final_path_ + ": cannot create directory " + parent.string() +
                      ": " + ec.message());
+  if (fs::is_directory(final_path_))
+    throw UsageError("--out " + final_path_ + " is a directory; name a file");
+  // An older complete file under the final name must not sit beside this run's .partial.
+  fs::remove(final_path_, ec);
+  if (ec)
+    throw UsageError("--out " + final_path_ +
+                     ": cannot replace the existing file: " + ec.message());
   h5::Handle file;
   try {
     file = h5::create_file(partial_path());
@@ -70,12 +77,21 @@ void ResultsWriter::write_case(const CaseRecord& c) {
 }
 
 void ResultsWriter::finish() {
-  {
-    h5::Handle file = reopen();
-    h5::write_attr(file.id(), "complete", std::int64_t{1});
+  set_attr("complete", std::int64_t{1});
+  if (std::rename(partial_path().c_str(), final_path_.c_str()) != 0) {
+    set_attr("complete", std::int64_t{0});  // a .partial file never claims to be complete
+    throw std::runtime_error("cannot rename " + partial_path() + " to " + final_path_ +
+                             "; the results stay in " + partial_path());
   }
-  if (std::rename(partial_path().c_str(), final_path_.c_str()) != 0)
-    throw std::runtime_error("results: cannot rename " + partial_path() + " to " + final_path_);
+}
+
+void ResultsWriter::discard() {
+  std::remove(partial_path().c_str());
+}
+
+void ResultsWriter::set_attr(const std::string& name, const h5::Value& value) {
+  h5::Handle file = reopen();
+  h5::write_attr(file.id(), name, value);
 }
 
 }  // namespace suite

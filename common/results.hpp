@@ -51,7 +51,8 @@ struct RunInfo {
 
 class ResultsWriter {
  public:
-  // Creates `final_path`.partial (and its directory). Throws UsageError when it cannot.
+  // Creates `final_path`.partial (and its directory) and removes an older `final_path`, so a
+  // stale complete file never sits beside a new run. Throws UsageError when it cannot.
   explicit ResultsWriter(std::string final_path);
   ~ResultsWriter();  // without finish(): closes and leaves the .partial file
   ResultsWriter(const ResultsWriter&) = delete;
@@ -59,7 +60,12 @@ class ResultsWriter {
 
   void write_run_info(const RunInfo& info);
   void write_case(const CaseRecord& c);  // throws std::runtime_error on an HDF5 failure
+  // Marks the file complete and renames it; on failure the file stays `.partial`, complete=0.
   void finish();
+  // Removes the .partial file (a run that turned out to have nothing to record).
+  void discard();
+  // A file attribute added after the run (e.g. the cases that were skipped).
+  void set_attr(const std::string& name, const h5::Value& value);
 
   const std::string& final_path() const { return final_path_; }
   std::string partial_path() const { return final_path_ + ".partial"; }

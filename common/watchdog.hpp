@@ -12,7 +12,9 @@ namespace suite {
 
 class Watchdog {
  public:
-  explicit Watchdog(double timeout_s);  // 0 disables it
+  // 0 disables it. Without MPI_THREAD_MULTIPLE the watchdog may not call MPI from its
+  // thread: it then ends this process, and the launcher takes the job down.
+  Watchdog(double timeout_s, bool may_call_mpi);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -26,6 +28,7 @@ class Watchdog {
   void watch();
   using Clock = std::chrono::steady_clock;
   double timeout_s_;
+  bool may_call_mpi_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false, stop_ = false;

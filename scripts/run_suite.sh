@@ -14,13 +14,15 @@ mkdir -p "$dir"
 # OpenMPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 launch=("$MPIRUN" -np "$NP" --oversubscribe)
-common=(--backend cpu --link loopback $EXTRA)
+common=(--backend cpu --link loopback)
 
 # run OUTPUT_NAME BINARY FLAGS...: one benchmark, results in $dir/OUTPUT_NAME.h5
 run() {
   local out=$1 bin=$2; shift 2
   echo "== $bin ($NP ranks): $out.h5 =="
-  "${launch[@]}" "$BUILD/bin/$bin" "${common[@]}" --out "$dir/$out.h5" "$@"
+  # EXTRA comes last: a flag given twice takes its last value, so EXTRA overrides.
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$BUILD/bin/$bin" "${common[@]}" --out "$dir/$out.h5" "$@" $EXTRA
 }
 
 run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20

@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
     std::vector<suite::CaseSpec> specs;
     const auto e = static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
     for (auto n : suite::parse_sweep(sizes)) {
+      if (static_cast<std::size_t>(n / e) > ctx.comm.max_count())
+        throw suite::UsageError("size " + std::to_string(n) +
+                                " is above MPI's count limit for one call");
       if (n <= 0 || n % e != 0)
         throw suite::UsageError("size " + std::to_string(n) +
                                 " is not a multiple of the element size");

@@ -32,7 +32,7 @@ void print_sp(const Params& p, double e) {
        m::tp_layer_comm_bytes_per_rank(p.s, p.b, p.h, p.t, e), "B");
   line("SP comm per layer fwd per rank (2 RS + 2 AG)",
        m::sp_layer_comm_bytes_per_rank(p.s, p.b, p.h, p.t, e), "B");
-  m::Activation x{p.s, p.b, p.h, p.a, p.t};
+  m::Activation x{p.s, p.b, p.h, p.a, p.t, e, (p.d_ff > 0 ? p.d_ff : 4 * p.h) / p.h};
   line("activations/layer, no parallelism: sbh(34+5as/h)", m::act_bytes_no_parallel(x), "B");
   line("activations/layer, TP: sbh(10+24/t+5as/(ht))", m::act_bytes_tp(x), "B");
   line("activations/layer, TP+SP: sbh/t(34+5as/h)", m::act_bytes_tp_sp(x), "B");
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--ep", p.n_e, "N_e: expert-parallel degree")->capture_default_str();
   app.add_option("--top-k,-k", p.k, "k: experts per token")->capture_default_str();
   app.add_option("--tokens,-T", p.tokens, "T: tokens per GPU")->capture_default_str();
-  app.add_option("--d-ff", p.d_ff, "expert hidden size (0: 4h)")->capture_default_str();
+  app.add_option("--d-ff", p.d_ff, "MLP / expert hidden size (0: 4h)")->capture_default_str();
   app.add_flag("--swiglu", p.swiglu, "SwiGLU experts (6 h d_ff FLOPs per pair)");
   app.add_option("--capacity-factor", p.capacity_factor, "CF: expert capacity factor")
       ->capture_default_str();

@@ -76,8 +76,9 @@ class LayerCase final : public BenchCase {
   }
 
   std::vector<SavedTensor> tensors() override {
-    constexpr std::int64_t kMaxSaved = 1 << 20;
-    if (cfg_.rows() * cfg_.h > kMaxSaved) return {};
+    constexpr std::int64_t kMaxSaved = 1 << 20;  // elements per rank, as --help says
+    const std::int64_t local_rows = variant_ == Variant::tp ? cfg_.rows() : cfg_.rows() / cfg_.t;
+    if (local_rows * cfg_.h > kMaxSaved) return {};
     return {{"input", layer_->local_input()}, {"output", layer_->local_output()}};
   }
 

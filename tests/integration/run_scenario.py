@@ -124,6 +124,11 @@ def scenario_bad_input(env: Env) -> None:
         "unwritable output": (["--out", "/proc/no/such/dir/x.h5"], "cannot create"),
         "nccl on cpu": (["--backend", "cpu", "--transport", "nccl"], "nccl"),
         "desynchronising gbench flag": (["--benchmark_enable_random_interleaving=true"], "different order"),
+        "misspelt gbench flag": (["--benchmark_filtr=rs_ag"], "unknown Google Benchmark flag"),
+        "bad gbench format": (["--benchmark_format=xml"], "console, json or csv"),
+        "unwritable gbench output": (["--benchmark_out=/proc/no/such/x.json"], "cannot write"),
+        "filter matching nothing": (["--benchmark_filter=no_such_case"], "matches none"),
+        "output is a directory": (["--out", "/tmp"], "is a directory"),
     }
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad.h5"
@@ -139,6 +144,7 @@ def scenario_bad_input(env: Env) -> None:
 
 def scenario_killed_run(env: Env) -> None:
     out = env.workdir / "killed.h5"
+    out.write_text("a complete file from an earlier run")  # must not survive beside the new .partial
     proc = env.mpirun(2, "sp_tp", "--sizes", "1K:64K:x4", "--iters", "3", "--out", str(out),
                       extra_env={"SUITE_ABORT_AFTER_CASES": "3"}, timeout=60)
     expect(proc.returncode != 0, "the aborted run exited 0", proc)
@@ -153,12 +159,19 @@ def scenario_killed_run(env: Env) -> None:
 
 
 def scenario_watchdog(env: Env) -> None:
-    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--iters", "2", "--timeout", "2",
-                      "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "1"}, timeout=90)
+    """Rank 2 stalls in set-up: the job ends within seconds and the stuck rank stands out."""
+    proc = env.mpirun(3, "sp_tp", "--sizes", "3K", "--activation-case", "0", "--iters", "2", "--timeout", "2",
+                      "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "2"}, timeout=90)
     expect(proc.returncode != 0, "a stalled run exited 0", proc)
     expect(proc.elapsed < 60, f"watchdog took {proc.elapsed:.0f} s", proc)
-    expect("timed out" in proc.stderr and "rank " in proc.stderr, "no timeout message naming a rank", proc)
-    expect("sp_tp/allreduce_fp32_n1K" in proc.stderr, "timeout message does not name the case", proc)
+    lines = [l for l in proc.stderr.splitlines() if "timed out" in l]
+    expect(lines, "no timeout message", proc)
+    stuck = [l for l in lines if l.startswith("[rank 2 ")]
+    expect(stuck and all("(setup)" in l and "waiting" not in l for l in stuck),
+           f"the stalled rank's message does not say it was in set-up: {stuck}", proc)
+    others = [l for l in lines if not l.startswith("[rank 2 ")]
+    expect(all("waiting for the other ranks" in l for l in others), f"waiting ranks look stuck: {others}", proc)
+    expect(all("sp_tp/allreduce_fp32_n3K" in l for l in lines), "timeout message does not name the case", proc)
 
 
 def scenario_save_tensors(env: Env) -> None:
@@ -288,7 +301,44 @@ def scenario_benchmark_flags(env: Env) -> None:
     expect(len(runs) == 4 and all("rs_ag" in r for r in runs), f"--benchmark_out holds {runs}")
 
 
+def scenario_failed_check(env: Env) -> None:
+    """One rank's failed check fails the case on every rank: recorded, printed once, exit 1."""
+    out = env.workdir / "failed.h5"
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--activation-case", "0", "--iters", "2", "--out", str(out),
+                      extra_env={"SUITE_TEST_FAIL_CHECK_RANK": "1"})
+    expect(proc.returncode == 1, f"exit status {proc.returncode}, expected 1", proc)
+    expect(proc.stderr.count("CHECK FAILED") == 2, "expected one CHECK FAILED line per case, from rank 0", proc)
+    with h5py.File(out) as f:
+        expect(f.attrs["complete"] == 1, "results not kept")
+        expect(all(g.attrs["check_passed"] == 0 for g in f["sp_tp"].values()), "check_passed not 0")
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--activation-case", "0", "--iters", "2", "--check", "0",
+                      "--out", str(out), extra_env={"SUITE_TEST_FAIL_CHECK_RANK": "1"})
+    expect(proc.returncode == 0, "--check 0 still failed", proc)
+    with h5py.File(out) as f:
+        for g in f["sp_tp"].values():
+            expect(g.attrs["check_passed"] == -1 and np.isnan(g.attrs["check_max_abs_err"]), "--check 0 recorded")
+    expect("off" in proc.stdout and "ok" not in proc.stdout.split("SP vs TP")[1], "table claims unchecked cases ok",
+           proc)
+
+
+def scenario_list_and_override(env: Env) -> None:
+    """--benchmark_list_tests lists once and writes nothing; a repeated flag takes its last value."""
+    out = env.workdir / "list.h5"
+    proc = env.mpirun(3, "sp_tp", "--sizes", "3K", "--activation-case", "0", "--benchmark_list_tests",
+                      "--out", str(out))
+    expect(proc.returncode == 0, "listing failed", proc)
+    expect(proc.stdout.count("sp_tp/allreduce_fp32_n3K") == 1, "listing not printed exactly once", proc)
+    expect(not out.exists() and not Path(str(out) + ".partial").exists(), "listing wrote a results file", proc)
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--activation-case", "0", "--iters", "7", "--out", str(out),
+                      "--iters", "3")
+    expect(proc.returncode == 0, "repeated flag refused", proc)
+    with h5py.File(out) as f:
+        expect(all(g["time_s"].shape[0] == 3 for g in f["sp_tp"].values()), "the last --iters did not win")
+
+
 SCENARIOS = {
+    "failed_check": scenario_failed_check,
+    "list_and_override": scenario_list_and_override,
     "benchmark_flags": scenario_benchmark_flags,
     "layer_np2_fp64": lambda e: scenario_layer(e, 2, "fp64"),
     "layer_np4_fp32": lambda e: scenario_layer(e, 4, "fp32"),

@@ -72,6 +72,12 @@ TEST(Options, SplitsGoogleBenchmarkFlags) {
                                                        "--benchmark_repetitions=2"}));
 }
 
+TEST(Options, AcceptsInterleavingTurnedOff) {
+  std::vector<std::string> args{"bench", "--benchmark_enable_random_interleaving=false"};
+  auto argv = argv_of(args);
+  EXPECT_NO_THROW(suite::split_benchmark_flags(static_cast<int>(argv.size()), argv.data()));
+}
+
 TEST(Options, RefusesFlagsThatDesynchroniseRanks) {
   for (std::string bad :
        {"--benchmark_enable_random_interleaving=true", "--benchmark_min_time=2"}) {
