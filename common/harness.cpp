@@ -98,7 +98,7 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  watchdog_.kick(label + " (setup done, waiting for the other ranks)");
+  watchdog_.kick(label + " (setup done, waiting for the other ranks)", true);
   if (auto agreed = agree_on_error(error)) {
     if (rank == 0) {
       std::fprintf(stderr, "  skipped %s: %s\n", spec.name.c_str(), agreed->c_str());
@@ -162,7 +162,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
     int i = 0;
     for (auto _ : state) {
       const std::string iteration = label + " (iteration " + std::to_string(i++);
-      watchdog_.kick(iteration + ", waiting for the other ranks to start it)");
+      watchdog_.kick(iteration + ", waiting for the other ranks to start it)", true);
       // Start together: the time then measures the step, not the skew between ranks.
       dev.synchronize();
       SUITE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -174,7 +174,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
       double t = timer->seconds();
       phases.end_step(true);
       local.push_back(t);
-      watchdog_.kick(iteration + " done, waiting for the other ranks)");
+      watchdog_.kick(iteration + " done, waiting for the other ranks)", true);
       double step = all_reduce_max(t);
       step_times.push_back(step);
       state.SetIterationTime(step);
@@ -197,7 +197,7 @@ CheckOutcome Harness::agreed_check(BenchCase& c, const std::string& label) {
   }
   if (injected_check_failure(ctx_.mpi.rank()))
     mine = {false, 0, "failure injected by SUITE_TEST_FAIL_CHECK_RANK"};
-  watchdog_.kick(label + " (check done, waiting for the other ranks)");
+  watchdog_.kick(label + " (check done, waiting for the other ranks)", true);
   if (auto why =
           agree_on_error(mine.skipped ? std::optional<std::string>(mine.detail) : std::nullopt)) {
     if (ctx_.mpi.rank() == 0)

@@ -21,9 +21,10 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::kick(const std::string& doing) {
+void Watchdog::kick(const std::string& doing, bool waiting_for_others) {
   std::lock_guard<std::mutex> lock(mu_);
   armed_ = true;
+  waiting_ = waiting_for_others;
   last_ = Clock::now();
   doing_ = doing;
 }
@@ -39,7 +40,7 @@ void Watchdog::watch() {
     cv_.wait_for(lock, std::chrono::milliseconds(100));
     if (stop_ || !armed_) continue;
     double idle = std::chrono::duration<double>(Clock::now() - last_).count();
-    if (idle > timeout_s_) {
+    if (idle > (waiting_ ? 2 : 1) * timeout_s_) {
       char msg[512];
       std::snprintf(msg, sizeof msg,
                     "timed out: no progress for %.0f s (--timeout %g) while in %s; another rank "

@@ -19,8 +19,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Progress: restarts the clock and says what the rank is doing now.
-  void kick(const std::string& doing);
+  // Progress: restarts the clock and says what the rank is doing now. A rank that is only
+  // waiting for the others gets twice the time, so when one rank is stuck, its own message
+  // (naming what it was doing) comes first and the job ends on it.
+  void kick(const std::string& doing, bool waiting_for_others = false);
   // No deadline until the next kick (e.g. while rank 0 writes results).
   void pause();
 
@@ -31,7 +33,7 @@ class Watchdog {
   bool may_call_mpi_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool armed_ = false, stop_ = false;
+  bool armed_ = false, stop_ = false, waiting_ = false;
   Clock::time_point last_;
   std::string doing_;
   std::thread thread_;

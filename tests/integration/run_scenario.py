@@ -160,7 +160,7 @@ def scenario_killed_run(env: Env) -> None:
 
 def scenario_watchdog(env: Env) -> None:
     """Rank 2 stalls in set-up: the job ends within seconds and the stuck rank stands out."""
-    proc = env.mpirun(3, "sp_tp", "--sizes", "3K", "--activation-case", "0", "--iters", "2", "--timeout", "2",
+    proc = env.mpirun(3, "sp_tp", "--sizes", "3K", "--activation-case", "0", "--iters", "2", "--timeout", "3",
                       "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "2"}, timeout=90)
     expect(proc.returncode != 0, "a stalled run exited 0", proc)
     expect(proc.elapsed < 60, f"watchdog took {proc.elapsed:.0f} s", proc)
