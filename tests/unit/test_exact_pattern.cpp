@@ -47,7 +47,8 @@ TEST(ExactSumPattern, RanksDifferSoAWrongBlockIsCaught) {
   // two (typical shard sizes) most elements differ.
   for (std::size_t shift : {1u, 256u, 1024u, 65536u}) {
     int same = 0;
-    for (std::size_t i = 0; i < 1000; ++i) same += p.sum(i) == p.sum(i + shift);
+    for (std::size_t i = 0; i < 1000; ++i)
+      same += p.sum(i) == p.sum(i + shift);
     EXPECT_LT(same, 400) << "shift " << shift;
   }
 }
