@@ -75,6 +75,8 @@ class Comm {
     bytes_.sent += sent;
     bytes_.recv += recv;
   }
+  // Collectives where every rank sends and receives the same amount.
+  void count_both(std::int64_t n) { count(n, n); }
   // Bytes per rank of the bandwidth-optimal all-reduce of n bytes: 2 (t-1)/t n.
   std::int64_t all_reduce_bytes(std::int64_t n) const { return 2 * (size_ - 1) * n / size_; }
 
@@ -90,8 +92,6 @@ class Comm {
 std::unique_ptr<Comm> make_mpi_comm(Device& device, MPI_Comm comm);
 // The NCCL transport (CUDA backend only). Throws UsageError when built without NCCL.
 std::unique_ptr<Comm> make_nccl_comm(Device& device, MPI_Comm comm);
-// Whether this MPI library can take CUDA device pointers (queried at run time).
-bool mpi_is_cuda_aware();
 // "2.21.5" or "none".
 std::string nccl_version();
 

@@ -169,8 +169,6 @@ class MpiComm final : public Comm {
 
   MPI_Op sum_op(DType t) const { return t == DType::bf16 ? bf16_sum_op_ : MPI_SUM; }
 
-  void count_both(std::int64_t n) { count(n, n); }
-
   // Returns the pointers MPI should see. Device buffers are copied to pinned host memory
   // unless the library is CUDA-aware (and, for reductions, the type is not bf16).
   Staged stage(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
@@ -209,10 +207,6 @@ class MpiComm final : public Comm {
 
 std::unique_ptr<Comm> make_mpi_comm(Device& device, MPI_Comm comm) {
   return std::make_unique<MpiComm>(device, comm);
-}
-
-bool mpi_is_cuda_aware() {
-  return mpi_library_cuda_aware();
 }
 
 }  // namespace suite

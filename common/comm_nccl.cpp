@@ -117,7 +117,6 @@ class NcclComm final : public Comm {
   }
 
  private:
-  void count_both(std::int64_t n) { count(n, n); }
   cudaStream_t stream_;
   ncclComm_t nccl_ = nullptr;
 };

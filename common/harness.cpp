@@ -12,11 +12,17 @@
 namespace suite {
 namespace {
 
-// Gathers equal-length per-rank vectors to rank 0 as a [n, ranks] row-major table.
-std::vector<double> gather_columns(const std::vector<double>& mine, int ranks, int rank) {
+// Gathers equal-length per-rank vectors to rank 0 as a [ranks, n] row-major table.
+std::vector<double> gather_rows(const std::vector<double>& mine, int ranks, int rank) {
   std::vector<double> by_rank(rank == 0 ? mine.size() * ranks : 0);
   SUITE_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, by_rank.data(),
                              static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return by_rank;
+}
+
+// The same as a [n, ranks] table (rows = iterations, columns = ranks, as time_s is stored).
+std::vector<double> gather_columns(const std::vector<double>& mine, int ranks, int rank) {
+  std::vector<double> by_rank = gather_rows(mine, ranks, rank);
   if (rank != 0) return {};
   std::vector<double> table(by_rank.size());
   for (int r = 0; r < ranks; ++r)
@@ -239,11 +245,7 @@ void Harness::fill_tables(BenchCase& c, const std::vector<double>& local_times,
     rec.attrs.emplace_back("tensors_note", std::string("not saved: above 1M elements per rank"));
   for (auto& t : tensors) {
     // Same length on every rank by construction of the cases; gathered as [ranks, n].
-    std::vector<double> table = gather_columns(t.values, ranks, rank);
-    std::vector<double> by_rank(table.size());
-    for (std::size_t i = 0; i < t.values.size() && rank == 0; ++i)
-      for (int r = 0; r < ranks; ++r)
-        by_rank[r * t.values.size() + i] = table[i * ranks + r];
+    std::vector<double> by_rank = gather_rows(t.values, ranks, rank);
     rec.tables.push_back(
         {"tensor_" + t.name, static_cast<std::size_t>(ranks), t.values.size(), by_rank});
   }

@@ -43,18 +43,8 @@ std::int64_t parse_scaled_int(const std::string& text) {
 
 namespace {
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, sep))
-    parts.push_back(part);
-  if (!text.empty() && text.back() == sep) parts.emplace_back();
-  return parts;
-}
-
 std::vector<std::int64_t> parse_range(const std::string& text) {
-  auto parts = split(text, ':');
+  auto parts = split_list(text, ':');
   if (parts.size() != 3 || parts[2].size() < 2 || (parts[2][0] != 'x' && parts[2][0] != '+'))
     throw UsageError("'" + text + "': a range is begin:end:xFACTOR or begin:end:+STEP");
   std::int64_t begin = parse_scaled_int(parts[0]);
@@ -76,9 +66,19 @@ std::vector<std::int64_t> parse_range(const std::string& text) {
 
 }  // namespace
 
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, sep))
+    parts.push_back(part);
+  if (!text.empty() && text.back() == sep) parts.emplace_back();
+  return parts;
+}
+
 std::vector<std::int64_t> parse_sweep(const std::string& text) {
   std::vector<std::int64_t> values;
-  for (const auto& item : split(text, ',')) {
+  for (const auto& item : split_list(text, ',')) {
     if (item.find(':') != std::string::npos) {
       auto range = parse_range(item);
       values.insert(values.end(), range.begin(), range.end());

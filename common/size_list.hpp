@@ -15,6 +15,9 @@ std::int64_t parse_scaled_int(const std::string& text);
 // offending text on bad syntax, a zero/negative factor, begin > end or an empty result.
 std::vector<std::int64_t> parse_sweep(const std::string& text);
 
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a separated list, empty ones kept.
+std::vector<std::string> split_list(const std::string& text, char sep = ',');
+
 // "1048576" -> "1M", "1536" -> "1536": the shortest exact spelling, for readable case names.
 std::string format_scaled_int(std::int64_t v);
 

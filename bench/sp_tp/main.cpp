@@ -23,15 +23,6 @@ struct SpTpOptions {
   std::string attention = "fused";
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    items.push_back(item);
-  return items;
-}
-
 suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   suite::sp_tp::LayerSweep sweep;
   sweep.base.s = o.seq;
@@ -41,7 +32,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   sweep.base.d_ff = o.ffn_hidden;
   sweep.base.dropout = o.dropout;
   sweep.base.causal = o.causal;
-  for (const auto& v : split_list(o.variants)) {
+  for (const auto& v : suite::split_list(o.variants)) {
     if (v == "tp")
       sweep.variants.push_back(suite::sp_tp::Variant::tp);
     else if (v == "tp_sp")
@@ -49,7 +40,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
     else
       throw suite::UsageError("--variants: unknown variant '" + v + "' (tp, tp_sp)");
   }
-  for (const auto& a : split_list(o.attention)) {
+  for (const auto& a : suite::split_list(o.attention)) {
     if (a == "fused")
       sweep.fused.push_back(true);
     else if (a == "unfused")
@@ -64,7 +55,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
 
 std::vector<suite::sp_tp::CollectiveOp> parse_ops(const std::string& text) {
   std::vector<suite::sp_tp::CollectiveOp> ops;
-  for (const auto& item : split_list(text)) {
+  for (const auto& item : suite::split_list(text)) {
     if (item == "allreduce")
       ops.push_back(suite::sp_tp::CollectiveOp::all_reduce);
     else if (item == "rs_ag")
