@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kernels/attention/attention_index.hpp"
 
@@ -18,9 +19,11 @@ void attention_reference(const AttentionParams& p, const T* q, const T* k, const
 
 // Fused, tiled online-softmax version (accumulates in T): the CPU backend's attention.
 // Never materialises the cq x ck score matrix; skips tile pairs the causal mask hides.
+// after_tile (if set) runs after every query tile: the ring uses it to progress MPI.
 template <class T>
 void attention_forward(const AttentionParams& p, const T* q, const T* k, const T* v,
-                       const std::int64_t* q_pos, const std::int64_t* k_pos, T* o, T* lse);
+                       const std::int64_t* q_pos, const std::int64_t* k_pos, T* o, T* lse,
+                       const std::function<void()>& after_tile = {});
 
 // Unfused path (what Megatron stores for backward without a flash kernel): fills, for every
 // head h, probs [heads, cq, ck] = softmax(scale q k^T) (0 where masked), mask [heads, cq, ck]

@@ -40,7 +40,8 @@ std::int64_t max_pos(const std::int64_t* pos, std::int64_t b, std::int64_t e) {
 
 template <class T>
 void attention_forward(const AttentionParams& p, const T* q, const T* k, const T* v,
-                       const std::int64_t* q_pos, const std::int64_t* k_pos, T* o, T* lse) {
+                       const std::int64_t* q_pos, const std::int64_t* k_pos, T* o, T* lse,
+                       const std::function<void()>& after_tile) {
   validate_attention(p);
   const int d = p.head_dim;
   const T scale = static_cast<T>(p.softmax_scale);
@@ -111,6 +112,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
             lse[h * p.cq + i] = st.m[i - i0] + std::log(l);
           }
         }
+        if (after_tile) after_tile();
       }
     }
   }
@@ -118,7 +120,8 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
 
 #define SUITE_INSTANTIATE_ATTN_TILED(T)                                                    \
   template void attention_forward<T>(const AttentionParams&, const T*, const T*, const T*, \
-                                     const std::int64_t*, const std::int64_t*, T*, T*);
+                                     const std::int64_t*, const std::int64_t*, T*, T*,     \
+                                     const std::function<void()>&);
 SUITE_INSTANTIATE_ATTN_TILED(float)
 SUITE_INSTANTIATE_ATTN_TILED(double)
 #undef SUITE_INSTANTIATE_ATTN_TILED

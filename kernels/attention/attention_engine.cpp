@@ -1,0 +1,92 @@
+// Names and parsing shared by every attention engine, and the CPU engine.
+#include "kernels/attention/attention_engine.hpp"
+
+#include <stdexcept>
+
+#include "kernels/attention/attention_cpu.hpp"
+
+namespace suite::kernels {
+
+std::string_view block_mask_name(BlockMask m) {
+  switch (m) {
+    case BlockMask::full:
+      return "full";
+    case BlockMask::causal_top_left:
+      return "causal_top_left";
+    case BlockMask::causal_bottom_right:
+      return "causal_bottom_right";
+    case BlockMask::positions:
+      return "positions";
+  }
+  return "?";
+}
+
+std::optional<AttnKernelChoice> parse_attn_kernel(std::string_view s) {
+  if (s == "auto") return AttnKernelChoice::automatic;
+  if (s == "suite") return AttnKernelChoice::suite;
+  if (s == "cudnn") return AttnKernelChoice::cudnn;
+  return std::nullopt;
+}
+
+std::string_view attn_kernel_choice_name(AttnKernelChoice c) {
+  switch (c) {
+    case AttnKernelChoice::automatic:
+      return "auto";
+    case AttnKernelChoice::suite:
+      return "suite";
+    case AttnKernelChoice::cudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
+namespace {
+
+// The CPU backend: the tiled online-softmax kernel reads positions, so every mask works.
+template <class T>
+class CpuAttentionEngine final : public AttentionEngine {
+ public:
+  std::string name() const override { return "cpu-tiled"; }
+  std::string library_version() const override { return "suite"; }
+  std::size_t lse_elem_size() const override { return sizeof(T); }
+  void forward(const AttentionParams& p, BlockMask, const void* q, const void* k, const void* v,
+               const std::int64_t* q_pos, const std::int64_t* k_pos, void* o, void* lse) override {
+    cpu::attention_forward<T>(p, static_cast<const T*>(q), static_cast<const T*>(k),
+                              static_cast<const T*>(v), q_pos, k_pos, static_cast<T*>(o),
+                              static_cast<T*>(lse), hook_);
+  }
+  void merge(std::int64_t cq, int heads, int head_dim, const void* o_a, std::int64_t ld_a,
+             const void* lse_a, const void* o_b, std::int64_t ld_b, const void* lse_b, void* o,
+             std::int64_t ld_o, void* lse) override {
+    cpu::lse_merge<T>(cq, heads, head_dim, static_cast<const T*>(o_a), ld_a,
+                      static_cast<const T*>(lse_a), static_cast<const T*>(o_b), ld_b,
+                      static_cast<const T*>(lse_b), static_cast<T*>(o), ld_o, static_cast<T*>(lse));
+  }
+  void set_progress_hook(std::function<void()> hook) override { hook_ = std::move(hook); }
+
+ private:
+  std::function<void()> hook_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionEngine> make_cpu_attention_engine(DType dtype) {
+  switch (dtype) {
+    case DType::fp32:
+      return std::make_unique<CpuAttentionEngine<float>>();
+    case DType::fp64:
+      return std::make_unique<CpuAttentionEngine<double>>();
+    case DType::bf16:
+      break;
+  }
+  throw std::invalid_argument("CPU attention: dtype " + std::string(dtype_name(dtype)) +
+                              " unsupported (fp32, fp64)");
+}
+
+#if !defined(SUITE_HAVE_CUDA)
+std::unique_ptr<AttentionEngine> make_cuda_attention_engine(void*, DType, AttnKernelChoice) {
+  throw std::invalid_argument("CUDA attention: this build has no CUDA");
+}
+#endif
+
+}  // namespace suite::kernels

@@ -1,0 +1,48 @@
+// CUDA attention engines: the suite's flash kernel (reads positions, so every mask works).
+// cuDNN is chosen here too once it is built in; without it, `cudnn` is refused with the reason.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "kernels/attention/attention_cuda.hpp"
+#include "kernels/attention/attention_engine.hpp"
+
+namespace suite::kernels {
+namespace {
+
+class SuiteFlashEngine final : public AttentionEngine {
+ public:
+  SuiteFlashEngine(cudaStream_t stream, DType dtype) : stream_(stream), dtype_(dtype) {}
+  std::string name() const override { return "suite-flash"; }
+  std::string library_version() const override { return "suite"; }
+  std::size_t lse_elem_size() const override { return sizeof(float); }
+  void forward(const AttentionParams& p, BlockMask, const void* q, const void* k, const void* v,
+               const std::int64_t* q_pos, const std::int64_t* k_pos, void* o, void* lse) override {
+    cuda::attention_forward(stream_, dtype_, p, q, k, v, q_pos, k_pos, o, static_cast<float*>(lse));
+  }
+  void merge(std::int64_t cq, int heads, int head_dim, const void* o_a, std::int64_t ld_a,
+             const void* lse_a, const void* o_b, std::int64_t ld_b, const void* lse_b, void* o,
+             std::int64_t ld_o, void* lse) override {
+    cuda::lse_merge(stream_, dtype_, cq, heads, head_dim, o_a, ld_a,
+                    static_cast<const float*>(lse_a), o_b, ld_b, static_cast<const float*>(lse_b),
+                    o, ld_o, static_cast<float*>(lse));
+  }
+
+ private:
+  cudaStream_t stream_;
+  DType dtype_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionEngine> make_cuda_attention_engine(void* stream, DType dtype,
+                                                            AttnKernelChoice choice) {
+  if (dtype != DType::bf16 && dtype != DType::fp32)
+    throw std::invalid_argument("CUDA attention: dtype " + std::string(dtype_name(dtype)) +
+                                " unsupported (bf16, fp32)");
+  if (choice == AttnKernelChoice::cudnn)
+    throw std::invalid_argument("--attn-kernel cudnn: this build has no cuDNN attention");
+  return std::make_unique<SuiteFlashEngine>(static_cast<cudaStream_t>(stream), dtype);
+}
+
+}  // namespace suite::kernels
