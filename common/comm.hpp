@@ -59,11 +59,28 @@ class Comm {
                             const std::vector<std::size_t>& recv_counts,
                             const std::vector<std::size_t>& recv_displs, DType t) = 0;
   // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`;
-  // finish_exchange() waits for both (MPI: on the host; NCCL: stream-ordered, so work queued
-  // on the device's stream afterwards sees the data). One exchange in flight at a time.
+  // finish_exchange() waits for both (MPI: on the host; NCCL: the exchange runs on the
+  // transport's own stream, ordered after the work already queued on the device's stream, and
+  // finish makes later work on the device's stream wait for it). One exchange in flight.
   virtual void start_exchange(const void* send, int to, void* recv, int from, std::size_t count,
                               DType t) = 0;
   virtual void finish_exchange() = 0;
+  // Lets an exchange in flight move while the caller computes: MPI progresses only inside MPI
+  // calls, so the CPU ring calls this between attention tiles. No-op where the transport
+  // progresses by itself (NCCL on its own stream).
+  virtual void progress() {}
+  // Finished exchanges since clear_exchange_log(), in order: seconds from start to completion
+  // (MPI: wall clock until the completion was seen; NCCL: events on its stream) and whether
+  // completion was seen inside progress(), i.e. while the caller was still computing. NCCL
+  // waits for its events here: call it after a step, not between rounds.
+  struct ExchangeTiming {
+    double seconds = 0;
+    bool completed_in_progress = false;
+  };
+  virtual std::vector<ExchangeTiming> exchange_log() = 0;
+  virtual void clear_exchange_log() = 0;
+  // How an exchange overlaps compute on this transport, recorded in results.
+  virtual std::string overlap_mechanism() const = 0;
   virtual void barrier() = 0;
 
   const ByteCounts& bytes() const { return bytes_; }

@@ -16,6 +16,14 @@
                      __FILE__, __LINE__);                                               \
   } while (0)
 
+#define SUITE_CUDA_OK(expr)                                                             \
+  do {                                                                                  \
+    cudaError_t suite_ce_ = (expr);                                                     \
+    if (suite_ce_ != cudaSuccess)                                                       \
+      ::suite::fatal(std::string(#expr) + " failed: " + cudaGetErrorString(suite_ce_), \
+                     __FILE__, __LINE__);                                               \
+  } while (0)
+
 namespace suite {
 
 // NCCL's own explanation of its last failure, when it has one.
@@ -46,8 +54,12 @@ class NcclComm final : public Comm {
     if (rank_ == 0) SUITE_NCCL_CHECK(ncclGetUniqueId(&id));
     SUITE_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
     SUITE_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+    SUITE_CUDA_OK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    SUITE_CUDA_OK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   }
   ~NcclComm() override {
+    if (ready_) cudaEventDestroy(ready_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
     if (nccl_) ncclCommDestroy(nccl_);
   }
 
@@ -100,17 +112,47 @@ class NcclComm final : public Comm {
     SUITE_NCCL_CHECK(ncclGroupEnd());
     count(sent, got);
   }
+  // The exchange runs on the transport's own stream, so the attention queued on the device's
+  // stream meanwhile overlaps it; events order the two streams both ways.
   void start_exchange(const void* send, int to, void* recv, int from, std::size_t n,
                       DType t) override {
+    SUITE_CHECK(!exchange_active_, "start_exchange while another exchange is in flight");
+    // Work queued so far (what produced `send`, and the compute that last read `recv`) first.
+    SUITE_CUDA_OK(cudaEventRecord(ready_, stream_));
+    SUITE_CUDA_OK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    if (log_used_ == log_events_.size()) log_events_.push_back(EventPair{});
+    EventPair& ev = log_events_[log_used_];
+    SUITE_CUDA_OK(cudaEventRecord(ev.start, comm_stream_));
     SUITE_NCCL_CHECK(ncclGroupStart());
-    SUITE_NCCL_CHECK(ncclSend(send, n, nccl_type(t), to, nccl_, stream_));
-    SUITE_NCCL_CHECK(ncclRecv(recv, n, nccl_type(t), from, nccl_, stream_));
+    SUITE_NCCL_CHECK(ncclSend(send, n, nccl_type(t), to, nccl_, comm_stream_));
+    SUITE_NCCL_CHECK(ncclRecv(recv, n, nccl_type(t), from, nccl_, comm_stream_));
     SUITE_NCCL_CHECK(ncclGroupEnd());
+    SUITE_CUDA_OK(cudaEventRecord(ev.done, comm_stream_));
+    exchange_active_ = true;
     std::int64_t bytes = static_cast<std::int64_t>(n * dtype_size(t));
     count(to == rank_ ? 0 : bytes, from == rank_ ? 0 : bytes);
   }
-  // Stream-ordered: later work on the same stream already waits for the exchange.
-  void finish_exchange() override {}
+  // Later work on the device's stream waits for the received block; the host does not.
+  void finish_exchange() override {
+    SUITE_CHECK(exchange_active_, "finish_exchange without start_exchange");
+    SUITE_CUDA_OK(cudaStreamWaitEvent(stream_, log_events_[log_used_].done, 0));
+    ++log_used_;
+    exchange_active_ = false;
+  }
+  std::vector<ExchangeTiming> exchange_log() override {
+    std::vector<ExchangeTiming> out;
+    for (std::size_t i = 0; i < log_used_; ++i) {
+      SUITE_CUDA_OK(cudaEventSynchronize(log_events_[i].done));
+      float ms = 0;
+      SUITE_CUDA_OK(cudaEventElapsedTime(&ms, log_events_[i].start, log_events_[i].done));
+      out.push_back({ms * 1e-3, false});
+    }
+    return out;
+  }
+  void clear_exchange_log() override { log_used_ = 0; }
+  std::string overlap_mechanism() const override {
+    return "nccl send/recv on a communication stream, ordered by CUDA events";
+  }
   void barrier() override {
     if (cudaStreamSynchronize(stream_) != cudaSuccess) SUITE_FATAL("cudaStreamSynchronize failed");
     SUITE_MPI_CHECK(MPI_Barrier(comm_));
@@ -118,6 +160,27 @@ class NcclComm final : public Comm {
 
  private:
   cudaStream_t stream_;
+  cudaStream_t comm_stream_ = nullptr;  // ring exchanges, overlapping the compute on stream_
+  cudaEvent_t ready_ = nullptr;
+  // Start / done events of each exchange since clear_exchange_log(), reused across steps.
+  struct EventPair {
+    EventPair() {
+      SUITE_CUDA_OK(cudaEventCreate(&start));
+      SUITE_CUDA_OK(cudaEventCreate(&done));
+    }
+    ~EventPair() {
+      if (start) cudaEventDestroy(start);
+      if (done) cudaEventDestroy(done);
+    }
+    EventPair(EventPair&& o) noexcept : start(o.start), done(o.done) { o.start = o.done = nullptr; }
+    EventPair(const EventPair&) = delete;
+    EventPair& operator=(const EventPair&) = delete;
+    EventPair& operator=(EventPair&&) = delete;
+    cudaEvent_t start = nullptr, done = nullptr;
+  };
+  std::vector<EventPair> log_events_;
+  std::size_t log_used_ = 0;
+  bool exchange_active_ = false;
   ncclComm_t nccl_ = nullptr;
 };
 

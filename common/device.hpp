@@ -58,6 +58,16 @@ class Device {
   virtual Buffer alloc_host(std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) = 0;
   virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t bytes) = 0;
+  // The same on a second stream that does not wait for the work queued on stream(): for a
+  // transfer into a buffer no queued kernel touches (the ring's incoming block). Returns when
+  // the copy is done.
+  virtual void copy_from_host_concurrent(void* dev_dst, const void* host_src,
+                                         std::size_t bytes) = 0;
+  // Device-to-device copy, ordered on stream() (asynchronous on CUDA).
+  virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+  // Bytes this process could still allocate with alloc() (CUDA: free device memory; CPU:
+  // available physical memory), to refuse a case that cannot fit before allocating it.
+  virtual std::size_t memory_available() const = 0;
   // Waits for all work submitted to this device.
   virtual void synchronize() = 0;
   virtual std::unique_ptr<IntervalTimer> make_timer() = 0;

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 
+#include <unistd.h>
+
 #include "common/device.hpp"
 
 namespace suite {
@@ -39,6 +41,17 @@ class CpuDevice final : public Device {
   }
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_from_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
+    copy_from_host(dst, src, bytes);
+  }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
+    copy_from_host(dst, src, bytes);
+  }
+  std::size_t memory_available() const override {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                                 : SIZE_MAX;
   }
   void synchronize() override {}
   std::unique_ptr<IntervalTimer> make_timer() override { return std::make_unique<WallTimer>(); }

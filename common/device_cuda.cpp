@@ -44,6 +44,7 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     SUITE_CUDA_CHECK(cudaSetDevice(ordinal_));
     SUITE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SUITE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     cudaDeviceProp prop{};
     SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = prop.name;
@@ -53,7 +54,10 @@ class CudaDevice final : public Device {
       uuid_ += hex;
     }
   }
-  ~CudaDevice() override { cudaStreamDestroy(stream_); }
+  ~CudaDevice() override {
+    cudaStreamDestroy(side_stream_);
+    cudaStreamDestroy(stream_);
+  }
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
@@ -80,6 +84,19 @@ class CudaDevice final : public Device {
     SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  void copy_from_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, side_stream_));
+    SUITE_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
+  }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes)
+      SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  std::size_t memory_available() const override {
+    std::size_t free = 0, total = 0;
+    SUITE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+  }
   void synchronize() override { SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   std::unique_ptr<IntervalTimer> make_timer() override {
     return std::make_unique<EventTimer>(stream_);
@@ -89,6 +106,7 @@ class CudaDevice final : public Device {
  private:
   int ordinal_;
   cudaStream_t stream_{};
+  cudaStream_t side_stream_{};  // staging copies that must not wait for stream_'s kernels
   std::string name_;
   std::string uuid_;
 };

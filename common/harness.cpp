@@ -7,35 +7,11 @@
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/rank_gather.hpp"
 #include "common/record_access.hpp"
 
 namespace suite {
 namespace {
-
-// Gathers equal-length per-rank vectors to rank 0 as a [ranks, n] row-major table.
-std::vector<double> gather_rows(const std::vector<double>& mine, int ranks, int rank) {
-  std::vector<double> by_rank(rank == 0 ? mine.size() * ranks : 0);
-  SUITE_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, by_rank.data(),
-                             static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  return by_rank;
-}
-
-// The same as a [n, ranks] table (rows = iterations, columns = ranks, as time_s is stored).
-std::vector<double> gather_columns(const std::vector<double>& mine, int ranks, int rank) {
-  std::vector<double> by_rank = gather_rows(mine, ranks, rank);
-  if (rank != 0) return {};
-  std::vector<double> table(by_rank.size());
-  for (int r = 0; r < ranks; ++r)
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      table[i * ranks + r] = by_rank[r * mine.size() + i];
-  return table;
-}
-
-std::vector<std::int64_t> gather_int(std::int64_t mine, int ranks, int rank) {
-  std::vector<std::int64_t> all(rank == 0 ? ranks : 0);
-  SUITE_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
-  return all;
-}
 
 // Test hook: SUITE_ABORT_AFTER_CASES=N makes rank 0 die hard after writing N cases, to prove
 // that a killed run keeps its finished cases in FILE.partial.

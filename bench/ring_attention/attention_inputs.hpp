@@ -1,0 +1,18 @@
+// Deterministic attention inputs keyed by global token position: any rank (or a reference)
+// can draw any token's Q, K or V without communication, so sharded runs and the
+// single-process reference see the very same values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace suite::ring {
+
+enum class InputTensor : std::uint64_t { q = 1, k = 2, v = 3 };
+
+// Values in [-1, 1) for the tokens at `positions`, laid out [tokens, batch, heads, head_dim].
+std::vector<double> attention_input(std::uint64_t seed, InputTensor which,
+                                    const std::vector<std::int64_t>& positions, std::int64_t batch,
+                                    int heads, int head_dim);
+
+}  // namespace suite::ring

@@ -1,0 +1,70 @@
+// The distributed algorithm of ring attention on one rank (METHODS.md section 2): rank r's
+// queries meet every K/V block as the blocks travel around the ring, each partial result is
+// merged exactly into a running (o, lse), and the next block moves while this one is used.
+// The same schedule runs three ways so F and W come from this very run: overlapped (the
+// method), compute only (same rounds, same masks, no transfer) and transfer only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bench/ring_attention/ring_config.hpp"
+#include "common/comm.hpp"
+#include "common/device.hpp"
+#include "kernels/attention/attention_engine.hpp"
+
+namespace suite::ring {
+
+enum class Mode { overlapped, compute_only, transfer_only };
+
+// One step on this rank, per round: attention time, time blocked waiting for the round's
+// exchange, and the exchange's own duration (from the transport).
+struct RoundTimes {
+  std::vector<double> compute_s, wait_s, transfer_s;
+  int completed_during_compute = 0;  // exchanges seen complete while attention still ran
+};
+
+class RingAttention {
+ public:
+  // Allocates and fills this rank's Q, K, V (drawn from `seed` by global position). `comm` is
+  // the context-parallel group (its size is cfg.n_c). Throws on allocation failure.
+  RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
+                kernels::AttentionEngine& engine, std::uint64_t seed);
+  ~RingAttention();
+  RingAttention(const RingAttention&) = delete;
+  RingAttention& operator=(const RingAttention&) = delete;
+
+  // One forward step; fills `times` (per round) when given.
+  void step(Mode mode, RoundTimes* times);
+
+  // Rounds of the schedule: n_c for the ring, 1 for the all-gather variant.
+  int rounds() const;
+  // Exact work of this rank per round: visible (query, key) pairs over all batch elements.
+  std::vector<std::int64_t> work_pairs() const;
+  // This rank's output [c, batch, heads, d] and lse [batch, heads, c] (local token order),
+  // decoded to double.
+  std::vector<double> output() const;
+  std::vector<double> lse() const;
+  const std::vector<std::int64_t>& positions() const { return q_positions_; }
+  const std::vector<Segment>& segments() const { return q_segments_; }
+  // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
+  // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).
+  std::int64_t method_bytes() const { return method_bytes_; }
+  // Bytes of the benchmark's scratch: partial output and lse, positions, the pristine K/V.
+  std::int64_t scratch_bytes() const { return scratch_bytes_; }
+  // Blocks whose mask the kernel could not express (vendor kernels fall back to the suite's).
+  std::int64_t fallbacks() const;
+
+  // Estimated bytes the constructor allocates for cfg (to refuse a case before allocating).
+  static std::int64_t estimate_bytes(const RingConfig& cfg);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<std::int64_t> q_positions_;
+  std::vector<Segment> q_segments_;
+  std::int64_t method_bytes_ = 0, scratch_bytes_ = 0;
+};
+
+}  // namespace suite::ring

@@ -1,0 +1,34 @@
+// ring_attention's benchmark cases: one per (block size, layout, variant, causal), each run
+// overlapped (timed by the harness), compute only and transfer only, with F, W, c* and the
+// per-rank per-round work, compute, transfer and idle figures beside METHODS.md's predictions.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bench/ring_attention/ring_config.hpp"
+#include "common/bench_case.hpp"
+#include "common/context.hpp"
+#include "kernels/attention/attention_engine.hpp"
+
+namespace suite::ring {
+
+struct RingSweep {
+  std::vector<std::int64_t> blocks;  // c
+  std::vector<Layout> layouts;
+  std::vector<Variant> variants;
+  std::vector<bool> causal;
+  int heads = 8, kv_heads = 8, head_dim = 64;
+  std::int64_t batch = 1;
+  int cp = 0;  // group size; 0 = all ranks
+  kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
+  bool poll_progress = true;
+};
+
+// Validates every case for this job (UsageError) and builds them. Collective: may create the
+// context-parallel group communicator.
+std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep);
+
+void print_ring_table(const std::vector<CaseRecord>& records);
+
+}  // namespace suite::ring

@@ -1,0 +1,36 @@
+#include "bench/ring_attention/ring_config.hpp"
+
+#include "common/errors.hpp"
+
+namespace suite::ring {
+
+std::string_view variant_name(Variant v) {
+  return v == Variant::ring ? "ring" : "allgather";
+}
+
+std::int64_t RingConfig::six_block_bytes() const {
+  return static_cast<std::int64_t>(elem()) * (2 * c * q_row() + 2 * kv_block_elems());
+}
+
+std::string RingConfig::case_name() const {
+  std::string n = std::string(variant_name(variant)) + "_" + std::string(layout_name(layout)) +
+                  (causal ? "_causal" : "_full") + "_" + std::string(dtype_name(dtype)) + "_c" +
+                  std::to_string(c) + "_a" + std::to_string(heads);
+  if (kv_heads != heads) n += "_kv" + std::to_string(kv_heads);
+  n += "_d" + std::to_string(head_dim);
+  if (batch != 1) n += "_b" + std::to_string(batch);
+  return n;
+}
+
+void validate(const RingConfig& cfg) {
+  if (cfg.head_dim != 64 && cfg.head_dim != 128)
+    throw UsageError("--head-dim " + std::to_string(cfg.head_dim) +
+                     " is not supported by the attention kernels (64 or 128)");
+  if (cfg.heads < 1 || cfg.kv_heads < 1 || cfg.heads % cfg.kv_heads != 0)
+    throw UsageError("--heads " + std::to_string(cfg.heads) + " must be a positive multiple of --kv-heads " +
+                     std::to_string(cfg.kv_heads));
+  if (cfg.batch < 1) throw UsageError("--batch must be >= 1");
+  validate_layout(cfg.layout, cfg.c, cfg.n_c);
+}
+
+}  // namespace suite::ring

@@ -1,0 +1,49 @@
+// One ring-attention case: block size, layout, variant, heads and element type on a
+// context-parallel group of n_c ranks, with the sizes every other part derives from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "bench/ring_attention/ring_layout.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace suite::ring {
+
+enum class Variant {
+  ring,       // K/V blocks travel around the ring, overlapped with attention
+  allgather,  // all K/V gathered once (exposed), then one local attention (Llama 3)
+};
+
+std::string_view variant_name(Variant v);
+
+struct RingConfig {
+  std::int64_t c = 0;  // tokens per rank
+  int n_c = 1;         // context-parallel degree (ranks in the group)
+  Layout layout = Layout::contiguous;
+  Variant variant = Variant::ring;
+  bool causal = true;
+  int heads = 8, kv_heads = 8, head_dim = 64;
+  std::int64_t batch = 1;
+  DType dtype = DType::fp32;
+  // CPU backend: poll the transport between attention tiles so the transfer moves during
+  // compute (off only to show what happens without it).
+  bool poll_progress = true;
+
+  std::int64_t s() const { return c * n_c; }
+  int group() const { return heads / kv_heads; }
+  std::int64_t q_row() const { return batch * heads * head_dim; }     // elements per token
+  std::int64_t kv_row() const { return batch * kv_heads * head_dim; }  // per token, K or V
+  // One travelling block: K and V of c tokens, packed [K | V].
+  std::int64_t kv_block_elems() const { return 2 * c * kv_row(); }
+  std::size_t elem() const { return dtype_size(dtype); }
+  // The six blocks of METHODS.md: Q, K, V, incoming K and V, O.
+  std::int64_t six_block_bytes() const;
+  std::string case_name() const;
+};
+
+// Throws UsageError for what the method cannot run: head counts, head dim, layout constraints.
+void validate(const RingConfig& cfg);
+
+}  // namespace suite::ring

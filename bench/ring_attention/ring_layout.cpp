@@ -1,0 +1,86 @@
+#include "bench/ring_attention/ring_layout.hpp"
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+
+namespace suite::ring {
+
+using kernels::BlockMask;
+
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::contiguous:
+      return "contiguous";
+    case Layout::zigzag:
+      return "zigzag";
+    case Layout::striped:
+      return "striped";
+  }
+  return "?";
+}
+
+std::optional<Layout> parse_layout(std::string_view s) {
+  for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
+    if (s == layout_name(l)) return l;
+  return std::nullopt;
+}
+
+void validate_layout(Layout l, std::int64_t c, int n_c) {
+  if (c < 1) throw UsageError("block size c must be >= 1 token per rank (got " + std::to_string(c) + ")");
+  if (n_c < 1) throw UsageError("the context-parallel group needs at least one rank");
+  if (l == Layout::zigzag && c % 2 != 0)
+    throw UsageError("--layout zigzag needs an even block size c (two chunks of c/2 per rank); got c = " +
+                     std::to_string(c));
+}
+
+std::vector<Segment> rank_segments(Layout l, int rank, int n_c, std::int64_t c) {
+  switch (l) {
+    case Layout::contiguous:
+      return {{0, rank * c, 1, c}};
+    case Layout::zigzag: {
+      const std::int64_t half = c / 2;
+      return {{0, rank * half, 1, half}, {half, (2 * n_c - 1 - rank) * half, 1, half}};
+    }
+    case Layout::striped:
+      return {{0, rank, n_c, c}};
+  }
+  return {};
+}
+
+std::vector<std::int64_t> rank_positions(Layout l, int rank, int n_c, std::int64_t c) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(c));
+  for (const Segment& s : rank_segments(l, rank, n_c, c))
+    for (std::int64_t i = 0; i < s.count; ++i)
+      pos[static_cast<std::size_t>(s.local_offset + i)] = s.position(i);
+  return pos;
+}
+
+std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal) {
+  if (q.count == 0 || k.count == 0) return std::nullopt;
+  if (!causal || k.last() <= q.first()) return BlockMask::full;
+  if (k.first() > q.last()) return std::nullopt;
+  // Same stride and length, keys starting up to one stride before the queries: key i' is
+  // visible to query i iff i' <= i (for stride 1 that is the identical range).
+  if (q.stride == k.stride && q.count == k.count && k.start <= q.start &&
+      q.start - k.start < q.stride)
+    return BlockMask::causal_top_left;
+  // Contiguous ranges ending together: query i sees keys up to i + (ck - cq).
+  if (q.stride == 1 && k.stride == 1 && q.last() == k.last())
+    return BlockMask::causal_bottom_right;
+  return BlockMask::positions;
+}
+
+std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal) {
+  if (!causal) return q.count * k.count;
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < q.count; ++i) {
+    const std::int64_t p = q.position(i);
+    if (p < k.first()) continue;
+    // Keys k.start + j * k.stride <= p  <=>  j <= (p - k.start) / k.stride.
+    n += std::min(k.count, (p - k.start) / k.stride + 1);
+  }
+  return n;
+}
+
+}  // namespace suite::ring

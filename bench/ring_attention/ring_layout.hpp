@@ -1,0 +1,60 @@
+// Which global tokens each rank of a context-parallel group holds (METHODS.md section 2), and
+// what the causal mask looks like between two ranks' blocks. Pure arithmetic: the ring, the
+// all-gather variant, Ulysses' hybrid and the tests all derive work and masks from here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/attention/attention_engine.hpp"
+
+namespace suite::ring {
+
+enum class Layout {
+  contiguous,  // rank r holds tokens [r c, (r+1) c)
+  zigzag,      // 2 N_c chunks of c/2: rank r holds chunks r and 2 N_c - 1 - r
+  striped,     // token i on rank i mod N_c
+};
+
+std::string_view layout_name(Layout l);
+std::optional<Layout> parse_layout(std::string_view s);
+
+// A run of a rank's local tokens: local rows [local_offset, local_offset + count) hold the
+// global positions start, start + stride, ..., start + (count - 1) stride.
+struct Segment {
+  std::int64_t local_offset = 0;
+  std::int64_t start = 0;
+  std::int64_t stride = 1;
+  std::int64_t count = 0;
+  std::int64_t position(std::int64_t i) const { return start + i * stride; }
+  std::int64_t first() const { return start; }
+  std::int64_t last() const { return start + (count - 1) * stride; }
+};
+
+// Throws UsageError when c tokens per rank cannot be laid out that way on n_c ranks (zig-zag
+// needs an even c) or c, n_c < 1.
+void validate_layout(Layout l, std::int64_t c, int n_c);
+
+// The segments of `rank` (one for contiguous and striped, two for zig-zag), in local order.
+std::vector<Segment> rank_segments(Layout l, int rank, int n_c, std::int64_t c);
+// Global positions of rank's c local tokens, in local order.
+std::vector<std::int64_t> rank_positions(Layout l, int rank, int n_c, std::int64_t c);
+
+// The mask between a query segment and a key segment: nullopt when no key is visible to any
+// query (the pair is skipped), else the structure a vendor kernel can express (full, causal
+// top-left, causal bottom-right) or `positions` when only positions describe it.
+std::optional<kernels::BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal);
+
+// Exact number of visible (query, key) pairs between two segments (key position <= query
+// position when causal), in O(q.count) time.
+std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal);
+
+// The rank whose K/V block `rank` holds in round `round` of the ring: (rank - round) mod n_c.
+inline int ring_source(int rank, int round, int n_c) {
+  return ((rank - round) % n_c + n_c) % n_c;
+}
+
+}  // namespace suite::ring

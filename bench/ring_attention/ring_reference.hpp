@@ -1,0 +1,32 @@
+// The check of a context-parallel attention result: full attention over the whole sequence
+// for this rank's queries, computed on the host in double from the same inputs (drawn again by
+// global position and rounded to the run's element type), compared with what the method got.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/ring_attention/ring_config.hpp"
+
+namespace suite::ring {
+
+struct ReferenceComparison {
+  bool skipped = false;
+  std::string why_skipped;
+  double max_err_o = 0;    // largest |o - o_ref|
+  double max_err_lse = 0;  // largest |lse - lse_ref| / (1 + |lse_ref|)
+};
+
+// Tolerance on both errors for the run's element type.
+double reference_tolerance(DType t);
+
+// o: [c, batch, heads, d] in local token order; lse: per (batch, segment) [heads, count]
+// blocks at offset (batch * c + segment.local_offset) * heads. Skipped (with the reason) when
+// the reference would take more than a few seconds or gigabytes on the host.
+ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint64_t seed,
+                                                const std::vector<Segment>& segments,
+                                                const std::vector<double>& o,
+                                                const std::vector<double>& lse);
+
+}  // namespace suite::ring
