@@ -283,6 +283,7 @@ std::shared_ptr<Comm> borrow(Comm& c) {
 std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
   const int world = ctx.mpi.size();
   const int cp = resolve_group_size(sweep.cp, world, "--cp");
+  make_attention_engine(ctx.device, ctx.dtype, sweep.attn_kernel);  // refuses what cannot run
   std::vector<RingConfig> configs;
   for (Variant variant : sweep.variants)
     for (Layout layout : sweep.layouts)

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Integration scenarios for ring_attention, one per ctest test (CPU backend under mpirun).
+
+Work per round, bytes and the saved tensors are checked against counts and attention computed
+here independently of the C++ code (numpy, from the layout definitions of METHODS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_scenario import Env, expect  # noqa: E402
+
+BIN = "ring_attention"
+
+
+def positions(layout: str, rank: int, n: int, c: int) -> list[int]:
+    if layout == "contiguous":
+        return list(range(rank * c, (rank + 1) * c))
+    if layout == "zigzag":
+        h = c // 2
+        return list(range(rank * h, (rank + 1) * h)) + list(range((2 * n - 1 - rank) * h, (2 * n - rank) * h))
+    return [rank + n * i for i in range(c)]
+
+
+def expected_work(layout: str, n: int, c: int, causal: bool, batch: int, variant: str) -> np.ndarray:
+    """[rounds, ranks] visible (query, key) pairs; round k of rank r uses rank (r - k) mod n's keys."""
+    work = np.zeros((n, n), dtype=np.int64)
+    for r in range(n):
+        q = np.array(positions(layout, r, n, c))
+        for k in range(n):
+            keys = np.array(positions(layout, (r - k) % n, n, c))
+            vis = (keys[None, :] <= q[:, None]) if causal else np.ones((c, c), bool)
+            work[k, r] = vis.sum() * batch
+    return work if variant == "ring" else work.sum(axis=0, keepdims=True)
+
+
+def run_ok(env: Env, ranks: int, out: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = env.mpirun(ranks, BIN, "--backend", "cpu", "--iters", "3", "--warmup", "1", "--out", str(out), *args)
+    expect(proc.returncode == 0, f"{BIN} failed", proc)
+    expect(proc.stdout.count("Ring attention (median step") == 1, "summary table not printed once", proc)
+    return proc
+
+
+def check_file(path: Path, ranks: int, cp: int, e: int) -> int:
+    n_cases = 0
+    with h5py.File(path) as f:
+        expect(f.attrs["complete"] == 1, "file not complete")
+        for name, g in f[BIN].items():
+            a = g.attrs
+            n_cases += 1
+            c, kv, d, b = int(a["c"]), int(a["kv_heads"]), int(a["head_dim"]), int(a["batch"])
+            causal, layout, variant = bool(a["causal"]), a["layout"], a["variant"]
+            expect(int(a["n_c"]) == cp, f"{name}: n_c")
+            expect(a["check_passed"] == 1, f"{name}: check_passed {a['check_passed']} ({a.get('check_note', '')})")
+            block = 2 * c * b * kv * d * e
+            pred = (cp - 1) * block
+            expect(a["pred_bytes_sent_per_rank_per_layer"] == pred, f"{name}: predicted bytes {a['pred_bytes_sent_per_rank_per_layer']} != {pred}")
+            expect(list(g["cp_bytes_sent"][()].ravel()) == [pred] * ranks, f"{name}: bytes sent {g['cp_bytes_sent'][()]} != {pred}")
+            work = np.atleast_2d(g["round_work_pairs"][()])  # one-row int tables are stored 1-D
+            want = expected_work(layout, cp, c, causal, b, variant)
+            want = np.tile(want, (1, ranks // cp))
+            expect(work.shape == want.shape and np.array_equal(work, want), f"{name}: work per round\n{work}\n!= {want}")
+            rounds = cp if variant == "ring" else 1
+            for t in ("round_compute_s", "round_wait_s", "round_transfer_s"):
+                expect(g[t].shape == (rounds, ranks), f"{name}: {t} shape {g[t].shape}")
+                expect(np.all(g[t][()] >= 0), f"{name}: negative {t}")
+            expect(g["compute_only_time_s"].shape == (3, ranks), f"{name}: compute_only_time_s shape")
+            if variant == "ring":
+                expect(a["memory_method_bytes"] == a["pred_memory_bytes"], f"{name}: memory {a['memory_method_bytes']} != six blocks {a['pred_memory_bytes']}")
+            if cp > 1:
+                expect(a["measured_W_Bps"] > 0 and a["measured_F_flops"] > 0 and a["c_star_tokens"] > 0, f"{name}: F, W, c*")
+    return n_cases
+
+
+def scenario_ring(env: Env, ranks: int, dtype: str, cp: int) -> None:
+    out = env.workdir / "ring.h5"
+    run_ok(env, ranks, out, "--dtype", dtype, "--block", "2,6", "--layout", "contiguous,zigzag,striped",
+           "--variant", "ring,allgather", "--causal", "0,1", "--heads", "4", "--kv-heads", "2",
+           "--cp", str(cp))
+    n = check_file(out, ranks, cp, {"fp32": 4, "fp64": 8}[dtype])
+    expect(n == 24, f"{n} cases, expected 24")
+    # Tiny: one token per zig-zag chunk, batch 2, MHA.
+    run_ok(env, ranks, out, "--dtype", dtype, "--block", "2", "--layout", "zigzag", "--heads", "2",
+           "--batch", "2", "--head-dim", "128", "--cp", str(cp))
+    check_file(out, ranks, cp, {"fp32": 4, "fp64": 8}[dtype])
+
+
+def attention(q, k, v, qpos, kpos, causal):
+    """Full attention in float64, q [s, b, a, d], k/v [s, b, kv, d]."""
+    s, b, a, d = q.shape
+    g = a // k.shape[2]
+    kk = np.repeat(k, g, axis=2)
+    vv = np.repeat(v, g, axis=2)
+    scores = np.einsum("ibhd,jbhd->bhij", q, kk) / np.sqrt(d)
+    if causal:
+        scores = np.where(kpos[None, None, None, :] <= qpos[None, None, :, None], scores, -np.inf)
+    m = scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores - m)
+    lse = (m + np.log(p.sum(axis=-1, keepdims=True)))[..., 0]
+    o = np.einsum("bhij,jbhd->ibhd", p / p.sum(axis=-1, keepdims=True), vv)
+    return o, lse.transpose(2, 0, 1)  # lse as [s, b, a]
+
+
+def scenario_ring_save_tensors(env: Env) -> None:
+    """Saved tensors are in global token order and equal attention computed here from them."""
+    out = env.workdir / "tensors.h5"
+    run_ok(env, 2, out, "--dtype", "fp64", "--block", "6", "--layout", "zigzag,striped", "--variant",
+           "ring", "--causal", "1", "--heads", "2", "--kv-heads", "1", "--save-tensors")
+    with h5py.File(out) as f:
+        for name, g in f[BIN].items():
+            s, b, a, kv, d = int(g.attrs["s"]), 1, 2, 1, int(g.attrs["head_dim"])
+            q = g["tensor_q"][()].reshape(s, b, a, d)
+            k = g["tensor_k"][()].reshape(s, b, kv, d)
+            v = g["tensor_v"][()].reshape(s, b, kv, d)
+            o, lse = attention(q, k, v, np.arange(s), np.arange(s), True)
+            expect(np.allclose(g["tensor_o"][()].reshape(o.shape), o, atol=1e-9), f"{name}: saved O is not attention of saved Q, K, V")
+            expect(np.allclose(g["tensor_lse"][()].reshape(lse.shape), lse, atol=1e-9), f"{name}: saved lse")
+
+
+def scenario_ring_overlap(env: Env) -> None:
+    """On the CPU backend the transfer progresses during compute (polling), and not without it."""
+    out = env.workdir / "overlap.h5"
+    args = ("--block", "256", "--layout", "contiguous", "--causal", "0", "--heads", "8", "--head-dim", "128")
+    run_ok(env, 2, out, *args)
+    with h5py.File(out) as f:
+        (g,) = f[BIN].values()
+        frac = g.attrs["transfer_done_during_compute_fraction"]
+        expect(frac > 0, f"no exchange completed while attention ran (fraction {frac}): polling does not progress MPI")
+        expect("MPI_Testall" in g.attrs["overlap_mechanism"], "overlap mechanism not recorded")
+    run_ok(env, 2, out, *args, "--cpu-progress", "none")
+    with h5py.File(out) as f:
+        (g,) = f[BIN].values()
+        expect(g.attrs["transfer_done_during_compute_fraction"] == 0, "without polling no exchange can finish during compute")
+        expect("polling off" in g.attrs["overlap_mechanism"], "polling off not recorded")
+
+
+def scenario_ring_one_rank(env: Env) -> None:
+    out = env.workdir / "one.h5"
+    run_ok(env, 1, out, "--block", "8", "--layout", "contiguous,zigzag,striped", "--variant", "ring,allgather")
+    with h5py.File(out) as f:
+        for name, g in f[BIN].items():
+            expect(g.attrs["check_passed"] == 1 and g.attrs["bytes_sent_per_rank_per_layer"] == 0, f"{name}: one-rank ring")
+
+
+def scenario_ring_bad_input(env: Env) -> None:
+    cases = {
+        "odd zig-zag block": (["--block", "3", "--layout", "zigzag"], "even block size"),
+        "heads not a multiple of kv heads": (["--heads", "6", "--kv-heads", "4"], "multiple of --kv-heads"),
+        "unsupported head dim": (["--head-dim", "96"], "64 or 128"),
+        "unknown layout": (["--layout", "spiral"], "spiral"),
+        "group not dividing ranks": (["--cp", "3"], "divisor"),
+        "does not fit": (["--block", "64G"], "available"),
+        "cudnn on cpu": (["--attn-kernel", "cudnn"], "--backend cuda"),
+    }
+    for what, (args, needle) in cases.items():
+        out = env.workdir / "bad.h5"
+        proc = env.mpirun(4, BIN, "--backend", "cpu", "--out", str(out), "--iters", "2", *args, timeout=60)
+        expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}, expected 2", proc)
+        expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line", proc)
+        expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
+        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: results file left", proc)
+        print(f"  ok: {what}")
+
+
+def scenario_ring_plots(env: Env) -> None:
+    out = env.workdir / "plots.h5"
+    run_ok(env, 2, out, "--block", "4,8", "--layout", "contiguous,zigzag", "--causal", "1")
+    plots = env.workdir / "plots"
+    python = sys.executable
+    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
+    proc = subprocess.run([python, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
+    expect(proc.returncode == 0, f"plot.py failed: {proc.stderr}")
+    names = sorted(p.name for p in plots.glob("*.png"))
+    expect(any(n.startswith("ring_sweep") for n in names), f"no sweep plot in {names}")
+    expect(any(n.startswith("ring_rounds") for n in names), f"no per-round heatmap in {names}")
+
+
+SCENARIOS = {
+    "ring_np2_fp64": lambda e: scenario_ring(e, 2, "fp64", 2),
+    "ring_np4_fp32": lambda e: scenario_ring(e, 4, "fp32", 4),
+    "ring_np4_cp2": lambda e: scenario_ring(e, 4, "fp64", 2),
+    "ring_save_tensors": scenario_ring_save_tensors,
+    "ring_overlap": scenario_ring_overlap,
+    "ring_one_rank": scenario_ring_one_rank,
+    "ring_bad_input": scenario_ring_bad_input,
+    "ring_plots": scenario_ring_plots,
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--bin-dir", type=Path, required=True)
+    p.add_argument("--mpiexec", default="mpirun")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
+        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
+    print(f"PASS {args.scenario}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
