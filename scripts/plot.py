@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
 from suite_results import (Case, Results, cli_warnings, file_stem,  # noqa: E402
                            read_results, warn)
@@ -227,8 +228,17 @@ def plot_generic(res: Results, bench: str, out: Path, written: list[Path],
     return bool(timed) or bool(figures)
 
 
+def plot_ring_attention(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Block-size sweep against c*, and per-rank per-round work and idle heatmaps."""
+    figures = ring_figures(_usable(res.cases_of(bench), RING_NEEDS), lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "sp_tp": plot_sp_tp,
+    "ring_attention": plot_ring_attention,
     "harness_overhead": plot_harness_overhead,
 }
 

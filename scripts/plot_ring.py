@@ -1,0 +1,103 @@
+"""Figures for ring_attention (docs/RESULTS_SCHEMA.md, section ring_attention).
+
+- `ring_sweep_<variant>_<layout>_<causal|full>.png`: overlapped, compute-only and transfer-only
+  step times against the block size c, with the measured overlap bound c* marked: where the
+  transfer line crosses under the compute line the ring hides its communication;
+- `ring_rounds_<variant>_<causal|full>_c<c>.png`: per rank and per round, the exact work (visible
+  query-key pairs) and the idle time waiting for the round's block, one column per layout
+  (contiguous vs zig-zag vs striped): the causal imbalance of the contiguous layout is visible
+  even on a CPU.
+
+`ring_figures` returns {file name: figure}; plot.py titles and saves them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from suite_results import Case
+
+RING_NEEDS = ("c", "layout", "variant", "causal", "time_median_s", "time_compute_only_median_s",
+              "time_transfer_only_median_s")
+LAYOUTS = ("contiguous", "zigzag", "striped")
+
+Title = Callable[[str], str]
+
+
+def _mask_name(causal: object) -> str:
+    return "causal" if int(causal) else "full"
+
+
+def _groups(cases: list[Case], keys: tuple[str, ...]) -> dict[tuple, list[Case]]:
+    out: dict[tuple, list[Case]] = {}
+    for c in cases:
+        out.setdefault(tuple(c.attrs[k] for k in keys), []).append(c)
+    return out
+
+
+def sweep_figure(members: list[Case], label: str, title: Title) -> plt.Figure:
+    members = sorted(members, key=lambda c: c.attrs["c"])
+    c = np.array([m.attrs["c"] for m in members], dtype=float)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot(c, [m.attrs["time_median_s"] for m in members], "o-", label="overlapped (the method)")
+    ax.plot(c, [m.attrs["time_compute_only_median_s"] for m in members], "s--", label="compute only")
+    ax.plot(c, [m.attrs["time_transfer_only_median_s"] for m in members], "^:", label="transfer only")
+    stars = [float(m.attrs.get("c_star_tokens", np.nan)) for m in members]
+    stars = [s for s in stars if np.isfinite(s) and s > 0]
+    if stars:
+        star = float(np.median(stars))
+        ax.axvline(star, color="red", linestyle="--", label=f"c* = {star:.0f} tokens (measured F, W)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("block size c (tokens per rank)")
+    ax.set_ylabel("median step time (s), max over ranks")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax.set_title(title(f"ring_attention {label}: overlap against the block size"))
+    return fig
+
+
+def rounds_figure(by_layout: dict[str, Case], label: str, title: Title) -> plt.Figure | None:
+    layouts = [l for l in LAYOUTS if l in by_layout] + sorted(set(by_layout) - set(LAYOUTS))
+    usable = [l for l in layouts
+              if "round_work_pairs" in by_layout[l].datasets and "round_wait_s" in by_layout[l].datasets]
+    if not usable:
+        return None
+    fig, axes = plt.subplots(2, len(usable), figsize=(4.5 * len(usable) + 1, 7), squeeze=False)
+    work = {l: np.atleast_2d(np.asarray(by_layout[l].datasets["round_work_pairs"], dtype=float))
+            for l in usable}
+    idle = {l: np.atleast_2d(np.asarray(by_layout[l].datasets["round_wait_s"], dtype=float)) * 1e6
+            for l in usable}
+    # One colour scale per row, so the layouts compare at a glance.
+    top = {0: max(float(w.max()) for w in work.values()), 1: max(float(i.max()) for i in idle.values())}
+    for col, layout in enumerate(usable):
+        for row, (data, what, cmap) in enumerate(((work[layout], "visible (q, k) pairs", "viridis"),
+                                                   (idle[layout], "idle waiting for the block (us)", "magma"))):
+            ax = axes[row][col]
+            im = ax.imshow(data, aspect="auto", cmap=cmap, origin="upper", vmin=0, vmax=top[row] or 1)
+            ax.set_xticks(range(data.shape[1]))
+            ax.set_yticks(range(data.shape[0]))
+            ax.set_xlabel("rank")
+            ax.set_ylabel("round")
+            ax.set_title(f"{layout}: {what}", fontsize=9)
+            fig.colorbar(im, ax=ax)
+    fig.suptitle(title(f"ring_attention {label}: per-rank, per-round work and idle time"))
+    return fig
+
+
+def ring_figures(cases: list[Case], title: Title) -> dict[str, plt.Figure]:
+    figures: dict[str, plt.Figure] = {}
+    for (variant, layout, causal), members in sorted(_groups(cases, ("variant", "layout", "causal")).items()):
+        label = f"{variant}, {layout}, {_mask_name(causal)}"
+        figures[f"ring_sweep_{variant}_{layout}_{_mask_name(causal)}.png"] = sweep_figure(members, label, title)
+    for (variant, causal, c), members in sorted(_groups(cases, ("variant", "causal", "c")).items()):
+        if variant != "ring":
+            continue
+        by_layout = {str(m.attrs["layout"]): m for m in members}
+        fig = rounds_figure(by_layout, f"{variant}, {_mask_name(causal)}, c={c}", title)
+        if fig is not None:
+            figures[f"ring_rounds_{variant}_{_mask_name(causal)}_c{c}.png"] = fig
+    return figures
