@@ -53,6 +53,16 @@ step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode l
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
 
+# Ring attention: one rank on NCCL (a one-round ring: the attention path and its check), and the
+# real ring on two and four ranks sharing the GPU through MPI (host-staged), bf16, every layout.
+ra=("$B/bin/ring_attention" --backend cuda --timeout 120 --link local --warmup 2 --iters 5 --dtype bf16)
+step ring_nccl_1rank 90 "${run[@]}" -np 1 "${ra[@]}" --transport nccl --block 1K:8K:x2 --layout contiguous \
+  --heads 32 --kv-heads 8 --head-dim 128 --out "$OUT/ring1.h5"
+step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 512:4K:x2 \
+  --layout contiguous,zigzag,striped --variant ring,allgather --heads 16 --head-dim 128 --out "$OUT/ring2.h5"
+step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K --layout contiguous,zigzag \
+  --heads 16 --kv-heads 4 --head-dim 64 --out "$OUT/ring4.h5"
+
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob

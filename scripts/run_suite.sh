@@ -29,6 +29,9 @@ run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
 # A small layer (s=512, b=2, h=512, 8 heads of 64) so the CPU backend finishes in seconds.
 run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --attention fused,unfused \
   --iters 5 --warmup 1
+# Ring attention: a short block-size sweep, contiguous vs zig-zag, ring vs all-gather, causal.
+run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag --variant ring,allgather \
+  --causal 1 --iters 5 --warmup 1
 run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
