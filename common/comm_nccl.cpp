@@ -16,12 +16,12 @@
                      __FILE__, __LINE__);                                               \
   } while (0)
 
-#define SUITE_CUDA_OK(expr)                                                             \
-  do {                                                                                  \
-    cudaError_t suite_ce_ = (expr);                                                     \
-    if (suite_ce_ != cudaSuccess)                                                       \
-      ::suite::fatal(std::string(#expr) + " failed: " + cudaGetErrorString(suite_ce_), \
-                     __FILE__, __LINE__);                                               \
+#define SUITE_CUDA_OK(expr)                                                                      \
+  do {                                                                                           \
+    cudaError_t suite_ce_ = (expr);                                                              \
+    if (suite_ce_ != cudaSuccess)                                                                \
+      ::suite::fatal(std::string(#expr) + " failed: " + cudaGetErrorString(suite_ce_), __FILE__, \
+                     __LINE__);                                                                  \
   } while (0)
 
 namespace suite {

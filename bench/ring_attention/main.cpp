@@ -35,7 +35,8 @@ suite::ring::RingSweep make_sweep(const RingOptions& o) {
   using namespace suite::ring;
   RingSweep s;
   s.blocks = suite::parse_sweep(o.blocks);
-  s.layouts = parse_each<Layout>("--layout", o.layouts, parse_layout, "contiguous, zigzag, striped");
+  s.layouts =
+      parse_each<Layout>("--layout", o.layouts, parse_layout, "contiguous, zigzag, striped");
   s.variants = parse_each<Variant>(
       "--variant", o.variants,
       [](const std::string& v) -> std::optional<Variant> {
@@ -58,7 +59,9 @@ suite::ring::RingSweep make_sweep(const RingOptions& o) {
   s.batch = o.batch;
   s.cp = o.cp;
   auto k = suite::kernels::parse_attn_kernel(o.attn_kernel);
-  if (!k) throw suite::UsageError("--attn-kernel: unknown kernel '" + o.attn_kernel + "' (auto, suite, cudnn)");
+  if (!k)
+    throw suite::UsageError("--attn-kernel: unknown kernel '" + o.attn_kernel +
+                            "' (auto, suite, cudnn)");
   s.attn_kernel = *k;
   s.poll_progress = o.cpu_progress == "poll";
   return s;
@@ -71,20 +74,25 @@ int main(int argc, char** argv) {
   suite::BenchDefinition def;
   def.name = "ring_attention";
   def.description =
-      "Ring attention (context parallelism): each rank holds c tokens of Q, K, V; K/V blocks travel\n"
-      "around the ring (double-buffered, overlapped with attention), partial results merge exactly\n"
+      "Ring attention (context parallelism): each rank holds c tokens of Q, K, V; K/V blocks "
+      "travel\n"
+      "around the ring (double-buffered, overlapped with attention), partial results merge "
+      "exactly\n"
       "by log-sum-exp. Each case runs overlapped, compute only and transfer only, so F (attention\n"
-      "FLOP/s) and W (ring bytes/s) are measured in the same run, and reports c* = F/(gW) (x2 causal\n"
-      "balanced, x e/2) beside the block size, per-rank per-round work / compute / transfer / idle,\n"
+      "FLOP/s) and W (ring bytes/s) are measured in the same run, and reports c* = F/(gW) (x2 "
+      "causal\n"
+      "balanced, x e/2) beside the block size, per-rank per-round work / compute / transfer / "
+      "idle,\n"
       "bytes per rank against (N_c-1) 4ch/g, memory against six blocks, and checks the output\n"
       "against full attention over the whole sequence.";
   def.add_options = [&](CLI::App& app) {
     app.add_option("--block", o.blocks,
                    "c: tokens per rank, list or range (e.g. 256:16K:x2); s = c * N_c")
         ->capture_default_str();
-    app.add_option("--layout", o.layouts,
-                   "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "
-                   "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod N_c)")
+    app.add_option(
+           "--layout", o.layouts,
+           "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "
+           "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod N_c)")
         ->capture_default_str();
     app.add_option("--variant", o.variants,
                    "ring (K/V travel, overlapped) and/or allgather (gather all K/V once, exposed, "
@@ -93,18 +101,21 @@ int main(int argc, char** argv) {
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
-    app.add_option("--kv-heads", o.kv_heads,
-                   "n_kv: K/V heads (GQA: a multiple of it must be a; only these travel); 0 = heads")
+    app.add_option(
+           "--kv-heads", o.kv_heads,
+           "n_kv: K/V heads (GQA: a multiple of it must be a; only these travel); 0 = heads")
         ->capture_default_str();
-    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")->capture_default_str();
+    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")
+        ->capture_default_str();
     app.add_option("--batch", o.batch, "b: sequences per rank")->capture_default_str();
     app.add_option("--cp", o.cp,
                    "N_c: context-parallel group size (consecutive ranks; all groups run at once); "
                    "0 = all ranks")
         ->capture_default_str();
-    app.add_option("--attn-kernel", o.attn_kernel,
-                   "attention kernel: auto (cuDNN when built in, on cuda), suite (the suite's own), "
-                   "cudnn")
+    app.add_option(
+           "--attn-kernel", o.attn_kernel,
+           "attention kernel: auto (cuDNN when built in, on cuda), suite (the suite's own), "
+           "cudnn")
         ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
         ->capture_default_str();
     app.add_option("--cpu-progress", o.cpu_progress,

@@ -43,8 +43,14 @@ std::vector<std::int64_t> gathered_positions(const RingConfig& cfg) {
 
 struct RingAttention::Impl {
   Impl(const RingConfig& c, Device& d, Comm& cm, kernels::AttentionEngine& en)
-      : cfg(c), dev(d), comm(cm), engine(en), rank(cm.rank()), n(cm.size()),
-        e(c.elem()), lse_e(en.lse_elem_size()) {}
+      : cfg(c),
+        dev(d),
+        comm(cm),
+        engine(en),
+        rank(cm.rank()),
+        n(cm.size()),
+        e(c.elem()),
+        lse_e(en.lse_elem_size()) {}
 
   RingConfig cfg;
   Device& dev;
@@ -54,14 +60,15 @@ struct RingAttention::Impl {
   std::size_t e, lse_e;
 
   Buffer q, o, o_part, lse_run, lse_part;
-  Buffer slot[2];     // ring: the block in use and the one arriving
-  Buffer kv_local;    // this rank's own K/V (restored into slot 0 before each ring step)
-  Buffer gathered;    // all-gather: [n_c][K | V] as the collective delivers it
+  Buffer slot[2];       // ring: the block in use and the one arriving
+  Buffer kv_local;      // this rank's own K/V (restored into slot 0 before each ring step)
+  Buffer gathered;      // all-gather: [n_c][K | V] as the collective delivers it
   Buffer k_all, v_all;  // all-gather: K and V of all s tokens, laid out for one attention
   Buffer q_pos;
-  std::vector<Buffer> k_pos;  // per source rank
-  Buffer all_pos;             // all-gather: positions of k_all / v_all rows
-  std::vector<std::vector<Segment>> segs;  // per rank
+  std::vector<Buffer> k_pos;                // per source rank
+  Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
+  std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
+  std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
   std::vector<char> written;  // per (batch, query segment): running result holds a partial
   std::vector<std::unique_ptr<IntervalTimer>> compute_timers, wait_timers;
 
@@ -69,11 +76,11 @@ struct RingAttention::Impl {
     return b.as<std::byte>() + elems * static_cast<std::int64_t>(elem_size);
   }
   std::int64_t block_bytes() const { return cfg.kv_block_elems() * static_cast<std::int64_t>(e); }
-  const std::vector<Segment>& my_segs() const { return segs[rank]; }
+  const std::vector<Segment>& my_segs() const { return csegs[rank]; }
 
   AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv) const {
-    AttentionParams p = kernels::make_attention_params(cq, ck, cfg.heads, cfg.kv_heads,
-                                                       cfg.head_dim, cfg.causal);
+    AttentionParams p =
+        kernels::make_attention_params(cq, ck, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
     p.ld_q = p.ld_o = cfg.q_row();
     p.ld_k = p.ld_v = ld_kv;
     return p;
@@ -108,22 +115,22 @@ struct RingAttention::Impl {
     const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
     for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
       for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
-        for (const Segment& ks : segs[src]) {
+        for (const Segment& ks : csegs[src]) {
           auto mask = classify_pair(my_segs()[qi], ks, cfg.causal);
           if (!mask) continue;  // fully masked: skipped (the block still travels on)
           const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
           const std::byte* k = at(block, k_off, e);
           const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
-          attend(bi, qi, k, v, cfg.kv_row(), ks.count, k_pos[src].as<std::int64_t>() + ks.local_offset,
-                 *mask);
+          attend(bi, qi, k, v, cfg.kv_row(), ks.count,
+                 k_pos[src].as<std::int64_t>() + ks.local_offset, *mask);
         }
   }
 
   // All-gather variant, communication part: gather every K/V block, then lay K and V out
   // as one array each (global order, or rank order for striped).
   void gather_all() {
-    comm.all_gather(kv_local.data(), gathered.data(), static_cast<std::size_t>(cfg.kv_block_elems()),
-                    cfg.dtype);
+    comm.all_gather(kv_local.data(), gathered.data(),
+                    static_cast<std::size_t>(cfg.kv_block_elems()), cfg.dtype);
     const std::int64_t row = cfg.kv_row() * static_cast<std::int64_t>(e);
     for (int src = 0; src < n; ++src) {
       const std::byte* blk = gathered.as<std::byte>() + src * block_bytes();
@@ -166,9 +173,12 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     : impl_(std::make_unique<Impl>(cfg, device, comm, engine)) {
   Impl& m = *impl_;
   SUITE_CHECK(comm.size() == cfg.n_c, "the ring's group size differs from n_c");
-  for (int r = 0; r < cfg.n_c; ++r)
+  for (int r = 0; r < cfg.n_c; ++r) {
     m.segs.push_back(rank_segments(cfg.layout, r, cfg.n_c, cfg.c));
-  q_segments_ = m.segs[m.rank];
+    // Without a causal mask every pair is visible: one call per block, whatever the layout.
+    m.csegs.push_back(cfg.causal ? m.segs.back() : std::vector<Segment>{{0, 0, 1, cfg.c}});
+  }
+  q_segments_ = m.csegs[m.rank];
   q_positions_ = rank_positions(cfg.layout, m.rank, cfg.n_c, cfg.c);
   m.written.assign(static_cast<std::size_t>(cfg.batch) * q_segments_.size(), 0);
 
@@ -179,29 +189,35 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     return b;
   };
   auto upload_pos = [&](const std::vector<std::int64_t>& pos) {
-    Buffer b = device.alloc(static_cast<std::size_t>(pos_bytes(static_cast<std::int64_t>(pos.size()))));
+    Buffer b =
+        device.alloc(static_cast<std::size_t>(pos_bytes(static_cast<std::int64_t>(pos.size()))));
     device.copy_from_host(b.data(), pos.data(), b.bytes());
     return b;
   };
 
   const std::int64_t q_bytes = cfg.c * cfg.q_row() * static_cast<std::int64_t>(m.e);
-  m.q = upload(attention_input(seed, InputTensor::q, q_positions_, cfg.batch, cfg.heads, cfg.head_dim));
+  m.q = upload(
+      attention_input(seed, InputTensor::q, q_positions_, cfg.batch, cfg.heads, cfg.head_dim));
   m.o = device.alloc(static_cast<std::size_t>(q_bytes));
   {
-    auto k = attention_input(seed, InputTensor::k, q_positions_, cfg.batch, cfg.kv_heads, cfg.head_dim);
-    auto v = attention_input(seed, InputTensor::v, q_positions_, cfg.batch, cfg.kv_heads, cfg.head_dim);
+    auto k =
+        attention_input(seed, InputTensor::k, q_positions_, cfg.batch, cfg.kv_heads, cfg.head_dim);
+    auto v =
+        attention_input(seed, InputTensor::v, q_positions_, cfg.batch, cfg.kv_heads, cfg.head_dim);
     k.insert(k.end(), v.begin(), v.end());  // one block: [K | V]
     m.kv_local = upload(k);
   }
   m.q_pos = upload_pos(q_positions_);
   for (int r = 0; r < cfg.n_c; ++r)
     m.k_pos.push_back(upload_pos(rank_positions(cfg.layout, r, cfg.n_c, cfg.c)));
-  const std::int64_t lse_run_bytes = cfg.batch * cfg.heads * cfg.c * static_cast<std::int64_t>(m.lse_e);
+  const std::int64_t lse_run_bytes =
+      cfg.batch * cfg.heads * cfg.c * static_cast<std::int64_t>(m.lse_e);
   m.lse_run = device.alloc(static_cast<std::size_t>(lse_run_bytes));
   std::int64_t longest = 0;
   for (const auto& s : q_segments_)
     longest = std::max(longest, s.count);
-  m.lse_part = device.alloc(static_cast<std::size_t>(cfg.heads * longest * static_cast<std::int64_t>(m.lse_e)));
+  m.lse_part = device.alloc(
+      static_cast<std::size_t>(cfg.heads * longest * static_cast<std::int64_t>(m.lse_e)));
 
   const std::int64_t pos_total = pos_bytes(cfg.c) * (1 + cfg.n_c);
   if (cfg.variant == Variant::ring) {
@@ -275,7 +291,8 @@ void RingAttention::step(Mode mode, RoundTimes* times) {
   } else {
     // The ring overwrites its slots with other ranks' blocks: start from this rank's own.
     if (mode != Mode::compute_only)
-      m.dev.copy_on_device(m.slot[0].data(), m.kv_local.data(), static_cast<std::size_t>(m.block_bytes()));
+      m.dev.copy_on_device(m.slot[0].data(), m.kv_local.data(),
+                           static_cast<std::size_t>(m.block_bytes()));
     const int next = (m.rank + 1) % m.n, prev = (m.rank - 1 + m.n) % m.n;
     for (int k = 0; k < R; ++k) {
       const Buffer& cur = mode == Mode::compute_only ? m.kv_local : m.slot[k % 2];
@@ -324,7 +341,7 @@ std::vector<std::int64_t> RingAttention::work_pairs() const {
     const int src = ring_source(m.rank, k, m.n);
     std::int64_t pairs = 0;
     for (const Segment& qs : m.my_segs())
-      for (const Segment& ks : m.segs[src])
+      for (const Segment& ks : m.csegs[src])
         pairs += visible_pairs(qs, ks, m.cfg.causal);
     out[m.cfg.variant == Variant::ring ? k : 0] += pairs * m.cfg.batch;
   }

@@ -29,8 +29,8 @@ class RingAttention {
  public:
   // Allocates and fills this rank's Q, K, V (drawn from `seed` by global position). `comm` is
   // the context-parallel group (its size is cfg.n_c). Throws on allocation failure.
-  RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
-                kernels::AttentionEngine& engine, std::uint64_t seed);
+  RingAttention(const RingConfig& cfg, Device& device, Comm& comm, kernels::AttentionEngine& engine,
+                std::uint64_t seed);
   ~RingAttention();
   RingAttention(const RingAttention&) = delete;
   RingAttention& operator=(const RingAttention&) = delete;
@@ -42,11 +42,13 @@ class RingAttention {
   int rounds() const;
   // Exact work of this rank per round: visible (query, key) pairs over all batch elements.
   std::vector<std::int64_t> work_pairs() const;
-  // This rank's output [c, batch, heads, d] and lse [batch, heads, c] (local token order),
-  // decoded to double.
+  // This rank's output [c, batch, heads, d] (local token order) and lse, one [heads, count]
+  // block per (batch element, segment) at offset (batch * c + local_offset) * heads; decoded.
   std::vector<double> output() const;
   std::vector<double> lse() const;
   const std::vector<std::int64_t>& positions() const { return q_positions_; }
+  // The runs of local tokens attention is computed on (the layout's segments when causal,
+  // the whole block otherwise): they define the lse layout.
   const std::vector<Segment>& segments() const { return q_segments_; }
   // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
   // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).

@@ -77,7 +77,7 @@ class RingCase final : public BenchCase {
 
   CheckOutcome check() override {
     auto cmp = compare_with_full_attention(cfg_, ctx_.opts.seed, ring_->segments(),
-                                           ring_->output(), ring_->lse());
+                                           ring_->positions(), ring_->output(), ring_->lse());
     if (cmp.skipped) return {true, 0, cmp.why_skipped, true};
     CheckOutcome out;
     const double tol = reference_tolerance(cfg_.dtype);
@@ -105,11 +105,13 @@ class RingCase final : public BenchCase {
     for (auto w : work)
       my_pairs += w;
     const std::vector<std::int64_t> busiest = all_reduce_max(work, MPI_INT64_T);
-    const std::int64_t max_pairs = all_reduce_max(std::vector<std::int64_t>{my_pairs}, MPI_INT64_T)[0];
+    const std::int64_t max_pairs =
+        all_reduce_max(std::vector<std::int64_t>{my_pairs}, MPI_INT64_T)[0];
     const double flops_per_pair = 4.0 * cfg_.head_dim * cfg_.heads;
     const double e = static_cast<double>(cfg_.elem());
     const double block_bytes = static_cast<double>(cfg_.kv_block_elems()) * e;
-    const double step_bytes = all_reduce_max(std::vector<std::int64_t>{step_bytes_}, MPI_INT64_T)[0];
+    const double step_bytes =
+        all_reduce_max(std::vector<std::int64_t>{step_bytes_}, MPI_INT64_T)[0];
 
     const double t_over = m.step.median, t_comp = compute.median(), t_xfer = transfer.median();
     const double F = flops_per_pair * static_cast<double>(max_pairs) / t_comp;
@@ -122,7 +124,8 @@ class RingCase final : public BenchCase {
     // the busiest rank's attention or the block's transfer, whichever is longer.
     double pred_over = 0, lockstep_pairs = 0;
     for (int k = 0; k < R; ++k) {
-      const double tc = flops_per_pair * static_cast<double>(busiest[static_cast<std::size_t>(k)]) / F;
+      const double tc =
+          flops_per_pair * static_cast<double>(busiest[static_cast<std::size_t>(k)]) / F;
       const double tx = cfg_.variant == Variant::ring ? (k < R - 1 ? block_bytes / W : 0.0)
                                                       : (cfg_.n_c - 1) * block_bytes / W;
       pred_over += cfg_.variant == Variant::ring ? std::max(tc, tx) : tc + tx;
@@ -135,16 +138,20 @@ class RingCase final : public BenchCase {
       pred_lockstep = balanced ? model::ring_causal_steps_balanced(cfg_.n_c)
                                : model::ring_causal_steps_contiguous(cfg_.n_c);
 
-    model::Ring shape{static_cast<double>(cfg_.heads) * cfg_.head_dim, static_cast<double>(cfg_.c),
-                      cfg_.n_c, g, e, cfg_.causal};
-    const double pred_mem =
-        cfg_.variant == Variant::ring
-            ? model::ring_memory_bytes(shape) * static_cast<double>(cfg_.batch)
-            : 2.0 * cfg_.c * cfg_.q_row() * e + (1.0 + cfg_.n_c) * block_bytes;
+    model::Ring shape{static_cast<double>(cfg_.heads) * cfg_.head_dim,
+                      static_cast<double>(cfg_.c),
+                      cfg_.n_c,
+                      g,
+                      e,
+                      cfg_.causal};
+    const double pred_mem = cfg_.variant == Variant::ring
+                                ? model::ring_memory_bytes(shape) * static_cast<double>(cfg_.batch)
+                                : 2.0 * cfg_.c * cfg_.q_row() * e + (1.0 + cfg_.n_c) * block_bytes;
     int done_early = 0;
     for (const auto& t : timed)
       done_early += t.completed_during_compute;
-    const double exchanges = static_cast<double>(timed.size()) * (cfg_.variant == Variant::ring ? cfg_.n_c - 1 : 0);
+    const double exchanges =
+        static_cast<double>(timed.size()) * (cfg_.variant == Variant::ring ? cfg_.n_c - 1 : 0);
 
     auto& a = rec.attrs;
     a.emplace_back("time_compute_only_median_s", t_comp);
@@ -158,31 +165,36 @@ class RingCase final : public BenchCase {
     a.emplace_back("measured_W_Bps", W);
     a.emplace_back("c_star_tokens", c_star);
     a.emplace_back("c_over_c_star", cfg_.c / c_star);
-    a.emplace_back("c_star_rule", std::string(balanced ? "2F/(gW) * e/2 (causal, balanced)"
-                                                       : "F/(gW) * e/2"));
+    a.emplace_back("c_star_rule",
+                   std::string(balanced ? "2F/(gW) * e/2 (causal, balanced)" : "F/(gW) * e/2"));
     a.emplace_back("flops_busiest_rank", flops_per_pair * static_cast<double>(max_pairs));
-    a.emplace_back("pred_flops_per_round_full_block", model::ring_flops_per_round(shape) * cfg_.batch);
+    a.emplace_back("pred_flops_per_round_full_block",
+                   model::ring_flops_per_round(shape) * cfg_.batch);
     a.emplace_back("bytes_per_round", block_bytes);
     a.emplace_back("pred_bytes_per_round", model::ring_bytes_per_round(shape) * cfg_.batch);
     a.emplace_back("bytes_sent_per_rank_per_layer", step_bytes);
-    a.emplace_back("pred_bytes_sent_per_rank_per_layer", model::ring_bytes_per_layer(shape) * cfg_.batch);
+    a.emplace_back("pred_bytes_sent_per_rank_per_layer",
+                   model::ring_bytes_per_layer(shape) * cfg_.batch);
     a.emplace_back("lockstep_blocks", lockstep_pairs / block_pairs);
     a.emplace_back("pred_lockstep_blocks", pred_lockstep);
     a.emplace_back("memory_method_bytes", static_cast<double>(ring_->method_bytes()));
     a.emplace_back("pred_memory_bytes", pred_mem);
     a.emplace_back("memory_scratch_bytes", static_cast<double>(ring_->scratch_bytes()));
-    a.emplace_back("transfer_done_during_compute_fraction", exchanges > 0 ? done_early / exchanges : NAN);
-    a.emplace_back("overlap_mechanism", cp_->overlap_mechanism() +
-                                            (cfg_.poll_progress || ctx_.backend != Backend::cpu
-                                                 ? ""
-                                                 : " (polling off: --cpu-progress none)"));
+    a.emplace_back("transfer_done_during_compute_fraction",
+                   exchanges > 0 ? done_early / exchanges : NAN);
+    a.emplace_back("overlap_mechanism",
+                   cp_->overlap_mechanism() + (cfg_.poll_progress || ctx_.backend != Backend::cpu
+                                                   ? ""
+                                                   : " (polling off: --cpu-progress none)"));
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
-    a.emplace_back("attn_fallback_blocks", all_reduce_max(std::vector<std::int64_t>{ring_->fallbacks()}, MPI_INT64_T)[0]);
+    a.emplace_back("attn_fallback_blocks",
+                   all_reduce_max(std::vector<std::int64_t>{ring_->fallbacks()}, MPI_INT64_T)[0]);
     a.emplace_back("check_tolerance", reference_tolerance(cfg_.dtype));
 
     auto table = [&](const char* name, const std::vector<double>& mine, std::size_t rows) {
-      rec.tables.push_back({name, rows, static_cast<std::size_t>(ranks), gather_columns(mine, ranks, rank)});
+      rec.tables.push_back(
+          {name, rows, static_cast<std::size_t>(ranks), gather_columns(mine, ranks, rank)});
     };
     const auto rows = static_cast<std::size_t>(R);
     table("round_compute_s", round_medians(timed, &RoundTimes::compute_s, R), rows);
@@ -211,7 +223,8 @@ class RingCase final : public BenchCase {
         for (int h = 0; h < cfg_.heads; ++h)
           for (std::int64_t i = 0; i < s.count; ++i)
             lse_tok[static_cast<std::size_t>((s.local_offset + i) * lr + bi * cfg_.heads + h)] =
-                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count + i)];
+                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count +
+                                             i)];
     std::vector<double> pos(ring_->positions().begin(), ring_->positions().end());
     const auto all_o = all_gather_doubles(ring_->output(), world);
     const auto all_lse = all_gather_doubles(lse_tok, world);
@@ -225,7 +238,8 @@ class RingCase final : public BenchCase {
         const std::int64_t t = static_cast<std::int64_t>(all_pos[src]) - me * c;
         if (t < 0 || t >= c) continue;
         std::copy_n(all_o.begin() + static_cast<std::ptrdiff_t>(src * qr), qr, o.begin() + t * qr);
-        std::copy_n(all_lse.begin() + static_cast<std::ptrdiff_t>(src * lr), lr, l.begin() + t * lr);
+        std::copy_n(all_lse.begin() + static_cast<std::ptrdiff_t>(src * lr), lr,
+                    l.begin() + t * lr);
       }
     std::vector<std::int64_t> mine(static_cast<std::size_t>(c));
     for (std::int64_t i = 0; i < c; ++i)
@@ -308,33 +322,34 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
             throw UsageError(cfg.case_name() + " needs about " + std::to_string(need >> 20) +
                              " MiB per rank but only " + std::to_string(have >> 20) +
                              " MiB are available; use a smaller --block, --batch or fewer heads");
-          if (static_cast<std::size_t>(cfg.kv_block_elems()) >
-              ctx.comm.max_count())
-            throw UsageError(cfg.case_name() + ": a K/V block of " + std::to_string(cfg.kv_block_elems()) +
+          if (static_cast<std::size_t>(cfg.kv_block_elems()) > ctx.comm.max_count())
+            throw UsageError(cfg.case_name() + ": a K/V block of " +
+                             std::to_string(cfg.kv_block_elems()) +
                              " elements is above this transport's limit of " +
                              std::to_string(ctx.comm.max_count()) + "; use --transport nccl");
           configs.push_back(cfg);
         }
   // The context-parallel group: the job itself, or groups of cp consecutive ranks.
-  std::shared_ptr<Comm> group = cp == world ? borrow(ctx.comm)
-                                            : std::shared_ptr<Comm>(make_group_comm(ctx, cp));
+  std::shared_ptr<Comm> group =
+      cp == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cp));
   std::vector<CaseSpec> specs;
   for (const RingConfig& cfg : configs) {
     CaseSpec spec;
     spec.name = cfg.case_name();
-    spec.params = {{"variant", std::string(variant_name(cfg.variant))},
-                   {"layout", std::string(layout_name(cfg.layout))},
-                   {"causal", std::int64_t{cfg.causal ? 1 : 0}},
-                   {"dtype", std::string(dtype_name(cfg.dtype))},
-                   {"c", cfg.c},
-                   {"s", cfg.s()},
-                   {"n_c", std::int64_t{cfg.n_c}},
-                   {"cp_groups", std::int64_t{world / cfg.n_c}},
-                   {"heads", std::int64_t{cfg.heads}},
-                   {"kv_heads", std::int64_t{cfg.kv_heads}},
-                   {"head_dim", std::int64_t{cfg.head_dim}},
-                   {"batch", cfg.batch},
-                   {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
+    spec.params = {
+        {"variant", std::string(variant_name(cfg.variant))},
+        {"layout", std::string(layout_name(cfg.layout))},
+        {"causal", std::int64_t{cfg.causal ? 1 : 0}},
+        {"dtype", std::string(dtype_name(cfg.dtype))},
+        {"c", cfg.c},
+        {"s", cfg.s()},
+        {"n_c", std::int64_t{cfg.n_c}},
+        {"cp_groups", std::int64_t{world / cfg.n_c}},
+        {"heads", std::int64_t{cfg.heads}},
+        {"kv_heads", std::int64_t{cfg.kv_heads}},
+        {"head_dim", std::int64_t{cfg.head_dim}},
+        {"batch", cfg.batch},
+        {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
     spec.make = [&ctx, group, cfg, choice = sweep.attn_kernel] {
       return std::make_unique<RingCase>(ctx, group, cfg, choice);
     };
@@ -362,7 +377,9 @@ void print_ring_table(const std::vector<CaseRecord>& records) {
                 attr_number(r, "measured_W_Bps") / 1e9, attr_number(r, "c_star_tokens"),
                 attr_number(r, "c_over_c_star"), attr_number(r, "lockstep_blocks"),
                 attr_number(r, "pred_lockstep_blocks"),
-                passed == 1 ? "ok" : passed < 0 ? "off" : "FAIL");
+                passed == 1  ? "ok"
+                : passed < 0 ? "off"
+                             : "FAIL");
   }
 }
 

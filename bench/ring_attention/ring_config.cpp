@@ -27,8 +27,8 @@ void validate(const RingConfig& cfg) {
     throw UsageError("--head-dim " + std::to_string(cfg.head_dim) +
                      " is not supported by the attention kernels (64 or 128)");
   if (cfg.heads < 1 || cfg.kv_heads < 1 || cfg.heads % cfg.kv_heads != 0)
-    throw UsageError("--heads " + std::to_string(cfg.heads) + " must be a positive multiple of --kv-heads " +
-                     std::to_string(cfg.kv_heads));
+    throw UsageError("--heads " + std::to_string(cfg.heads) +
+                     " must be a positive multiple of --kv-heads " + std::to_string(cfg.kv_heads));
   if (cfg.batch < 1) throw UsageError("--batch must be >= 1");
   validate_layout(cfg.layout, cfg.c, cfg.n_c);
 }

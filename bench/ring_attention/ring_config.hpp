@@ -33,7 +33,7 @@ struct RingConfig {
 
   std::int64_t s() const { return c * n_c; }
   int group() const { return heads / kv_heads; }
-  std::int64_t q_row() const { return batch * heads * head_dim; }     // elements per token
+  std::int64_t q_row() const { return batch * heads * head_dim; }      // elements per token
   std::int64_t kv_row() const { return batch * kv_heads * head_dim; }  // per token, K or V
   // One travelling block: K and V of c tokens, packed [K | V].
   std::int64_t kv_block_elems() const { return 2 * c * kv_row(); }

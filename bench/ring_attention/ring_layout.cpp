@@ -27,11 +27,13 @@ std::optional<Layout> parse_layout(std::string_view s) {
 }
 
 void validate_layout(Layout l, std::int64_t c, int n_c) {
-  if (c < 1) throw UsageError("block size c must be >= 1 token per rank (got " + std::to_string(c) + ")");
+  if (c < 1)
+    throw UsageError("block size c must be >= 1 token per rank (got " + std::to_string(c) + ")");
   if (n_c < 1) throw UsageError("the context-parallel group needs at least one rank");
   if (l == Layout::zigzag && c % 2 != 0)
-    throw UsageError("--layout zigzag needs an even block size c (two chunks of c/2 per rank); got c = " +
-                     std::to_string(c));
+    throw UsageError(
+        "--layout zigzag needs an even block size c (two chunks of c/2 per rank); got c = " +
+        std::to_string(c));
 }
 
 std::vector<Segment> rank_segments(Layout l, int rank, int n_c, std::int64_t c) {
@@ -66,8 +68,7 @@ std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool 
       q.start - k.start < q.stride)
     return BlockMask::causal_top_left;
   // Contiguous ranges ending together: query i sees keys up to i + (ck - cq).
-  if (q.stride == 1 && k.stride == 1 && q.last() == k.last())
-    return BlockMask::causal_bottom_right;
+  if (q.stride == 1 && k.stride == 1 && q.last() == k.last()) return BlockMask::causal_bottom_right;
   return BlockMask::positions;
 }
 

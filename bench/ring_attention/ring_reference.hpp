@@ -21,11 +21,13 @@ struct ReferenceComparison {
 // Tolerance on both errors for the run's element type.
 double reference_tolerance(DType t);
 
-// o: [c, batch, heads, d] in local token order; lse: per (batch, segment) [heads, count]
-// blocks at offset (batch * c + segment.local_offset) * heads. Skipped (with the reason) when
-// the reference would take more than a few seconds or gigabytes on the host.
+// positions: of the local tokens; segments: runs of local tokens (local_offset, count) that
+// define the lse layout; o: [c, batch, heads, d] in local token order; lse: per (batch, segment)
+// [heads, count] blocks at offset (batch * c + segment.local_offset) * heads. Skipped (with the
+// reason) when the reference would take more than a few seconds or gigabytes on the host.
 ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint64_t seed,
                                                 const std::vector<Segment>& segments,
+                                                const std::vector<std::int64_t>& positions,
                                                 const std::vector<double>& o,
                                                 const std::vector<double>& lse);
 

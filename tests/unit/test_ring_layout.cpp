@@ -13,7 +13,8 @@ namespace {
 
 using kernels::BlockMask;
 
-bool visible_by_mask(BlockMask m, std::int64_t i, std::int64_t j, std::int64_t cq, std::int64_t ck) {
+bool visible_by_mask(BlockMask m, std::int64_t i, std::int64_t j, std::int64_t cq,
+                     std::int64_t ck) {
   switch (m) {
     case BlockMask::full:
       return true;
@@ -68,11 +69,10 @@ TEST_P(RingLayoutTest, MaskHintsAndPairCountsMatchPositions) {
           }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, RingLayoutTest,
-                         ::testing::Combine(::testing::Values(Layout::contiguous, Layout::zigzag,
-                                                              Layout::striped),
-                                            ::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values<std::int64_t>(2, 6, 16)));
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, RingLayoutTest,
+    ::testing::Combine(::testing::Values(Layout::contiguous, Layout::zigzag, Layout::striped),
+                       ::testing::Values(1, 2, 3, 4), ::testing::Values<std::int64_t>(2, 6, 16)));
 
 TEST(RingLayout, ZigzagBalancesCausalWork) {
   // Every rank does the same work over the ring: chunks r and 2N-1-r pair up.
