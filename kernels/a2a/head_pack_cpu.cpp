@@ -1,0 +1,46 @@
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/a2a/head_pack.hpp"
+
+namespace suite::kernels {
+
+void validate_head_pack(const HeadPackShape& s, bool unpack) {
+  auto fail = [](const std::string& why) { throw std::invalid_argument("head pack: " + why); };
+  if (s.rows < 0 || s.heads < 1 || s.blocks < 1 || s.heads_per_block < 1 || s.head_dim < 1)
+    fail("sizes must be positive");
+  const bool even = s.heads == s.blocks * s.heads_per_block;
+  const bool replicated = s.heads_per_block == 1 && s.blocks % s.heads == 0;
+  if (!even && !replicated)
+    fail(std::to_string(s.heads) + " heads do not split into " + std::to_string(s.blocks) +
+         " blocks of " + std::to_string(s.heads_per_block));
+  if (unpack && !even) fail("unpacking needs heads = blocks x heads_per_block");
+}
+
+namespace cpu {
+namespace {
+
+template <class Index>
+void move(const HeadPackShape& s, std::size_t e, const void* src, void* dst, std::int64_t n,
+          Index source_of) {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* from = static_cast<const unsigned char*>(src);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(d + i * e, from + source_of(s, i) * e, e);
+}
+
+}  // namespace
+
+void head_pack(const HeadPackShape& s, std::size_t e, const void* src, void* dst) {
+  validate_head_pack(s, false);
+  move(s, e, src, dst, s.packed_elems(), pack_source_index);
+}
+
+void head_unpack(const HeadPackShape& s, std::size_t e, const void* src, void* dst) {
+  validate_head_pack(s, true);
+  move(s, e, src, dst, s.unpacked_elems(), unpack_source_index);
+}
+
+}  // namespace cpu
+}  // namespace suite::kernels

@@ -1,0 +1,18 @@
+// Ulysses' head pack / unpack on the GPU (semantics as head_pack.hpp); device pointers,
+// queued on `stream`.
+#pragma once
+
+#if defined(SUITE_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/a2a/head_pack.hpp"
+
+namespace suite::kernels::cuda {
+
+void head_pack(cudaStream_t stream, const HeadPackShape& s, std::size_t elem_size,
+               const void* src, void* dst);
+void head_unpack(cudaStream_t stream, const HeadPackShape& s, std::size_t elem_size,
+                 const void* src, void* dst);
+
+}  // namespace suite::kernels::cuda
+#endif
