@@ -16,9 +16,13 @@ int resolve_group_size(int requested, int world_size, const char* flag) {
 }
 
 std::unique_ptr<Comm> make_group_comm(BenchContext& ctx, int group_size) {
+  return make_split_comm(ctx, ctx.mpi.rank() / group_size);
+}
+
+std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color) {
   const int rank = ctx.mpi.rank();
   MPI_Comm group = MPI_COMM_NULL;
-  SUITE_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / group_size, rank, &group));
+  SUITE_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rank, &group));
   std::unique_ptr<Comm> comm = ctx.comm.transport() == Transport::nccl
                                    ? make_nccl_comm(ctx.device, group)
                                    : make_mpi_comm(ctx.device, group);

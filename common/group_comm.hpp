@@ -18,4 +18,8 @@ int resolve_group_size(int requested, int world_size, const char* flag);
 // world size the group is the whole job.
 std::unique_ptr<Comm> make_group_comm(BenchContext& ctx, int group_size);
 
+// This rank's group of all ranks that pass the same `color` (ordered by rank), on the run's
+// transport. Collective over the whole job.
+std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color);
+
 }  // namespace suite

@@ -1,5 +1,6 @@
 // ring_attention: context parallelism by ring attention (METHODS.md section 2).
 #include "bench/ring_attention/ring_cases.hpp"
+#include "bench/ring_attention/sweep_flags.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/size_list.hpp"
@@ -18,51 +19,27 @@ struct RingOptions {
   std::string cpu_progress = "poll";
 };
 
-template <class T, class Parse>
-std::vector<T> parse_each(const std::string& flag, const std::string& text, Parse parse,
-                          const std::string& allowed) {
-  std::vector<T> out;
-  for (const auto& item : suite::split_list(text)) {
-    auto v = parse(item);
-    if (!v) throw suite::UsageError(flag + ": unknown value '" + item + "' (" + allowed + ")");
-    out.push_back(*v);
-  }
-  if (out.empty()) throw suite::UsageError(flag + " names nothing");
-  return out;
-}
-
 suite::ring::RingSweep make_sweep(const RingOptions& o) {
   using namespace suite::ring;
   RingSweep s;
   s.blocks = suite::parse_sweep(o.blocks);
-  s.layouts =
-      parse_each<Layout>("--layout", o.layouts, parse_layout, "contiguous, zigzag, striped");
-  s.variants = parse_each<Variant>(
-      "--variant", o.variants,
-      [](const std::string& v) -> std::optional<Variant> {
-        if (v == "ring") return Variant::ring;
-        if (v == "allgather") return Variant::allgather;
-        return std::nullopt;
-      },
-      "ring, allgather");
-  s.causal = parse_each<bool>(
-      "--causal", o.causal,
-      [](const std::string& v) -> std::optional<bool> {
-        if (v == "1") return true;
-        if (v == "0") return false;
-        return std::nullopt;
-      },
-      "0, 1");
+  s.layouts = parse_layouts("--layout", o.layouts);
+  for (const auto& v : suite::split_list(o.variants)) {
+    if (v == "ring")
+      s.variants.push_back(Variant::ring);
+    else if (v == "allgather")
+      s.variants.push_back(Variant::allgather);
+    else
+      throw suite::UsageError("--variant: unknown value '" + v + "' (ring, allgather)");
+  }
+  if (s.variants.empty()) throw suite::UsageError("--variant names nothing");
+  s.causal = parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
   s.head_dim = o.head_dim;
   s.batch = o.batch;
   s.cp = o.cp;
-  auto k = suite::kernels::parse_attn_kernel(o.attn_kernel);
-  if (!k)
-    throw suite::UsageError("--attn-kernel: unknown kernel '" + o.attn_kernel +
-                            "' (auto, suite, cudnn)");
-  s.attn_kernel = *k;
+  s.attn_kernel = parse_attn_kernel_flag(o.attn_kernel);
   s.poll_progress = o.cpu_progress == "poll";
   return s;
 }

@@ -169,7 +169,8 @@ struct RingAttention::Impl {
 };
 
 RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
-                             kernels::AttentionEngine& engine, std::uint64_t seed)
+                             kernels::AttentionEngine& engine, std::uint64_t seed,
+                             bool generate_inputs)
     : impl_(std::make_unique<Impl>(cfg, device, comm, engine)) {
   Impl& m = *impl_;
   SUITE_CHECK(comm.size() == cfg.n_c, "the ring's group size differs from n_c");
@@ -187,6 +188,11 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     auto bytes = encode(values, cfg.dtype);
     device.copy_from_host(b.data(), bytes.data(), bytes.size());
     return b;
+  };
+  auto input = [&](InputTensor which, int heads) {
+    if (generate_inputs)
+      return upload(attention_input(seed, which, q_positions_, cfg.batch, heads, cfg.head_dim));
+    return device.alloc(static_cast<std::size_t>(cfg.c * cfg.batch * heads * cfg.head_dim) * m.e);
   };
   auto upload_pos = [&](const std::vector<std::int64_t>& pos) {
     Buffer b =
@@ -247,6 +253,16 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
 
 RingAttention::~RingAttention() {
   impl_->engine.set_progress_hook({});
+}
+
+void* RingAttention::q_buffer() {
+  return impl_->q.data();
+}
+void* RingAttention::kv_buffer() {
+  return impl_->kv_local.data();
+}
+const void* RingAttention::o_buffer() const {
+  return impl_->o.data();
 }
 
 int RingAttention::rounds() const {

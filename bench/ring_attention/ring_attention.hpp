@@ -27,16 +27,23 @@ struct RoundTimes {
 
 class RingAttention {
  public:
-  // Allocates and fills this rank's Q, K, V (drawn from `seed` by global position). `comm` is
-  // the context-parallel group (its size is cfg.n_c). Throws on allocation failure.
+  // Allocates this rank's Q, K, V and, with generate_inputs, fills them from `seed` by global
+  // position (otherwise the caller writes q_buffer() and kv_buffer(), e.g. Ulysses' all-to-all
+  // in a hybrid). `comm` is the context-parallel ring (its size is cfg.n_c).
   RingAttention(const RingConfig& cfg, Device& device, Comm& comm, kernels::AttentionEngine& engine,
-                std::uint64_t seed);
+                std::uint64_t seed, bool generate_inputs = true);
   ~RingAttention();
   RingAttention(const RingAttention&) = delete;
   RingAttention& operator=(const RingAttention&) = delete;
 
   // One forward step; fills `times` (per round) when given.
   void step(Mode mode, RoundTimes* times);
+
+  // This rank's Q [c, batch, heads, d], own K/V block [K | V] (each [c, batch, kv_heads, d])
+  // and output [c, batch, heads, d], in local token order, on the device.
+  void* q_buffer();
+  void* kv_buffer();
+  const void* o_buffer() const;
 
   // Rounds of the schedule: n_c for the ring, 1 for the all-gather variant.
   int rounds() const;

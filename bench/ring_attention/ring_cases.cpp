@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "bench/ring_attention/attention_inputs.hpp"
+#include "bench/ring_attention/global_order.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
 #include "common/attention_select.hpp"
@@ -15,7 +16,6 @@
 #include "common/model.hpp"
 #include "common/rank_gather.hpp"
 #include "common/record_access.hpp"
-#include "common/typed_host.hpp"
 
 namespace suite::ring {
 namespace {
@@ -27,13 +27,6 @@ std::vector<T> all_reduce_max(std::vector<T> v, MPI_Datatype type) {
   SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), type, MPI_MAX,
                                 MPI_COMM_WORLD));
   return v;
-}
-
-std::vector<double> all_gather_doubles(const std::vector<double>& mine, int ranks) {
-  std::vector<double> all(mine.size() * ranks);
-  SUITE_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
-                                static_cast<int>(mine.size()), MPI_DOUBLE, MPI_COMM_WORLD));
-  return all;
 }
 
 // Per round, the median over iterations of one series of RoundTimes.
@@ -213,8 +206,8 @@ class RingCase final : public BenchCase {
   // [ranks, n] rows, read in rank order within a group, are the sequence from token 0.
   std::vector<SavedTensor> tensors() override {
     if (cfg_.c * cfg_.q_row() > kMaxSavedPerRank) return {};
-    const int world = ctx_.mpi.size(), me = cp_->rank();
-    const std::int64_t c = cfg_.c, qr = cfg_.q_row(), lr = cfg_.batch * cfg_.heads;
+    const int me = cp_->rank();
+    const std::int64_t c = cfg_.c, lr = cfg_.batch * cfg_.heads;
     // This rank's lse in token-major [c, batch, heads] order.
     const std::vector<double> lse = ring_->lse();
     std::vector<double> lse_tok(static_cast<std::size_t>(c * lr));
@@ -223,37 +216,16 @@ class RingCase final : public BenchCase {
         for (int h = 0; h < cfg_.heads; ++h)
           for (std::int64_t i = 0; i < s.count; ++i)
             lse_tok[static_cast<std::size_t>((s.local_offset + i) * lr + bi * cfg_.heads + h)] =
-                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count +
-                                             i)];
-    std::vector<double> pos(ring_->positions().begin(), ring_->positions().end());
-    const auto all_o = all_gather_doubles(ring_->output(), world);
-    const auto all_lse = all_gather_doubles(lse_tok, world);
-    const auto all_pos = all_gather_doubles(pos, world);
-    // My slice of the group's sequence: tokens [me c, (me + 1) c), found on their owners.
-    const int first = ctx_.mpi.rank() - me;  // world rank of the group's rank 0
-    std::vector<double> o(static_cast<std::size_t>(c * qr)), l(static_cast<std::size_t>(c * lr));
-    for (int j = 0; j < cfg_.n_c; ++j)
-      for (std::int64_t i = 0; i < c; ++i) {
-        const std::size_t src = static_cast<std::size_t>(first + j) * c + i;
-        const std::int64_t t = static_cast<std::int64_t>(all_pos[src]) - me * c;
-        if (t < 0 || t >= c) continue;
-        std::copy_n(all_o.begin() + static_cast<std::ptrdiff_t>(src * qr), qr, o.begin() + t * qr);
-        std::copy_n(all_lse.begin() + static_cast<std::ptrdiff_t>(src * lr), lr,
-                    l.begin() + t * lr);
-      }
-    std::vector<std::int64_t> mine(static_cast<std::size_t>(c));
-    for (std::int64_t i = 0; i < c; ++i)
-      mine[static_cast<std::size_t>(i)] = me * c + i;
+                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count + i)];
     auto input = [&](InputTensor which, int heads) {
-      auto v = attention_input(ctx_.opts.seed, which, mine, cfg_.batch, heads, cfg_.head_dim);
-      auto bytes = encode(v, cfg_.dtype);
-      return decode(bytes.data(), v.size(), cfg_.dtype);
+      return stored_input_slice(ctx_.opts.seed, static_cast<int>(which), me, c, cfg_.batch, heads,
+                                cfg_.head_dim, cfg_.dtype);
     };
     return {{"q", input(InputTensor::q, cfg_.heads)},
             {"k", input(InputTensor::k, cfg_.kv_heads)},
             {"v", input(InputTensor::v, cfg_.kv_heads)},
-            {"o", o},
-            {"lse", l}};
+            {"o", slice_in_global_order(ring_->output(), ring_->positions(), cfg_.q_row(), me, cfg_.n_c)},
+            {"lse", slice_in_global_order(lse_tok, ring_->positions(), lr, me, cfg_.n_c)}};
   }
 
  private:

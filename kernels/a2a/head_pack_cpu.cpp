@@ -21,13 +21,16 @@ void validate_head_pack(const HeadPackShape& s, bool unpack) {
 namespace cpu {
 namespace {
 
+// Both layouts keep a head's d features together: move runs of head_dim elements, each
+// located by its first element through the shared index helper.
 template <class Index>
 void move(const HeadPackShape& s, std::size_t e, const void* src, void* dst, std::int64_t n,
           Index source_of) {
   auto* d = static_cast<unsigned char*>(dst);
   auto* from = static_cast<const unsigned char*>(src);
-  for (std::int64_t i = 0; i < n; ++i)
-    std::memcpy(d + i * e, from + source_of(s, i) * e, e);
+  const std::size_t run = static_cast<std::size_t>(s.head_dim) * e;
+  for (std::int64_t i = 0; i < n; i += s.head_dim)
+    std::memcpy(d + i * e, from + source_of(s, i) * e, run);
 }
 
 }  // namespace

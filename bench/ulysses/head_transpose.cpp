@@ -1,0 +1,29 @@
+#include "bench/ulysses/head_transpose.hpp"
+
+#if defined(SUITE_HAVE_CUDA)
+#include "kernels/a2a/head_pack_cuda.hpp"
+#endif
+
+namespace suite::ulysses {
+
+void head_pack(Device& device, const kernels::HeadPackShape& s, std::size_t e, const void* src,
+               void* dst) {
+#if defined(SUITE_HAVE_CUDA)
+  if (device.backend() == Backend::cuda)
+    return kernels::cuda::head_pack(static_cast<cudaStream_t>(device.stream()), s, e, src, dst);
+#endif
+  (void)device;
+  kernels::cpu::head_pack(s, e, src, dst);
+}
+
+void head_unpack(Device& device, const kernels::HeadPackShape& s, std::size_t e, const void* src,
+                 void* dst) {
+#if defined(SUITE_HAVE_CUDA)
+  if (device.backend() == Backend::cuda)
+    return kernels::cuda::head_unpack(static_cast<cudaStream_t>(device.stream()), s, e, src, dst);
+#endif
+  (void)device;
+  kernels::cpu::head_unpack(s, e, src, dst);
+}
+
+}  // namespace suite::ulysses

@@ -1,0 +1,98 @@
+// ulysses: DeepSpeed-Ulysses all-to-all attention and Ulysses x ring hybrids (METHODS.md
+// section 3), side by side with plain ring attention on the same inputs.
+#include "bench/ring_attention/sweep_flags.hpp"
+#include "bench/ulysses/ulysses_cases.hpp"
+#include "common/bench_main.hpp"
+#include "common/errors.hpp"
+#include "common/size_list.hpp"
+
+namespace {
+
+struct UlyssesOptions {
+  std::string seq = "256,1K";
+  std::string seq_per_rank;
+  std::string cp = "0";
+  std::string degrees = "all";
+  std::string layouts = "zigzag";
+  std::string causal = "1";
+  int heads = 8, kv_heads = 0, head_dim = 64;
+  std::int64_t batch = 1;
+  bool kv_replicate = false;
+  std::string attn_kernel = "auto";
+};
+
+std::vector<int> parse_ints(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  for (auto v : suite::parse_sweep(text)) {
+    if (v < 0 || v > (1 << 20)) throw suite::UsageError(flag + ": " + std::to_string(v) + " is out of range");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o) {
+  suite::ulysses::UlyssesSweep s;
+  s.seq_per_rank = !o.seq_per_rank.empty();
+  s.seq = suite::parse_sweep(s.seq_per_rank ? o.seq_per_rank : o.seq);
+  s.cp = parse_ints("--cp", o.cp);
+  if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees);
+  s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
+  s.causal = suite::ring::parse_causal_list("--causal", o.causal);
+  s.heads = o.heads;
+  s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
+  s.head_dim = o.head_dim;
+  s.batch = o.batch;
+  s.kv_replicate = o.kv_replicate;
+  s.attn_kernel = suite::ring::parse_attn_kernel_flag(o.attn_kernel);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  UlyssesOptions o;
+  suite::BenchDefinition def;
+  def.name = "ulysses";
+  def.description =
+      "DeepSpeed-Ulysses: Q, K, V sharded along the sequence switch to head sharding by one\n"
+      "all-to-all, attention runs over the whole sequence for a/u heads, and a second all-to-all\n"
+      "brings the output back. Hybrids (--ulysses-degree u < N_c): Ulysses inside groups of u\n"
+      "consecutive ranks, ring attention across the N_c/u groups; u = 1 is plain ring attention,\n"
+      "so a sweep over u compares the three on the same inputs. Per case: time of packing, each\n"
+      "all-to-all, attention (with the ring part) and unpacking; bytes per rank of each part\n"
+      "against METHODS.md; a2a algbw/busbw; the output checked against full attention.";
+  def.add_options = [&](CLI::App& app) {
+    app.add_option("--seq", o.seq, "s: whole sequence length, list or range")->capture_default_str();
+    app.add_option("--seq-per-rank", o.seq_per_rank,
+                   "instead of --seq: tokens per rank, s = value x N_c (s and N_c grow together, "
+                   "bytes per rank stay constant)");
+    app.add_option("--cp", o.cp,
+                   "N_c: context-parallel group sizes (consecutive ranks; all groups run at once), "
+                   "list; 0 = all ranks")
+        ->capture_default_str();
+    app.add_option("--ulysses-degree", o.degrees,
+                   "u: Ulysses group sizes, list (must divide N_c); all = every degree the head "
+                   "counts allow (1 = ring only, N_c = Ulysses only)")
+        ->capture_default_str();
+    app.add_option("--layout", o.layouts,
+                   "token layouts of the ring across Ulysses groups (contiguous, zigzag, striped); "
+                   "ignored when u = N_c")
+        ->capture_default_str();
+    app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")->capture_default_str();
+    app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();
+    app.add_option("--kv-heads", o.kv_heads, "n_kv: K/V heads (GQA); 0 = heads")->capture_default_str();
+    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")->capture_default_str();
+    app.add_option("--batch", o.batch, "b: sequences")->capture_default_str();
+    app.add_flag("--kv-replicate", o.kv_replicate,
+                 "allow u > n_kv by replicating K/V heads (u a multiple of n_kv); the extra bytes "
+                 "are reported beside METHODS.md's figure");
+    app.add_option("--attn-kernel", o.attn_kernel, "attention kernel: auto, suite, cudnn")
+        ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
+        ->capture_default_str();
+  };
+  def.make_cases = [&](suite::BenchContext& ctx) { return suite::ulysses::ulysses_cases(ctx, make_sweep(o)); };
+  def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
+    suite::ulysses::print_ulysses_table(records);
+  };
+  return suite::run_benchmark(argc, argv, def);
+}

@@ -1,0 +1,268 @@
+#include "bench/ulysses/ulysses_cases.hpp"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "bench/ring_attention/attention_inputs.hpp"
+#include "bench/ring_attention/global_order.hpp"
+#include "bench/ring_attention/ring_reference.hpp"
+#include "bench/ulysses/ulysses_attention.hpp"
+#include "common/attention_select.hpp"
+#include "common/errors.hpp"
+#include "common/group_comm.hpp"
+#include "common/model.hpp"
+#include "common/mpi_env.hpp"
+#include "common/rank_gather.hpp"
+#include "common/record_access.hpp"
+
+namespace suite::ulysses {
+namespace {
+
+constexpr std::int64_t kMaxSavedPerRank = 1 << 20;  // elements, as --help says
+
+// The communicators one (N_c, u) needs: the Ulysses group and the ring across groups.
+struct Groups {
+  std::shared_ptr<Comm> ulysses, ring;
+};
+
+std::int64_t all_max(std::int64_t v) {
+  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return v;
+}
+
+class UlyssesCase final : public BenchCase {
+ public:
+  UlyssesCase(BenchContext& ctx, Groups groups, UlyssesConfig cfg, kernels::AttnKernelChoice k)
+      : ctx_(ctx), groups_(std::move(groups)), cfg_(cfg), choice_(k) {}
+
+  void setup() override {
+    engine_ = make_attention_engine(ctx_.device, cfg_.dtype, choice_);
+    method_ = std::make_unique<UlyssesAttention>(cfg_, ctx_.device, *groups_.ulysses, *groups_.ring,
+                                                 *engine_, ctx_.opts.seed);
+  }
+
+  void step(PhaseTimer& phases) override {
+    const std::int64_t u0 = groups_.ulysses->bytes().sent, r0 = groups_.ring->bytes().sent;
+    method_->step(phases);
+    ulysses_bytes_ = groups_.ulysses->bytes().sent - u0;
+    ring_bytes_ = groups_.ring->bytes().sent - r0;
+  }
+
+  CheckOutcome check() override {
+    ring::RingConfig full;  // the whole problem, seen as N_c ranks of t tokens
+    full.c = cfg_.tokens_per_rank();
+    full.n_c = cfg_.n_c;
+    full.causal = cfg_.causal;
+    full.heads = cfg_.heads;
+    full.kv_heads = cfg_.kv_heads;
+    full.head_dim = cfg_.head_dim;
+    full.batch = cfg_.batch;
+    full.dtype = cfg_.dtype;
+    auto cmp = ring::compare_with_full_attention(full, ctx_.opts.seed, {{0, 0, 1, full.c}},
+                                                 method_->positions(), method_->output(), {});
+    if (cmp.skipped) return {true, 0, cmp.why_skipped, true};
+    const double tol = ring::reference_tolerance(cfg_.dtype);
+    CheckOutcome out{cmp.max_err_o <= tol, cmp.max_err_o, ""};
+    if (!out.passed)
+      out.detail = "differs from full attention by " + std::to_string(cmp.max_err_o) +
+                   " (tolerance " + std::to_string(tol) + ")";
+    return out;
+  }
+
+  void report(const Measurement& m, CaseRecord& rec) override {
+    const double e = static_cast<double>(dtype_size(cfg_.dtype));
+    const double t = static_cast<double>(cfg_.tokens_per_rank()), b = static_cast<double>(cfg_.batch);
+    const double u = cfg_.u, d = cfg_.head_dim;
+    const double h = static_cast<double>(cfg_.heads) * d, g = static_cast<double>(cfg_.heads) / cfg_.kv_heads;
+    // Each all-to-all keeps one of u blocks: Q and O carry a/u heads per block, K and V the
+    // K/V heads a rank attends with (n_kv/u, or one replicated head).
+    const double q_block = t * b * cfg_.heads_per_rank() * d * e;
+    const double kv_block = t * b * cfg_.kv_heads_per_rank() * d * e;
+    const double pred_uly = (u - 1) * (2 * q_block + 2 * kv_block);
+    const double pred_ring = (cfg_.ring_degree() - 1) * 2.0 * static_cast<double>(cfg_.group_tokens()) *
+                             b * cfg_.kv_heads_per_rank() * d * e;
+    auto& a = rec.attrs;
+    a.emplace_back("ulysses_bytes_sent_per_rank", static_cast<double>(all_max(ulysses_bytes_)));
+    a.emplace_back("pred_ulysses_bytes_sent_per_rank", pred_uly);
+    // METHODS.md's form (no replication): 4 (u-1)/u * 2 (u t) h / u for MHA, K and V / g.
+    a.emplace_back("pred_ulysses_bytes_no_replication",
+                   model::ulysses_bytes_per_layer(u * t, h, cfg_.u, g, e) * b);
+    a.emplace_back("ring_bytes_sent_per_rank", static_cast<double>(all_max(ring_bytes_)));
+    a.emplace_back("pred_ring_bytes_sent_per_rank", pred_ring);
+    a.emplace_back("bytes_sent_per_rank", static_cast<double>(all_max(ulysses_bytes_ + ring_bytes_)));
+    a.emplace_back("pred_bytes_sent_per_rank", pred_uly + pred_ring);
+    // nccl-tests conventions: algbw = bytes per rank incl. its own block / time; busbw x (u-1)/u.
+    auto phase = [&](const std::string& name) -> double {
+      for (const auto& [n, v] : m.phase_median_s)
+        if (n == name) return v;
+      return NAN;
+    };
+    const double qkv = u * (q_block + 2 * kv_block), out = u * q_block;
+    const double f = model::busbw_factor_rs_ag_a2a(cfg_.u);
+    a.emplace_back("a2a_qkv_algbw_GBps", qkv / phase("a2a_qkv") / 1e9);
+    a.emplace_back("a2a_qkv_busbw_GBps", qkv / phase("a2a_qkv") / 1e9 * f);
+    a.emplace_back("a2a_out_algbw_GBps", out / phase("a2a_out") / 1e9);
+    a.emplace_back("a2a_out_busbw_GBps", out / phase("a2a_out") / 1e9 * f);
+    a.emplace_back("attn_kernel", engine_->name());
+    a.emplace_back("attn_library", engine_->library_version());
+    a.emplace_back("check_tolerance", ring::reference_tolerance(cfg_.dtype));
+    const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
+    rec.int_tables.push_back({"ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
+                              gather_int(ulysses_bytes_, ranks, rank)});
+    rec.int_tables.push_back({"ring_bytes_sent", 1, static_cast<std::size_t>(ranks),
+                              gather_int(ring_bytes_, ranks, rank)});
+  }
+
+  // Q, K, V and O of this rank's share of its group's sequence, in global token order.
+  std::vector<SavedTensor> tensors() override {
+    const std::int64_t t = cfg_.tokens_per_rank(), q_row = cfg_.batch * cfg_.heads * cfg_.head_dim;
+    if (t * q_row > kMaxSavedPerRank) return {};
+    const int me = ctx_.mpi.rank() % cfg_.n_c;
+    auto input = [&](ring::InputTensor which, int heads) {
+      return ring::stored_input_slice(ctx_.opts.seed, static_cast<int>(which), me, t, cfg_.batch,
+                                      heads, cfg_.head_dim, cfg_.dtype);
+    };
+    return {{"q", input(ring::InputTensor::q, cfg_.heads)},
+            {"k", input(ring::InputTensor::k, cfg_.kv_heads)},
+            {"v", input(ring::InputTensor::v, cfg_.kv_heads)},
+            {"o", ring::slice_in_global_order(method_->output(), method_->positions(), q_row, me, cfg_.n_c)}};
+  }
+
+ private:
+  BenchContext& ctx_;
+  Groups groups_;
+  UlyssesConfig cfg_;
+  kernels::AttnKernelChoice choice_;
+  std::unique_ptr<kernels::AttentionEngine> engine_;
+  std::unique_ptr<UlyssesAttention> method_;
+  std::int64_t ulysses_bytes_ = 0, ring_bytes_ = 0;
+};
+
+std::shared_ptr<Comm> borrow(Comm& c) {
+  return std::shared_ptr<Comm>(&c, [](Comm*) {});
+}
+
+// Every degree that divides N_c and the head counts (with replication: any multiple of n_kv).
+std::vector<int> allowed_degrees(int n_c, const UlyssesSweep& s) {
+  std::vector<int> out;
+  for (int u = 1; u <= n_c; ++u) {
+    if (n_c % u || s.heads % u) continue;
+    const bool kv_ok = s.kv_heads % u == 0 || (s.kv_replicate && u % s.kv_heads == 0);
+    if (kv_ok) out.push_back(u);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep) {
+  const int world = ctx.mpi.size(), rank = ctx.mpi.rank();
+  make_attention_engine(ctx.device, ctx.dtype, sweep.attn_kernel);  // refuses what cannot run
+  std::vector<UlyssesConfig> configs;
+  for (int cp_flag : sweep.cp) {
+    const int n_c = resolve_group_size(cp_flag, world, "--cp");
+    const std::vector<int> degrees = sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
+    for (int u : degrees)
+      for (std::int64_t seq : sweep.seq)
+        for (bool causal : sweep.causal)
+          for (ring::Layout layout : sweep.layouts) {
+            UlyssesConfig cfg;
+            cfg.s = sweep.seq_per_rank ? seq * n_c : seq;
+            cfg.n_c = n_c;
+            cfg.u = u;
+            cfg.layout = n_c / u > 1 ? layout : ring::Layout::contiguous;
+            cfg.causal = causal;
+            cfg.heads = sweep.heads;
+            cfg.kv_heads = sweep.kv_heads;
+            cfg.head_dim = sweep.head_dim;
+            cfg.batch = sweep.batch;
+            cfg.kv_replicate = sweep.kv_replicate;
+            cfg.dtype = ctx.dtype;
+            validate(cfg);
+            bool seen = false;  // plain Ulysses has no ring layout: one case, not one per layout
+            for (const auto& c : configs)
+              seen |= c.case_name() == cfg.case_name();
+            if (seen) continue;
+            const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
+                                                        cfg.heads_per_rank() * cfg.head_dim);
+            if (block > ctx.comm.max_count())
+              throw UsageError(cfg.case_name() + ": an all-to-all block of " + std::to_string(block) +
+                               " elements is above this transport's limit; use --transport nccl");
+            const std::int64_t need = ring::RingAttention::estimate_bytes(cfg.ring_config()) +
+                                      6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype));
+            if (static_cast<double>(need) > 0.9 * static_cast<double>(ctx.device.memory_available()))
+              throw UsageError(cfg.case_name() + " needs about " + std::to_string(need >> 20) +
+                               " MiB per rank, more than is available; use a smaller --seq or --batch");
+            configs.push_back(cfg);
+          }
+  }
+  // Communicators per (N_c, u), created once and shared by the cases (collective: every rank
+  // walks the same configurations in the same order).
+  std::map<std::pair<int, int>, Groups> groups;
+  std::map<int, std::shared_ptr<Comm>> by_size;
+  std::vector<CaseSpec> specs;
+  for (const UlyssesConfig& cfg : configs) {
+    auto key = std::make_pair(cfg.n_c, cfg.u);
+    if (!groups.count(key)) {
+      Groups g;
+      if (!by_size.count(cfg.u))
+        by_size[cfg.u] = cfg.u == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cfg.u));
+      g.ulysses = by_size[cfg.u];
+      // The ring joins the members with the same index in every Ulysses group of this N_c group.
+      g.ring = cfg.u == 1 && cfg.n_c == world
+                   ? borrow(ctx.comm)
+                   : std::shared_ptr<Comm>(make_split_comm(ctx, (rank / cfg.n_c) * cfg.u + rank % cfg.u));
+      groups[key] = g;
+    }
+    CaseSpec spec;
+    spec.name = cfg.case_name();
+    spec.params = {{"u", std::int64_t{cfg.u}},
+                   {"n_c", std::int64_t{cfg.n_c}},
+                   {"ring_degree", std::int64_t{cfg.ring_degree()}},
+                   {"method", std::string(cfg.u == cfg.n_c ? "ulysses" : cfg.u == 1 ? "ring" : "hybrid")},
+                   {"layout", std::string(ring::layout_name(cfg.layout))},
+                   {"causal", std::int64_t{cfg.causal ? 1 : 0}},
+                   {"dtype", std::string(dtype_name(cfg.dtype))},
+                   {"s", cfg.s},
+                   {"tokens_per_rank", cfg.tokens_per_rank()},
+                   {"heads", std::int64_t{cfg.heads}},
+                   {"kv_heads", std::int64_t{cfg.kv_heads}},
+                   {"kv_replicated", std::int64_t{cfg.replicating() ? 1 : 0}},
+                   {"head_dim", std::int64_t{cfg.head_dim}},
+                   {"batch", cfg.batch},
+                   {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
+    spec.make = [&ctx, g = groups[key], cfg, k = sweep.attn_kernel] {
+      return std::make_unique<UlyssesCase>(ctx, g, cfg, k);
+    };
+    spec.console_counters = {"bytes_sent_per_rank", "pred_bytes_sent_per_rank"};
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+void print_ulysses_table(const std::vector<CaseRecord>& records) {
+  if (records.empty()) return;
+  std::printf("\nUlysses, hybrids and ring (median step = max over ranks; phases: medians; bytes per rank)\n");
+  std::printf("%-42s %10s %9s %9s %10s %9s %9s %12s %12s %12s %12s %6s\n", "case", "step_us", "pack_us",
+              "a2a_in", "attn_us", "a2a_out", "unpack", "a2a_bytes", "(pred)", "ring_bytes", "(pred)",
+              "check");
+  auto us = [](const CaseRecord& r, const char* n) {
+    const double v = attr_number(r, n);
+    return std::isnan(v) ? 0.0 : v * 1e6;
+  };
+  for (const auto& r : records) {
+    const double passed = attr_number(r, "check_passed");
+    std::printf("%-42s %10.1f %9.1f %9.1f %10.1f %9.1f %9.1f %12.0f %12.0f %12.0f %12.0f %6s\n",
+                r.name.c_str(), us(r, "time_median_s"), us(r, "phase_pack_median_s"),
+                us(r, "phase_a2a_qkv_median_s"), us(r, "phase_attention_median_s"),
+                us(r, "phase_a2a_out_median_s"), us(r, "phase_unpack_median_s"),
+                attr_number(r, "ulysses_bytes_sent_per_rank"), attr_number(r, "pred_ulysses_bytes_sent_per_rank"),
+                attr_number(r, "ring_bytes_sent_per_rank"), attr_number(r, "pred_ring_bytes_sent_per_rank"),
+                passed == 1 ? "ok" : passed < 0 ? "off" : "FAIL");
+  }
+}
+
+}  // namespace suite::ulysses

@@ -1,0 +1,32 @@
+// ulysses' benchmark cases: one per (context-parallel size, Ulysses degree, s, layout, causal),
+// ring attention (u = 1), hybrids and plain Ulysses (u = N_c) side by side on the same inputs,
+// with bytes per part against METHODS.md and per-phase times.
+#pragma once
+
+#include <vector>
+
+#include "bench/ulysses/ulysses_config.hpp"
+#include "common/bench_case.hpp"
+#include "common/context.hpp"
+#include "kernels/attention/attention_engine.hpp"
+
+namespace suite::ulysses {
+
+struct UlyssesSweep {
+  std::vector<std::int64_t> seq;           // s (or tokens per rank with per_rank)
+  bool seq_per_rank = false;               // s = value * N_c: s and N_c grow together
+  std::vector<int> cp;                     // 0 = all ranks
+  std::vector<int> degrees;                // u; empty = every degree the heads allow
+  std::vector<ring::Layout> layouts;       // of the ring part
+  std::vector<bool> causal;
+  int heads = 8, kv_heads = 8, head_dim = 64;
+  std::int64_t batch = 1;
+  bool kv_replicate = false;
+  kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
+};
+
+std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep);
+
+void print_ulysses_table(const std::vector<CaseRecord>& records);
+
+}  // namespace suite::ulysses

@@ -1,0 +1,39 @@
+// One DeepSpeed-Ulysses case (METHODS.md section 3): s tokens over a context-parallel group of
+// n_c ranks, Ulysses inside groups of u consecutive ranks and ring attention across the
+// n_c / u groups (u = n_c: plain Ulysses; u = 1: plain ring).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bench/ring_attention/ring_config.hpp"
+
+namespace suite::ulysses {
+
+struct UlyssesConfig {
+  std::int64_t s = 0;  // whole sequence
+  int n_c = 1;         // context-parallel group size
+  int u = 1;           // Ulysses degree
+  ring::Layout layout = ring::Layout::contiguous;  // of the ring across Ulysses groups
+  bool causal = true;
+  int heads = 8, kv_heads = 8, head_dim = 64;
+  std::int64_t batch = 1;
+  bool kv_replicate = false;
+  DType dtype = DType::fp32;
+
+  std::int64_t tokens_per_rank() const { return s / n_c; }  // t
+  int ring_degree() const { return n_c / u; }               // G
+  std::int64_t group_tokens() const { return s / ring_degree(); }  // C = u t
+  int heads_per_rank() const { return heads / u; }
+  // K/V heads a rank attends with: n_kv / u, or one replicated head beyond the limit.
+  int kv_heads_per_rank() const { return kv_heads >= u ? kv_heads / u : 1; }
+  bool replicating() const { return kv_heads < u; }
+  // The ring attention the hybrid runs across groups (n_c = G, c = C, a/u heads).
+  ring::RingConfig ring_config() const;
+  std::string case_name() const;
+};
+
+// Throws UsageError for what the method cannot run, naming the limit.
+void validate(const UlyssesConfig& cfg);
+
+}  // namespace suite::ulysses
