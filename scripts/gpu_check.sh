@@ -63,6 +63,11 @@ step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 51
 step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K --layout contiguous,zigzag \
   --heads 16 --kv-heads 4 --head-dim 64 --out "$OUT/ring4.h5"
 
+# Ulysses, the hybrid and the ring side by side: four ranks sharing the GPU through MPI (bf16).
+step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
+  --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \
+  --ulysses-degree all --layout zigzag --out "$OUT/ulysses4.h5"
+
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob

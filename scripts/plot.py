@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 from plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
+from plot_ulysses import ULYSSES_NEEDS, ulysses_figures  # noqa: E402
 from suite_results import (Case, Results, cli_warnings, file_stem,  # noqa: E402
                            read_results, warn)
 
@@ -236,7 +237,16 @@ def plot_ring_attention(res: Results, bench: str, out: Path, written: list[Path]
     return bool(figures)
 
 
+def plot_ulysses(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Phases per Ulysses degree, step time and bytes against s."""
+    figures = ulysses_figures(_usable(res.cases_of(bench), ULYSSES_NEEDS), lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
+    "ulysses": plot_ulysses,
     "sp_tp": plot_sp_tp,
     "ring_attention": plot_ring_attention,
     "harness_overhead": plot_harness_overhead,

@@ -32,6 +32,8 @@ run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --
 # Ring attention: a short block-size sweep, contiguous vs zig-zag, ring vs all-gather, causal.
 run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag --variant ring,allgather \
   --causal 1 --iters 5 --warmup 1
+# Ulysses, the Ulysses x ring hybrid and plain ring on the same inputs (every degree NP allows).
+run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --iters 5 --warmup 1
 run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="

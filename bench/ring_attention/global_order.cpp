@@ -44,12 +44,13 @@ std::vector<double> slice_in_global_order(const std::vector<double>& rows,
 }
 
 std::vector<double> stored_input_slice(std::uint64_t seed, int which_tensor, int group_rank,
-                                       std::int64_t tokens_per_rank, std::int64_t batch,
-                                       int heads, int head_dim, DType t) {
+                                       std::int64_t tokens_per_rank, std::int64_t batch, int heads,
+                                       int head_dim, DType t) {
   std::vector<std::int64_t> mine(static_cast<std::size_t>(tokens_per_rank));
   for (std::int64_t i = 0; i < tokens_per_rank; ++i)
     mine[static_cast<std::size_t>(i)] = group_rank * tokens_per_rank + i;
-  auto v = attention_input(seed, static_cast<InputTensor>(which_tensor), mine, batch, heads, head_dim);
+  auto v =
+      attention_input(seed, static_cast<InputTensor>(which_tensor), mine, batch, heads, head_dim);
   auto bytes = encode(v, t);
   return decode(bytes.data(), v.size(), t);
 }

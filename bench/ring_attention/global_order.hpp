@@ -20,7 +20,7 @@ std::vector<double> slice_in_global_order(const std::vector<double>& rows,
 
 // Q, K or V of that same slice as the run stored them (drawn by position, rounded to `t`).
 std::vector<double> stored_input_slice(std::uint64_t seed, int which_tensor, int group_rank,
-                                       std::int64_t tokens_per_rank, std::int64_t batch,
-                                       int heads, int head_dim, DType t);
+                                       std::int64_t tokens_per_rank, std::int64_t batch, int heads,
+                                       int head_dim, DType t);
 
 }  // namespace suite::ring

@@ -216,7 +216,8 @@ class RingCase final : public BenchCase {
         for (int h = 0; h < cfg_.heads; ++h)
           for (std::int64_t i = 0; i < s.count; ++i)
             lse_tok[static_cast<std::size_t>((s.local_offset + i) * lr + bi * cfg_.heads + h)] =
-                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count + i)];
+                lse[static_cast<std::size_t>((bi * c + s.local_offset) * cfg_.heads + h * s.count +
+                                             i)];
     auto input = [&](InputTensor which, int heads) {
       return stored_input_slice(ctx_.opts.seed, static_cast<int>(which), me, c, cfg_.batch, heads,
                                 cfg_.head_dim, cfg_.dtype);
@@ -224,7 +225,8 @@ class RingCase final : public BenchCase {
     return {{"q", input(InputTensor::q, cfg_.heads)},
             {"k", input(InputTensor::k, cfg_.kv_heads)},
             {"v", input(InputTensor::v, cfg_.kv_heads)},
-            {"o", slice_in_global_order(ring_->output(), ring_->positions(), cfg_.q_row(), me, cfg_.n_c)},
+            {"o", slice_in_global_order(ring_->output(), ring_->positions(), cfg_.q_row(), me,
+                                        cfg_.n_c)},
             {"lse", slice_in_global_order(lse_tok, ring_->positions(), lr, me, cfg_.n_c)}};
   }
 

@@ -24,7 +24,8 @@ struct UlyssesOptions {
 std::vector<int> parse_ints(const std::string& flag, const std::string& text) {
   std::vector<int> out;
   for (auto v : suite::parse_sweep(text)) {
-    if (v < 0 || v > (1 << 20)) throw suite::UsageError(flag + ": " + std::to_string(v) + " is out of range");
+    if (v < 0 || v > (1 << 20))
+      throw suite::UsageError(flag + ": " + std::to_string(v) + " is out of range");
     out.push_back(static_cast<int>(v));
   }
   return out;
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
       "all-to-all, attention (with the ring part) and unpacking; bytes per rank of each part\n"
       "against METHODS.md; a2a algbw/busbw; the output checked against full attention.";
   def.add_options = [&](CLI::App& app) {
-    app.add_option("--seq", o.seq, "s: whole sequence length, list or range")->capture_default_str();
+    app.add_option("--seq", o.seq, "s: whole sequence length, list or range")
+        ->capture_default_str();
     app.add_option("--seq-per-rank", o.seq_per_rank,
                    "instead of --seq: tokens per rank, s = value x N_c (s and N_c grow together, "
                    "bytes per rank stay constant)");
@@ -78,10 +80,13 @@ int main(int argc, char** argv) {
                    "token layouts of the ring across Ulysses groups (contiguous, zigzag, striped); "
                    "ignored when u = N_c")
         ->capture_default_str();
-    app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")->capture_default_str();
+    app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
+        ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();
-    app.add_option("--kv-heads", o.kv_heads, "n_kv: K/V heads (GQA); 0 = heads")->capture_default_str();
-    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")->capture_default_str();
+    app.add_option("--kv-heads", o.kv_heads, "n_kv: K/V heads (GQA); 0 = heads")
+        ->capture_default_str();
+    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")
+        ->capture_default_str();
     app.add_option("--batch", o.batch, "b: sequences")->capture_default_str();
     app.add_flag("--kv-replicate", o.kv_replicate,
                  "allow u > n_kv by replicating K/V heads (u a multiple of n_kv); the extra bytes "
@@ -90,7 +95,9 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
         ->capture_default_str();
   };
-  def.make_cases = [&](suite::BenchContext& ctx) { return suite::ulysses::ulysses_cases(ctx, make_sweep(o)); };
+  def.make_cases = [&](suite::BenchContext& ctx) {
+    return suite::ulysses::ulysses_cases(ctx, make_sweep(o));
+  };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::ulysses::print_ulysses_table(records);
   };

@@ -17,8 +17,7 @@ Buffer upload(Device& device, const std::vector<double>& values, DType t) {
 }  // namespace
 
 UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Comm& group,
-                                   Comm& ring, kernels::AttentionEngine& engine,
-                                   std::uint64_t seed)
+                                   Comm& ring, kernels::AttentionEngine& engine, std::uint64_t seed)
     : cfg_(cfg), device_(device), group_(group) {
   // With u = 1 the ring's own inputs are this rank's tokens; otherwise they arrive by all-to-all.
   ring_ = std::make_unique<ring::RingAttention>(cfg.ring_config(), device, ring, engine, seed,
@@ -29,11 +28,21 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
                     group_positions.begin() + (group.rank() + 1) * t);
   if (cfg.u == 1) return;
   using ring::InputTensor;
-  q_ = upload(device, ring::attention_input(seed, InputTensor::q, positions_, cfg.batch, cfg.heads, cfg.head_dim), cfg.dtype);
-  k_ = upload(device, ring::attention_input(seed, InputTensor::k, positions_, cfg.batch, cfg.kv_heads, cfg.head_dim), cfg.dtype);
-  v_ = upload(device, ring::attention_input(seed, InputTensor::v, positions_, cfg.batch, cfg.kv_heads, cfg.head_dim), cfg.dtype);
+  q_ = upload(
+      device,
+      ring::attention_input(seed, InputTensor::q, positions_, cfg.batch, cfg.heads, cfg.head_dim),
+      cfg.dtype);
+  k_ = upload(device,
+              ring::attention_input(seed, InputTensor::k, positions_, cfg.batch, cfg.kv_heads,
+                                    cfg.head_dim),
+              cfg.dtype);
+  v_ = upload(device,
+              ring::attention_input(seed, InputTensor::v, positions_, cfg.batch, cfg.kv_heads,
+                                    cfg.head_dim),
+              cfg.dtype);
   const std::size_t e = dtype_size(cfg.dtype);
-  const std::size_t kv_packed = static_cast<std::size_t>(cfg.u * t * cfg.batch * cfg.kv_heads_per_rank() * cfg.head_dim) * e;
+  const std::size_t kv_packed =
+      static_cast<std::size_t>(cfg.u * t * cfg.batch * cfg.kv_heads_per_rank() * cfg.head_dim) * e;
   q_send_ = device.alloc(q_.bytes());
   k_send_ = device.alloc(kv_packed);
   v_send_ = device.alloc(kv_packed);
@@ -48,8 +57,10 @@ void UlyssesAttention::step(PhaseTimer& phases) {
     return;
   }
   const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
-  const kernels::HeadPackShape q_shape{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(), cfg_.head_dim};
-  const kernels::HeadPackShape kv_shape{rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(), cfg_.head_dim};
+  const kernels::HeadPackShape q_shape{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(),
+                                       cfg_.head_dim};
+  const kernels::HeadPackShape kv_shape{rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(),
+                                        cfg_.head_dim};
   const std::size_t e = dtype_size(cfg_.dtype);
   const auto q_block = static_cast<std::size_t>(rows * cfg_.heads_per_rank() * cfg_.head_dim);
   const auto kv_block = static_cast<std::size_t>(rows * cfg_.kv_heads_per_rank() * cfg_.head_dim);
@@ -68,7 +79,8 @@ void UlyssesAttention::step(PhaseTimer& phases) {
   });
   phases.time("attention", [&] { ring_->step(ring::Mode::overlapped, nullptr); });
   // The output's block j (member j's tokens, this rank's heads) goes back to member j.
-  phases.time("a2a_out", [&] { group_.all_to_all(ring_->o_buffer(), o_recv_.data(), q_block, cfg_.dtype); });
+  phases.time("a2a_out",
+              [&] { group_.all_to_all(ring_->o_buffer(), o_recv_.data(), q_block, cfg_.dtype); });
   phases.time("unpack", [&] { head_unpack(device_, q_shape, e, o_recv_.data(), o_.data()); });
 }
 

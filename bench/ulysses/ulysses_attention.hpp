@@ -39,9 +39,9 @@ class UlyssesAttention {
   Comm& group_;
   std::unique_ptr<ring::RingAttention> ring_;
   std::vector<std::int64_t> positions_;
-  Buffer q_, k_, v_;                    // sequence-sharded inputs [t, b, heads, d]
-  Buffer q_send_, k_send_, v_send_;     // packed for the all-to-all, one block per member
-  Buffer o_recv_, o_;                   // head-sharded output blocks back; unpacked output
+  Buffer q_, k_, v_;                 // sequence-sharded inputs [t, b, heads, d]
+  Buffer q_send_, k_send_, v_send_;  // packed for the all-to-all, one block per member
+  Buffer o_recv_, o_;                // head-sharded output blocks back; unpacked output
 };
 
 }  // namespace suite::ulysses

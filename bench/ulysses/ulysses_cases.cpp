@@ -74,16 +74,19 @@ class UlyssesCase final : public BenchCase {
 
   void report(const Measurement& m, CaseRecord& rec) override {
     const double e = static_cast<double>(dtype_size(cfg_.dtype));
-    const double t = static_cast<double>(cfg_.tokens_per_rank()), b = static_cast<double>(cfg_.batch);
+    const double t = static_cast<double>(cfg_.tokens_per_rank()),
+                 b = static_cast<double>(cfg_.batch);
     const double u = cfg_.u, d = cfg_.head_dim;
-    const double h = static_cast<double>(cfg_.heads) * d, g = static_cast<double>(cfg_.heads) / cfg_.kv_heads;
+    const double h = static_cast<double>(cfg_.heads) * d,
+                 g = static_cast<double>(cfg_.heads) / cfg_.kv_heads;
     // Each all-to-all keeps one of u blocks: Q and O carry a/u heads per block, K and V the
     // K/V heads a rank attends with (n_kv/u, or one replicated head).
     const double q_block = t * b * cfg_.heads_per_rank() * d * e;
     const double kv_block = t * b * cfg_.kv_heads_per_rank() * d * e;
     const double pred_uly = (u - 1) * (2 * q_block + 2 * kv_block);
-    const double pred_ring = (cfg_.ring_degree() - 1) * 2.0 * static_cast<double>(cfg_.group_tokens()) *
-                             b * cfg_.kv_heads_per_rank() * d * e;
+    const double pred_ring = (cfg_.ring_degree() - 1) * 2.0 *
+                             static_cast<double>(cfg_.group_tokens()) * b *
+                             cfg_.kv_heads_per_rank() * d * e;
     auto& a = rec.attrs;
     a.emplace_back("ulysses_bytes_sent_per_rank", static_cast<double>(all_max(ulysses_bytes_)));
     a.emplace_back("pred_ulysses_bytes_sent_per_rank", pred_uly);
@@ -92,7 +95,8 @@ class UlyssesCase final : public BenchCase {
                    model::ulysses_bytes_per_layer(u * t, h, cfg_.u, g, e) * b);
     a.emplace_back("ring_bytes_sent_per_rank", static_cast<double>(all_max(ring_bytes_)));
     a.emplace_back("pred_ring_bytes_sent_per_rank", pred_ring);
-    a.emplace_back("bytes_sent_per_rank", static_cast<double>(all_max(ulysses_bytes_ + ring_bytes_)));
+    a.emplace_back("bytes_sent_per_rank",
+                   static_cast<double>(all_max(ulysses_bytes_ + ring_bytes_)));
     a.emplace_back("pred_bytes_sent_per_rank", pred_uly + pred_ring);
     // nccl-tests conventions: algbw = bytes per rank incl. its own block / time; busbw x (u-1)/u.
     auto phase = [&](const std::string& name) -> double {
@@ -128,7 +132,8 @@ class UlyssesCase final : public BenchCase {
     return {{"q", input(ring::InputTensor::q, cfg_.heads)},
             {"k", input(ring::InputTensor::k, cfg_.kv_heads)},
             {"v", input(ring::InputTensor::v, cfg_.kv_heads)},
-            {"o", ring::slice_in_global_order(method_->output(), method_->positions(), q_row, me, cfg_.n_c)}};
+            {"o", ring::slice_in_global_order(method_->output(), method_->positions(), q_row, me,
+                                              cfg_.n_c)}};
   }
 
  private:
@@ -164,7 +169,8 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
   std::vector<UlyssesConfig> configs;
   for (int cp_flag : sweep.cp) {
     const int n_c = resolve_group_size(cp_flag, world, "--cp");
-    const std::vector<int> degrees = sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
+    const std::vector<int> degrees =
+        sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
     for (int u : degrees)
       for (std::int64_t seq : sweep.seq)
         for (bool causal : sweep.causal)
@@ -189,13 +195,17 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
             const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
                                                         cfg.heads_per_rank() * cfg.head_dim);
             if (block > ctx.comm.max_count())
-              throw UsageError(cfg.case_name() + ": an all-to-all block of " + std::to_string(block) +
+              throw UsageError(cfg.case_name() + ": an all-to-all block of " +
+                               std::to_string(block) +
                                " elements is above this transport's limit; use --transport nccl");
-            const std::int64_t need = ring::RingAttention::estimate_bytes(cfg.ring_config()) +
-                                      6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype));
-            if (static_cast<double>(need) > 0.9 * static_cast<double>(ctx.device.memory_available()))
-              throw UsageError(cfg.case_name() + " needs about " + std::to_string(need >> 20) +
-                               " MiB per rank, more than is available; use a smaller --seq or --batch");
+            const std::int64_t need =
+                ring::RingAttention::estimate_bytes(cfg.ring_config()) +
+                6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype));
+            if (static_cast<double>(need) >
+                0.9 * static_cast<double>(ctx.device.memory_available()))
+              throw UsageError(
+                  cfg.case_name() + " needs about " + std::to_string(need >> 20) +
+                  " MiB per rank, more than is available; use a smaller --seq or --batch");
             configs.push_back(cfg);
           }
   }
@@ -209,31 +219,35 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
     if (!groups.count(key)) {
       Groups g;
       if (!by_size.count(cfg.u))
-        by_size[cfg.u] = cfg.u == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cfg.u));
+        by_size[cfg.u] =
+            cfg.u == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cfg.u));
       g.ulysses = by_size[cfg.u];
       // The ring joins the members with the same index in every Ulysses group of this N_c group.
-      g.ring = cfg.u == 1 && cfg.n_c == world
-                   ? borrow(ctx.comm)
-                   : std::shared_ptr<Comm>(make_split_comm(ctx, (rank / cfg.n_c) * cfg.u + rank % cfg.u));
+      g.ring = cfg.u == 1 && cfg.n_c == world ? borrow(ctx.comm)
+                                              : std::shared_ptr<Comm>(make_split_comm(
+                                                    ctx, (rank / cfg.n_c) * cfg.u + rank % cfg.u));
       groups[key] = g;
     }
     CaseSpec spec;
     spec.name = cfg.case_name();
-    spec.params = {{"u", std::int64_t{cfg.u}},
-                   {"n_c", std::int64_t{cfg.n_c}},
-                   {"ring_degree", std::int64_t{cfg.ring_degree()}},
-                   {"method", std::string(cfg.u == cfg.n_c ? "ulysses" : cfg.u == 1 ? "ring" : "hybrid")},
-                   {"layout", std::string(ring::layout_name(cfg.layout))},
-                   {"causal", std::int64_t{cfg.causal ? 1 : 0}},
-                   {"dtype", std::string(dtype_name(cfg.dtype))},
-                   {"s", cfg.s},
-                   {"tokens_per_rank", cfg.tokens_per_rank()},
-                   {"heads", std::int64_t{cfg.heads}},
-                   {"kv_heads", std::int64_t{cfg.kv_heads}},
-                   {"kv_replicated", std::int64_t{cfg.replicating() ? 1 : 0}},
-                   {"head_dim", std::int64_t{cfg.head_dim}},
-                   {"batch", cfg.batch},
-                   {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
+    spec.params = {
+        {"u", std::int64_t{cfg.u}},
+        {"n_c", std::int64_t{cfg.n_c}},
+        {"ring_degree", std::int64_t{cfg.ring_degree()}},
+        {"method", std::string(cfg.u == cfg.n_c ? "ulysses"
+                               : cfg.u == 1     ? "ring"
+                                                : "hybrid")},
+        {"layout", std::string(ring::layout_name(cfg.layout))},
+        {"causal", std::int64_t{cfg.causal ? 1 : 0}},
+        {"dtype", std::string(dtype_name(cfg.dtype))},
+        {"s", cfg.s},
+        {"tokens_per_rank", cfg.tokens_per_rank()},
+        {"heads", std::int64_t{cfg.heads}},
+        {"kv_heads", std::int64_t{cfg.kv_heads}},
+        {"kv_replicated", std::int64_t{cfg.replicating() ? 1 : 0}},
+        {"head_dim", std::int64_t{cfg.head_dim}},
+        {"batch", cfg.batch},
+        {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
     spec.make = [&ctx, g = groups[key], cfg, k = sweep.attn_kernel] {
       return std::make_unique<UlyssesCase>(ctx, g, cfg, k);
     };
@@ -245,10 +259,12 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
 
 void print_ulysses_table(const std::vector<CaseRecord>& records) {
   if (records.empty()) return;
-  std::printf("\nUlysses, hybrids and ring (median step = max over ranks; phases: medians; bytes per rank)\n");
-  std::printf("%-42s %10s %9s %9s %10s %9s %9s %12s %12s %12s %12s %6s\n", "case", "step_us", "pack_us",
-              "a2a_in", "attn_us", "a2a_out", "unpack", "a2a_bytes", "(pred)", "ring_bytes", "(pred)",
-              "check");
+  std::printf(
+      "\nUlysses, hybrids and ring (median step = max over ranks; phases: medians; bytes per "
+      "rank)\n");
+  std::printf("%-42s %10s %9s %9s %10s %9s %9s %12s %12s %12s %12s %6s\n", "case", "step_us",
+              "pack_us", "a2a_in", "attn_us", "a2a_out", "unpack", "a2a_bytes", "(pred)",
+              "ring_bytes", "(pred)", "check");
   auto us = [](const CaseRecord& r, const char* n) {
     const double v = attr_number(r, n);
     return std::isnan(v) ? 0.0 : v * 1e6;
@@ -259,9 +275,13 @@ void print_ulysses_table(const std::vector<CaseRecord>& records) {
                 r.name.c_str(), us(r, "time_median_s"), us(r, "phase_pack_median_s"),
                 us(r, "phase_a2a_qkv_median_s"), us(r, "phase_attention_median_s"),
                 us(r, "phase_a2a_out_median_s"), us(r, "phase_unpack_median_s"),
-                attr_number(r, "ulysses_bytes_sent_per_rank"), attr_number(r, "pred_ulysses_bytes_sent_per_rank"),
-                attr_number(r, "ring_bytes_sent_per_rank"), attr_number(r, "pred_ring_bytes_sent_per_rank"),
-                passed == 1 ? "ok" : passed < 0 ? "off" : "FAIL");
+                attr_number(r, "ulysses_bytes_sent_per_rank"),
+                attr_number(r, "pred_ulysses_bytes_sent_per_rank"),
+                attr_number(r, "ring_bytes_sent_per_rank"),
+                attr_number(r, "pred_ring_bytes_sent_per_rank"),
+                passed == 1  ? "ok"
+                : passed < 0 ? "off"
+                             : "FAIL");
   }
 }
 

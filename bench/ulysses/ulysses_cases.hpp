@@ -13,11 +13,11 @@
 namespace suite::ulysses {
 
 struct UlyssesSweep {
-  std::vector<std::int64_t> seq;           // s (or tokens per rank with per_rank)
-  bool seq_per_rank = false;               // s = value * N_c: s and N_c grow together
-  std::vector<int> cp;                     // 0 = all ranks
-  std::vector<int> degrees;                // u; empty = every degree the heads allow
-  std::vector<ring::Layout> layouts;       // of the ring part
+  std::vector<std::int64_t> seq;      // s (or tokens per rank with per_rank)
+  bool seq_per_rank = false;          // s = value * N_c: s and N_c grow together
+  std::vector<int> cp;                // 0 = all ranks
+  std::vector<int> degrees;           // u; empty = every degree the heads allow
+  std::vector<ring::Layout> layouts;  // of the ring part
   std::vector<bool> causal;
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;

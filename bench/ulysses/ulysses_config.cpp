@@ -34,22 +34,23 @@ std::string UlyssesConfig::case_name() const {
 void validate(const UlyssesConfig& cfg) {
   auto fail = [&](const std::string& why) { throw UsageError(cfg.case_name() + ": " + why); };
   if (cfg.u < 1 || cfg.n_c % cfg.u != 0)
-    fail("--ulysses-degree " + std::to_string(cfg.u) + " must divide the context-parallel group of " +
-         std::to_string(cfg.n_c) + " ranks");
+    fail("--ulysses-degree " + std::to_string(cfg.u) +
+         " must divide the context-parallel group of " + std::to_string(cfg.n_c) + " ranks");
   if (cfg.s < cfg.n_c || cfg.s % cfg.n_c != 0)
-    fail("--seq " + std::to_string(cfg.s) + " must be a positive multiple of the " + std::to_string(cfg.n_c) +
-         " ranks");
+    fail("--seq " + std::to_string(cfg.s) + " must be a positive multiple of the " +
+         std::to_string(cfg.n_c) + " ranks");
   if (cfg.heads % cfg.u != 0)
-    fail("the Ulysses degree " + std::to_string(cfg.u) + " must divide the " + std::to_string(cfg.heads) +
-         " query heads (each rank needs whole heads: u <= a)");
+    fail("the Ulysses degree " + std::to_string(cfg.u) + " must divide the " +
+         std::to_string(cfg.heads) + " query heads (each rank needs whole heads: u <= a)");
   if (cfg.kv_heads < 1 || cfg.heads % cfg.kv_heads != 0)
     fail("--heads must be a multiple of --kv-heads");
   if (cfg.kv_heads >= cfg.u && cfg.kv_heads % cfg.u != 0)
-    fail("the Ulysses degree " + std::to_string(cfg.u) + " must divide the " + std::to_string(cfg.kv_heads) +
-         " K/V heads");
+    fail("the Ulysses degree " + std::to_string(cfg.u) + " must divide the " +
+         std::to_string(cfg.kv_heads) + " K/V heads");
   if (cfg.kv_heads < cfg.u) {
     if (!cfg.kv_replicate)
-      fail("the Ulysses degree " + std::to_string(cfg.u) + " exceeds the " + std::to_string(cfg.kv_heads) +
+      fail("the Ulysses degree " + std::to_string(cfg.u) + " exceeds the " +
+           std::to_string(cfg.kv_heads) +
            " K/V heads (the GQA limit N_c <= n_kv); pass --kv-replicate to replicate K/V heads, or "
            "lower the degree and add ring attention across groups");
     if (cfg.u % cfg.kv_heads != 0)

@@ -11,9 +11,9 @@
 namespace suite::ulysses {
 
 struct UlyssesConfig {
-  std::int64_t s = 0;  // whole sequence
-  int n_c = 1;         // context-parallel group size
-  int u = 1;           // Ulysses degree
+  std::int64_t s = 0;                              // whole sequence
+  int n_c = 1;                                     // context-parallel group size
+  int u = 1;                                       // Ulysses degree
   ring::Layout layout = ring::Layout::contiguous;  // of the ring across Ulysses groups
   bool causal = true;
   int heads = 8, kv_heads = 8, head_dim = 64;
@@ -21,8 +21,8 @@ struct UlyssesConfig {
   bool kv_replicate = false;
   DType dtype = DType::fp32;
 
-  std::int64_t tokens_per_rank() const { return s / n_c; }  // t
-  int ring_degree() const { return n_c / u; }               // G
+  std::int64_t tokens_per_rank() const { return s / n_c; }         // t
+  int ring_degree() const { return n_c / u; }                      // G
   std::int64_t group_tokens() const { return s / ring_degree(); }  // C = u t
   int heads_per_rank() const { return heads / u; }
   // K/V heads a rank attends with: n_kv / u, or one replicated head beyond the limit.

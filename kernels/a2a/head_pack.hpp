@@ -13,9 +13,9 @@
 namespace suite::kernels {
 
 struct HeadPackShape {
-  std::int64_t rows = 0;  // tokens x batch
-  int heads = 0;          // heads in the unpacked tensor (H)
-  int blocks = 1;         // u: destination ranks
+  std::int64_t rows = 0;    // tokens x batch
+  int heads = 0;            // heads in the unpacked tensor (H)
+  int blocks = 1;           // u: destination ranks
   int heads_per_block = 0;  // H / u, or 1 with replication (then u must be a multiple of H)
   int head_dim = 0;
   std::int64_t packed_elems() const {
@@ -35,7 +35,8 @@ SUITE_HD inline int packed_source_head(const HeadPackShape& s, int j, int hh) {
 SUITE_HD inline std::int64_t pack_source_index(const HeadPackShape& s, std::int64_t i) {
   const std::int64_t c = i % s.head_dim;
   const std::int64_t hh = (i / s.head_dim) % s.heads_per_block;
-  const std::int64_t row = (i / (static_cast<std::int64_t>(s.head_dim) * s.heads_per_block)) % s.rows;
+  const std::int64_t row =
+      (i / (static_cast<std::int64_t>(s.head_dim) * s.heads_per_block)) % s.rows;
   const std::int64_t j = i / (static_cast<std::int64_t>(s.head_dim) * s.heads_per_block * s.rows);
   const int h = packed_source_head(s, static_cast<int>(j), static_cast<int>(hh));
   return (row * s.heads + h) * s.head_dim + c;

@@ -9,8 +9,8 @@
 
 namespace suite::kernels::cuda {
 
-void head_pack(cudaStream_t stream, const HeadPackShape& s, std::size_t elem_size,
-               const void* src, void* dst);
+void head_pack(cudaStream_t stream, const HeadPackShape& s, std::size_t elem_size, const void* src,
+               void* dst);
 void head_unpack(cudaStream_t stream, const HeadPackShape& s, std::size_t elem_size,
                  const void* src, void* dst);
 

@@ -34,8 +34,10 @@ TEST_P(HeadPackCuda, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HeadPackCuda,
-                         ::testing::Values(HeadPackShape{5, 8, 4, 2, 64}, HeadPackShape{7, 32, 8, 4, 128},
-                                           HeadPackShape{3, 2, 4, 1, 64}, HeadPackShape{1, 4, 1, 4, 64}));
+                         ::testing::Values(HeadPackShape{5, 8, 4, 2, 64},
+                                           HeadPackShape{7, 32, 8, 4, 128},
+                                           HeadPackShape{3, 2, 4, 1, 64},
+                                           HeadPackShape{1, 4, 1, 4, 64}));
 
 }  // namespace
 }  // namespace suite::kernels
