@@ -2,11 +2,19 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <ostream>
 
 #include "kernels/a2a/head_pack_cuda.hpp"
 #include "tests/kernels/cuda_test_util.hpp"
 
 namespace suite::kernels {
+
+// Readable parameter names in test listings (found by ADL).
+inline void PrintTo(const HeadPackShape& s, std::ostream* os) {
+  *os << "rows" << s.rows << "_h" << s.heads << "_u" << s.blocks << "_hpb" << s.heads_per_block
+      << "_d" << s.head_dim;
+}
+
 namespace {
 
 using test::DeviceBuffer;
