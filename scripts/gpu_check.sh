@@ -53,6 +53,12 @@ step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode l
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
 
+# MoE in bf16, two ranks sharing the GPU over MPI: uniform and zipf routing, dropless and CF 1.25,
+# each checked against the host reference (sized so that the reference stays a few seconds).
+step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
+  --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
+  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --iters 10 --out "$OUT/moe2.h5"
+
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob

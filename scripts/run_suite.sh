@@ -30,6 +30,9 @@ run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
 run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --attention fused,unfused \
   --iters 5 --warmup 1
 run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
+# MoE: a small skew sweep (uniform, zipf, hot; dropless and CF 1.25), a few seconds on the CPU.
+run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --skew none,zipf,hot \
+  --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
   "$BUILD/bin/kernel_bench" --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json
