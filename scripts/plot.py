@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
 from suite_results import (Case, Results, cli_warnings, file_stem,  # noqa: E402
                            read_results, warn)
@@ -227,9 +228,19 @@ def plot_generic(res: Results, bench: str, out: Path, written: list[Path],
     return bool(timed) or bool(figures)
 
 
+def plot_moe(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py)."""
+    figures = moe_figures(_usable(res.cases_of(bench), MOE_NEEDS), bench,
+                          lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "sp_tp": plot_sp_tp,
     "harness_overhead": plot_harness_overhead,
+    "moe": plot_moe,
 }
 
 

@@ -155,7 +155,7 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
                  {"n_e", std::int64_t{cfg.n_e}},
                  {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
   spec.make = [&ctx, cfg] { return std::make_unique<MoeCase>(ctx, cfg); };
-  spec.console_counters = {"expert_load_max_over_mean", "drop_rate", "a2a_bytes_per_rank_mean"};
+  spec.console_counters = {"expert_load_max_over_mean", "drop_rate", "a2a_bytes_per_rank"};
   return spec;
 }
 

@@ -94,7 +94,7 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   a.emplace_back("expert_load_routed_max_over_mean", routed_mm);
   a.emplace_back("rank_load_max_over_mean", rank_mm);
   a.emplace_back("aux_loss", aux);
-  a.emplace_back("pred_aux_loss_uniform", kAuxLossAlpha);
+  a.emplace_back("pred_aux_loss", kAuxLossAlpha);  // its value at uniform routing
 
   // Per-rank figures.
   IntTable rank_load{"rank_load", 1, static_cast<std::size_t>(ranks), {}};
@@ -133,7 +133,7 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   }
   const double pred_a2a = model::moe_a2a_bytes_per_rank(c.k, c.tokens, c.h, c.n_e, e);
   a.emplace_back("bytes_match", std::int64_t{match ? 1 : 0});
-  a.emplace_back("a2a_bytes_per_rank_mean", a2a_sum / ranks);
+  a.emplace_back("a2a_bytes_per_rank", a2a_sum / ranks);  // mean over ranks
   a.emplace_back("a2a_bytes_per_rank_max", a2a_max);
   a.emplace_back("pred_a2a_bytes_per_rank", pred_a2a);
   a.emplace_back("a2a_bytes_rel_to_pred", pred_a2a > 0 ? a2a_sum / ranks / pred_a2a : 0.0);
@@ -150,7 +150,7 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   a.emplace_back("dropped_copies", static_cast<std::int64_t>(dropped));
   a.emplace_back("drop_rate", dropped / total_copies);
   a.emplace_back("expert_flops_per_rank_max", flops_max);
-  a.emplace_back("expert_flops_per_rank_mean", flops_sum / ranks);
+  a.emplace_back("expert_flops_per_rank", flops_sum / ranks);  // mean over ranks
   a.emplace_back(
       "pred_expert_flops_per_rank",
       c.k * c.tokens * model::moe_expert_flops_per_pair(c.h, c.d_ff, c.mlp == Mlp::swiglu));
@@ -207,7 +207,7 @@ void print_moe_table(const std::vector<CaseRecord>& records) {
         attr_number(r, "phase_expert_median_s") * 1e6,
         attr_number(r, "phase_combine_median_s") * 1e6, attr_number(r, "expert_load_max_over_mean"),
         100 * attr_number(r, "drop_rate"), attr_number(r, "rank_load_max_over_mean"),
-        attr_number(r, "aux_loss"), attr_number(r, "a2a_bytes_per_rank_mean"),
+        attr_number(r, "aux_loss"), attr_number(r, "a2a_bytes_per_rank"),
         attr_number(r, "pred_a2a_bytes_per_rank"), attr_number(r, "a2a_expert_ratio"),
         attr_number(r, "pred_a2a_expert_ratio"),
         passed == 1  ? (attr_number(r, "bytes_match") == 1 ? "ok" : "BYTES")

@@ -57,7 +57,7 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
     expect(np.array_equal(g["moe_bytes_sent"][()], g["moe_bytes_implied"][()]), f"{name}: bytes tables differ")
     pred = 2 * k * T * h * elem * (n_e - 1) / n_e
     expect(math.isclose(a["pred_a2a_bytes_per_rank"], pred), f"{name}: uniform prediction {a['pred_a2a_bytes_per_rank']} != {pred}")
-    expect(a["pred_aux_loss_uniform"] == 1e-2, f"{name}: aux loss alpha")
+    expect(a["pred_aux_loss"] == 1e-2, f"{name}: aux loss alpha")
     expect(a["aux_loss"] > 0 and a["expert_load_max_over_mean"] >= 1, f"{name}: aux loss / load figures")
     cap = int(a["capacity"])
     kept_load = g["expert_load"][()].reshape(-1, E)  # one row per EP group (1-D when one group)
