@@ -92,6 +92,13 @@ def load_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     return fig
 
 
+def _finish(fig: plt.Figure, ax: plt.Axes, text: str) -> plt.Figure:
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(text)
+    return fig
+
+
 def _load_panels(fig_title: str, title: Title, columns: list[str]) -> tuple[plt.Figure, np.ndarray]:
     fig, axes = plt.subplots(2, len(columns), figsize=(5.5 * len(columns) + 1, 7.5),
                              squeeze=False)
@@ -194,10 +201,7 @@ def ratio_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     ax.set_yscale("log")
     ax.set_xlabel("predicted (F/W)((N_e-1)/N_e)/d_ff (x e/2; /1.5 SwiGLU)")
     ax.set_ylabel("measured (dispatch + combine) / expert time")
-    ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(title("all-to-all / expert time"))
-    return fig
+    return _finish(fig, ax, title("all-to-all / expert time"))
 
 
 def balance_figure(cases: list[Case], title: Title) -> plt.Figure | None:
@@ -211,10 +215,7 @@ def balance_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     ax.axhline(1, color="grey", linewidth=0.8)
     ax.set_xlabel("balancing step (last: the timed steps' routing)")
     ax.set_ylabel("max / mean expert load (routed)")
-    ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(title("aux-loss-free balancing"))
-    return fig
+    return _finish(fig, ax, title("aux-loss-free balancing"))
 
 
 def moe_figures(cases: list[Case], bench: str, title: Title) -> dict[str, plt.Figure]:

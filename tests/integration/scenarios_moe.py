@@ -8,17 +8,15 @@ the bytes each rank must send in dispatch and combine.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect  # noqa: E402
+from run_scenario import Env, expect, run_cli  # noqa: E402
 
 SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
          "--backend", "cpu"]
@@ -216,14 +214,7 @@ SCENARIOS = {
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
-    p.add_argument("--bin-dir", type=Path, required=True, help="directory holding the built executables")
-    p.add_argument("--mpiexec", default="mpirun", help="MPI launcher")
-    args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
-    print(f"PASS {args.scenario}")
+    run_cli(SCENARIOS, __doc__)
 
 
 if __name__ == "__main__":
