@@ -8,16 +8,18 @@
 namespace suite::moe {
 namespace {
 
-constexpr int kReps = 3;
+constexpr int kReps = 5;
 
-// Median seconds of kReps runs of f() after one untimed run.
-template <class F>
-double median_seconds(Device& device, F&& f) {
+// Median seconds of kReps runs of f() after one untimed run; before() runs untimed ahead of
+// each (a barrier, so that a collective is timed from a common start).
+template <class B, class F>
+double median_seconds(Device& device, B&& before, F&& f) {
   auto timer = device.make_timer();
   f();
   device.synchronize();
   std::vector<double> t;
   for (int i = 0; i < kReps; ++i) {
+    before();
     timer->start();
     f();
     timer->stop();
@@ -40,7 +42,7 @@ Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& o
   device.copy_from_host(a.data(), zeros.data(), a.bytes());
   device.copy_from_host(b.data(), zeros.data(), b.bytes());
   const double t_gemm = median_seconds(
-      device, [&] { ops.gemm(m, c.w1_cols(), c.h, a.data(), b.data(), out.data()); });
+      device, [] {}, [&] { ops.gemm(m, c.w1_cols(), c.h, a.data(), b.data(), out.data()); });
   r.flops_per_s = 2.0 * m * c.w1_cols() * c.h / std::max(t_gemm, 1e-12);
   if (c.n_e == 1) return r;
   // Uniform dispatch: k T rows of h elements spread evenly over the N_e ranks.
@@ -49,8 +51,13 @@ Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& o
   if (per_rank > group.max_count()) return r;
   Buffer s = device.alloc(per_rank * c.n_e * e), g = device.alloc(per_rank * c.n_e * e);
   const std::int64_t before = group.bytes().sent;
-  const double t_a2a =
-      median_seconds(device, [&] { group.all_to_all(s.data(), g.data(), per_rank, c.dtype); });
+  const double t_a2a = median_seconds(
+      device,
+      [&] {
+        device.synchronize();
+        group.barrier();
+      },
+      [&] { group.all_to_all(s.data(), g.data(), per_rank, c.dtype); });
   const double sent = static_cast<double>(group.bytes().sent - before) / (kReps + 1);
   r.bytes_per_s = sent / std::max(t_a2a, 1e-12);
   return r;
