@@ -136,6 +136,23 @@ class MoeCase final : public BenchCase {
   Rates rates_;
 };
 
+// The largest all-to-all-v a rank can receive: every copy of the group for its experts
+// (dropless), or its experts' capacity. Refused up front when above the transport's count limit.
+void check_transport_limit(BenchContext& ctx, const MoeConfig& c) {
+  const std::int64_t copies = c.tokens * c.k * c.n_e;
+  const std::int64_t capacity =
+      kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts);
+  const std::int64_t rows =
+      capacity < 0 ? copies : std::min(copies, capacity * c.experts_per_rank());
+  if (static_cast<double>(rows) * static_cast<double>(c.h) >
+      static_cast<double>(ctx.comm.max_count()))
+    throw UsageError("moe: " + case_name(c) + " may receive " + std::to_string(rows) + " rows of " +
+                     std::to_string(c.h) +
+                     " elements in one all-to-all-v, above this transport's limit of " +
+                     std::to_string(ctx.comm.max_count()) +
+                     " elements; use --transport nccl, a capacity factor or a smaller T*k*h");
+}
+
 CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
   CaseSpec spec;
   spec.name = case_name(cfg);
@@ -185,6 +202,7 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
             if (E > 1 << 20)
               throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
             validate(cfg);
+            check_transport_limit(ctx, cfg);
             specs.push_back(make_spec(ctx, cfg));
           }
       }

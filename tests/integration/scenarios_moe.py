@@ -183,6 +183,7 @@ def scenario_bad_input(env: Env) -> None:
         "bad number": (["--alpha", "x1"], "x1"),
         "hot factor too large": (["--skew", "hot", "--hot-factor", "4", "--experts", "8"], "--hot-factor"),
         "ep not dividing ranks": (["--ep", "3"], "--ep"),
+        "above MPI's int count": (["--tokens", "1M", "--hidden", "4096"], "above this transport's limit"),
     }
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad_moe.h5"
