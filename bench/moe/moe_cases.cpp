@@ -34,9 +34,17 @@ class MoeCase final : public BenchCase {
 
   void step(PhaseTimer& phases) override { layer_->forward(phases); }
 
+  // Bytes first (cheap, always), then the host reference of the layer (skipped when too large).
   CheckOutcome check() override {
+    std::string bytes_error = bytes_mismatch();
     std::string why;
-    if (reference_too_large(cfg_, why)) return {true, 0, why, true};
+    if (reference_too_large(cfg_, why)) {
+      // Agreed before returning: a skip on one rank must not hide a byte mismatch on another.
+      auto any = agree_on_error(bytes_error.empty() ? std::nullopt
+                                                    : std::optional<std::string>(bytes_error));
+      if (any) return {false, 0, *any};
+      return {true, 0, why, true};
+    }
     // The group's routing, gathered: the drop rule is checked over all of it.
     const auto& chosen = layer_->chosen();
     std::vector<double> mine;
@@ -54,17 +62,17 @@ class MoeCase final : public BenchCase {
     }
     ReferenceOutcome ref = check_against_reference(cfg_, layer_->group_rank(), first_token_,
                                                    select_bias_, routing, layer_->local_output());
-    CheckOutcome out{ref.passed, ref.max_abs_err, ref.detail};
-    // Bytes: what the transport counted must be exactly what the routing table implies.
+    return {ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
+  }
+
+  // What the transport counted must be exactly what the routing table implies.
+  std::string bytes_mismatch() const {
     const StepBytes m = layer_->measured_bytes(), p = layer_->implied_bytes();
-    if (m.control != p.control || m.dispatch != p.dispatch || m.combine != p.combine) {
-      out.passed = false;
-      out.detail += "bytes sent (control, dispatch, combine) = (" + std::to_string(m.control) +
-                    ", " + std::to_string(m.dispatch) + ", " + std::to_string(m.combine) +
-                    ") but the routing implies (" + std::to_string(p.control) + ", " +
-                    std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + ")";
-    }
-    return out;
+    if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
+    return "bytes sent (control, dispatch, combine) = (" + std::to_string(m.control) + ", " +
+           std::to_string(m.dispatch) + ", " + std::to_string(m.combine) +
+           ") but the routing implies (" + std::to_string(p.control) + ", " +
+           std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + ")";
   }
 
   void report(const Measurement& m, CaseRecord& rec) override {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "common/typed_host.hpp"
 #include "kernels/moe/moe_cpu.hpp"
@@ -133,8 +134,12 @@ bool reference_too_large(const MoeConfig& c, std::string& why) {
   const double weights = static_cast<double>(c.experts) * c.h * (c.w1_cols() + c.d_ff);
   const double flops = 2.0 * c.tokens * c.k * c.h * (c.w1_cols() + c.d_ff);
   if (weights <= 2e8 && flops <= 2e10) return false;
-  why = "the host reference would generate " + std::to_string(weights) + " weights and run " +
-        std::to_string(flops) + " FLOPs per rank (limits 2e8 and 2e10); check a smaller case";
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the host reference would generate %.3g weights and run %.3g FLOPs per rank "
+                "(limits 2e8 and 2e10); check a smaller case",
+                weights, flops);
+  why = text;
   return true;
 }
 
