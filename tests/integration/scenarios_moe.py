@@ -59,6 +59,20 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
     expect(math.isclose(a["pred_a2a_bytes_per_rank"], pred), f"{name}: uniform prediction {a['pred_a2a_bytes_per_rank']} != {pred}")
     expect(a["pred_aux_loss"] == 1e-2, f"{name}: aux loss alpha")
     expect(a["aux_loss"] > 0 and a["expert_load_max_over_mean"] >= 1, f"{name}: aux loss / load figures")
+    # The time ratio against (F/W)((N_e-1)/N_e)/d_ff (/1.5 SwiGLU) x e/2, F and W of this run.
+    F, W, d_ff = a["calib_flops_per_s"], a["calib_bytes_per_s"], int(a["d_ff"])
+    expect(F > 0 and (W > 0) == (n_e > 1), f"{name}: calibrated F {F} / W {W}")
+    want = F / W * (n_e - 1) / n_e / d_ff / (1.5 if a["mlp"] == "swiglu" else 1) * elem / 2 if W > 0 else 0
+    expect(math.isclose(a["pred_a2a_expert_ratio"], want, rel_tol=1e-9), f"{name}: pred ratio {a['pred_a2a_expert_ratio']} != {want}")
+    t = {p: a[f"phase_{p}_median_s"] for p in PHASES}
+    expect(math.isclose(a["a2a_expert_ratio"], (t["dispatch"] + t["combine"]) / t["expert"], rel_tol=1e-9),
+           f"{name}: measured ratio is not (dispatch + combine) / expert")
+    rows = g["rank_load"][()].ravel()
+    per_row = (6 if a["mlp"] == "swiglu" else 4) * h * d_ff
+    expect(math.isclose(a["expert_flops_per_rank"], rows.mean() * per_row), f"{name}: expert FLOPs per rank")
+    expect(math.isclose(a["pred_expert_flops_per_rank"], k * T * per_row), f"{name}: predicted expert FLOPs")
+    expect(math.isclose(a["dispatch_algbw_GBps"], g["dispatch_bytes"][()].mean() / t["dispatch"] / 1e9),
+           f"{name}: dispatch algbw")
     cap = int(a["capacity"])
     kept_load = g["expert_load"][()].reshape(-1, E)  # one row per EP group (1-D when one group)
     expect(kept_load.shape == (ranks // n_e, E), f"{name}: expert_load shape {kept_load.shape}")
