@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 ARCH=${ARCH:-90}
 bundle=.gpu
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >/dev/null
-cmake --build build-gpu -j "$(nproc)" --target sp_tp ring_attention ulysses harness_overhead model kernel_bench kernel_tests_cuda kernel_tests
+cmake --build build-gpu -j "$(nproc)" --target sp_tp ring_attention ulysses moe harness_overhead model kernel_bench \
+  kernel_tests_cuda kernel_tests
 rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/wheels"
-for b in sp_tp ring_attention ulysses model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
+for b in sp_tp ring_attention ulysses moe model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
 # Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own)
 # and MPI (the wheel brings it).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libmpi|libopen-|libhwloc|libevent)'

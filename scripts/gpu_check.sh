@@ -67,6 +67,11 @@ step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K 
 step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \
   --ulysses-degree all --layout zigzag --out "$OUT/ulysses4.h5"
+# MoE in bf16, two ranks sharing the GPU over MPI: uniform and zipf routing, dropless and CF 1.25,
+# each checked against the host reference (sized so that the reference stays a few seconds).
+step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
+  --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
+  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --iters 10 --out "$OUT/moe2.h5"
 
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"

@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
 from plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
 from plot_ulysses import ULYSSES_NEEDS, ulysses_figures  # noqa: E402
@@ -245,11 +246,21 @@ def plot_ulysses(res: Results, bench: str, out: Path, written: list[Path]) -> bo
     return bool(figures)
 
 
+def plot_moe(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py)."""
+    figures = moe_figures(_usable(res.cases_of(bench), MOE_NEEDS), bench,
+                          lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "ulysses": plot_ulysses,
     "sp_tp": plot_sp_tp,
     "ring_attention": plot_ring_attention,
     "harness_overhead": plot_harness_overhead,
+    "moe": plot_moe,
 }
 
 

@@ -35,6 +35,9 @@ run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag -
 # Ulysses, the Ulysses x ring hybrid and plain ring on the same inputs (every degree NP allows).
 run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --iters 5 --warmup 1
 run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
+# MoE: a small skew sweep (uniform, zipf, hot; dropless and CF 1.25), a few seconds on the CPU.
+run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --skew none,zipf,hot \
+  --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
   "$BUILD/bin/kernel_bench" --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json

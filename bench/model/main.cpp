@@ -80,6 +80,11 @@ void print_moe(const Params& p, double e) {
        "FLOP");
   line("all-to-all time / expert time",
        m::moe_a2a_to_expert_ratio(p.flops, p.bw, p.n_e, d_ff, p.swiglu), "");
+  line("dispatch + combine time per rank at W (uniform)",
+       m::moe_a2a_bytes_per_rank(p.k, p.tokens, p.h, p.n_e, e) / p.bw, "s");
+  const double expert_flops = p.k * p.tokens * m::moe_expert_flops_per_pair(p.h, d_ff, p.swiglu);
+  line("expert FLOPs per rank (k T pairs, uniform)", expert_flops, "FLOP");
+  line("expert compute time per rank at F", expert_flops / p.flops, "s");
   line("expert capacity CF*k*N/E (N = T*N_e)",
        m::moe_capacity(p.capacity_factor, p.k, p.tokens * p.n_e, p.experts), "tokens");
   std::vector<double> uniform(p.experts, 1.0 / p.experts);

@@ -5,6 +5,7 @@
 
 #include "kernels/core/counter_rng.hpp"
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::cpu {
 
@@ -36,6 +37,13 @@ void gelu_forward(std::int64_t n, const T* x, T* y) {
 }
 
 template <class T>
+void silu_mul_forward(std::int64_t rows, std::int64_t cols, const T* x, T* y) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = silu(x[swiglu_gate_index(r, c, cols)]) * x[swiglu_up_index(r, c, cols)];
+}
+
+template <class T>
 void residual_add(std::int64_t n, const T* x, const T* residual, T* y) {
   for (std::int64_t i = 0; i < n; ++i)
     y[i] = x[i] + residual[i];
@@ -61,6 +69,7 @@ void dropout_forward(std::int64_t rows, std::int64_t cols, float p, std::uint64_
                                      T*);                                                          \
   template void gelu_forward<T>(std::int64_t, const T*, T*);                                       \
   template void residual_add<T>(std::int64_t, const T*, const T*, T*);                             \
+  template void silu_mul_forward<T>(std::int64_t, std::int64_t, const T*, T*);                     \
   template void dropout_forward<T>(std::int64_t, std::int64_t, float, std::uint64_t, std::int64_t, \
                                    const T*, T*, std::uint8_t*);
 SUITE_INSTANTIATE_TOKENWISE(float)

@@ -18,6 +18,11 @@ void layernorm_forward(std::int64_t rows, std::int64_t cols, const T* x, const T
 template <class T>
 void gelu_forward(std::int64_t n, const T* x, T* y);
 
+// SwiGLU's activation: y[r, c] = silu(x[r, c]) * x[r, cols + c] for x [rows, 2 cols] (gate
+// half then up half, one GEMM against [h, 2 d_ff]) and y [rows, cols]. x and y must not alias.
+template <class T>
+void silu_mul_forward(std::int64_t rows, std::int64_t cols, const T* x, T* y);
+
 // y = x + residual elementwise; any of the three may alias.
 template <class T>
 void residual_add(std::int64_t n, const T* x, const T* residual, T* y);

@@ -7,6 +7,7 @@
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_storage.hpp"
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::cuda {
 namespace {
@@ -41,6 +42,19 @@ __global__ void gelu_kernel(std::int64_t n, const S* x, S* y) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
     store_f32(y, i, gelu_tanh(load_f32(x, i)));
+  }
+}
+
+template <class S>
+__global__ void silu_mul_kernel(std::int64_t rows, std::int64_t cols, const S* x, S* y) {
+  const std::int64_t n = rows * cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    store_f32(y, i,
+              silu(load_f32(x, swiglu_gate_index(r, c, cols))) *
+                  load_f32(x, swiglu_up_index(r, c, cols)));
   }
 }
 
@@ -96,6 +110,17 @@ void gelu_forward(cudaStream_t stream, DType dtype, std::int64_t n, const void* 
     using S = decltype(tag);
     gelu_kernel<S><<<flat_blocks(n), kFlatThreads, 0, stream>>>(n, static_cast<const S*>(x),
                                                                 static_cast<S*>(y));
+    SUITE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void silu_mul_forward(cudaStream_t stream, DType dtype, std::int64_t rows, std::int64_t cols,
+                      const void* x, void* y) {
+  if (rows <= 0 || cols <= 0) return;
+  dispatch_storage(dtype, "cuda::silu_mul_forward", [&](auto tag) {
+    using S = decltype(tag);
+    silu_mul_kernel<S><<<flat_blocks(rows * cols), kFlatThreads, 0, stream>>>(
+        rows, cols, static_cast<const S*>(x), static_cast<S*>(y));
     SUITE_CUDA_CHECK_LAUNCH();
   });
 }

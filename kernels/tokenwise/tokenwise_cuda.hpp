@@ -18,6 +18,10 @@ void layernorm_forward(cudaStream_t stream, DType dtype, std::int64_t rows, std:
 // GeLU, tanh approximation (same formula as the CPU's gelu_tanh).
 void gelu_forward(cudaStream_t stream, DType dtype, std::int64_t n, const void* x, void* y);
 
+// SwiGLU's silu(x[:, :cols]) * x[:, cols:] for x [rows, 2 cols] into y [rows, cols].
+void silu_mul_forward(cudaStream_t stream, DType dtype, std::int64_t rows, std::int64_t cols,
+                      const void* x, void* y);
+
 void residual_add(cudaStream_t stream, DType dtype, std::int64_t n, const void* x,
                   const void* residual, void* y);
 

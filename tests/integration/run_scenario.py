@@ -364,15 +364,20 @@ def scenario_sp_tp_odd(env: Env) -> None:
     check_sp_tp_file(out, 3, "fp32", 3, [12, 3072])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
+def run_cli(scenarios: dict, description: str | None) -> None:
+    """Runs the scenario named on the command line (shared with the scenarios_*.py files)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("scenario", choices=sorted(scenarios))
     p.add_argument("--bin-dir", type=Path, required=True, help="directory holding the built executables")
     p.add_argument("--mpiexec", default="mpirun", help="MPI launcher")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
+        scenarios[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
     print(f"PASS {args.scenario}")
+
+
+def main() -> None:
+    run_cli(SCENARIOS, __doc__)
 
 
 if __name__ == "__main__":

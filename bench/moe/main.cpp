@@ -1,0 +1,134 @@
+// moe: MoE expert parallelism (METHODS.md section 4): a router with controllable skew, capacity
+// and drops, dispatch/combine all-to-alls, grouped expert GEMMs.
+#include <cmath>
+
+#include "bench/moe/moe_cases.hpp"
+#include "bench/moe/moe_report.hpp"
+#include "common/bench_main.hpp"
+#include "common/errors.hpp"
+#include "common/size_list.hpp"
+
+namespace {
+
+struct MoeOptions {
+  std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "4",
+              capacity = "0", mlp = "swiglu";
+  std::int64_t hidden = 512, ffn_hidden = 1024;
+  int top_k = 2, balance_steps = 0, ep = 0;
+  double balance_rate = 0.05;
+};
+
+std::vector<double> parse_numbers(const std::string& text, const char* flag) {
+  std::vector<double> out;
+  for (const auto& item : suite::split_list(text)) {
+    std::size_t used = 0;
+    double v = NAN;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !std::isfinite(v))
+      throw suite::UsageError(std::string(flag) + ": '" + item + "' is not a number");
+    out.push_back(v);
+  }
+  return out;
+}
+
+suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
+  suite::moe::MoeSweep s;
+  s.base.h = o.hidden;
+  s.base.d_ff = o.ffn_hidden;
+  s.base.k = o.top_k;
+  s.base.balance_steps = o.balance_steps;
+  s.base.balance_rate = o.balance_rate;
+  if (o.mlp == "swiglu")
+    s.base.mlp = suite::moe::Mlp::swiglu;
+  else if (o.mlp == "gelu")
+    s.base.mlp = suite::moe::Mlp::gelu;
+  else
+    throw suite::UsageError("--mlp: unknown MLP '" + o.mlp + "' (swiglu, gelu)");
+  for (const auto& k : suite::split_list(o.skew)) {
+    if (k == "none")
+      s.skews.push_back(suite::moe::Skew::none);
+    else if (k == "zipf")
+      s.skews.push_back(suite::moe::Skew::zipf);
+    else if (k == "hot")
+      s.skews.push_back(suite::moe::Skew::hot);
+    else
+      throw suite::UsageError("--skew: unknown skew kind '" + k + "' (none, zipf, hot)");
+  }
+  s.tokens = suite::parse_sweep(o.tokens);
+  s.experts = suite::parse_sweep(o.experts);
+  s.alphas = parse_numbers(o.alpha, "--alpha");
+  s.hot_factors = parse_numbers(o.hot, "--hot-factor");
+  s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
+  s.ep = o.ep;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MoeOptions o;
+  suite::BenchDefinition def;
+  def.name = "moe";
+  def.description =
+      "MoE expert parallelism (METHODS.md section 4): one MoE layer forward per case on groups of\n"
+      "N_e consecutive ranks (--ep), each holding E/N_e experts and T tokens: route (router GEMM,\n"
+      "softmax, top-k, renormalised gates, optional skew and capacity with deterministic drops:\n"
+      "lowest gate dropped first, ties by global token index), permute, dispatch (counts, then\n"
+      "all-to-all-v), expert MLPs (one GEMM per expert and matrix), combine (reverse "
+      "all-to-all-v,\n"
+      "gate-weighted sum). Per case: per-phase times, per-expert and per-rank loads, drops, aux\n"
+      "loss, bytes per rank counted by the transport = what the routing implies, beside\n"
+      "2kThe(N_e-1)/N_e, and the all-to-all / expert time ratio beside (F/W)((N_e-1)/N_e)/d_ff.\n"
+      "The output is checked against a host reference of the same layer (same routing and drops).\n"
+      "--save-tensors writes chosen experts, gates, kept flags, per-expert counts, input and\n"
+      "output per rank when T*h and T*k are at most 1M elements.";
+  def.add_options = [&](CLI::App& app) {
+    app.add_option("--tokens", o.tokens, "T: tokens per rank (list or range, e.g. 256:4096:x2)")
+        ->capture_default_str();
+    app.add_option("--hidden", o.hidden, "h: hidden size")->capture_default_str();
+    app.add_option("--ffn-hidden", o.ffn_hidden, "d_ff: expert MLP width")->capture_default_str();
+    app.add_option("--experts", o.experts, "E: experts (list), a multiple of N_e")
+        ->capture_default_str();
+    app.add_option("--top-k", o.top_k, "k: experts per token, 1 <= k <= E (at most 32)")
+        ->capture_default_str();
+    app.add_option("--mlp", o.mlp,
+                   "expert MLP: swiglu (silu(x W_gate) * x W_up, then W_down: 6 h d_ff FLOPs per "
+                   "copy) or gelu (two matrices: 4 h d_ff)")
+        ->capture_default_str();
+    app.add_option("--skew", o.skew,
+                   "router skew kinds (list): none; zipf (power law of exponent --alpha over a "
+                   "seeded permutation of the experts, as logit bias); hot (one seeded expert gets "
+                   "about --hot-factor times the mean load)")
+        ->capture_default_str();
+    app.add_option("--alpha", o.alpha, "zipf exponents (list), >= 0; 0 = uniform")
+        ->capture_default_str();
+    app.add_option("--hot-factor", o.hot, "hot-expert load factors M (list), 1 <= M < E/k")
+        ->capture_default_str();
+    app.add_option("--capacity-factor", o.capacity,
+                   "capacity factors CF (list): each expert accepts at most ceil(CF k T N_e / E) "
+                   "copies, dropping the lowest gates first; 0 = dropless")
+        ->capture_default_str();
+    app.add_option("--balance-steps", o.balance_steps,
+                   "S: aux-loss-free balancing steps before timing (per-expert selection bias "
+                   "moved by --balance-rate against the load after each); max/mean load per "
+                   "step recorded")
+        ->capture_default_str();
+    app.add_option("--balance-rate", o.balance_rate, "bias change per balancing step")
+        ->capture_default_str();
+    app.add_option("--ep", o.ep,
+                   "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "
+                   "groups run the case at once, step time is the max over all ranks")
+        ->capture_default_str();
+  };
+  def.make_cases = [&](suite::BenchContext& ctx) {
+    return suite::moe::moe_cases(ctx, make_sweep(o));
+  };
+  def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
+    suite::moe::print_moe_table(records);
+  };
+  return suite::run_benchmark(argc, argv, def);
+}

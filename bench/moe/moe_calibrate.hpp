@@ -1,0 +1,21 @@
+// F and W of METHODS.md's ratio (F/W)((N_e-1)/N_e)/d_ff, measured in the same run as the case
+// (during its set-up, untimed): F the FLOP rate of one expert's first GEMM at the uniform
+// load, W the bytes per second each rank sends in a uniform all-to-all of the uniform
+// dispatch size. The ratio predicted from them sits beside the measured one.
+#pragma once
+
+#include "bench/moe/moe_config.hpp"
+#include "bench/moe/moe_ops.hpp"
+#include "common/comm.hpp"
+
+namespace suite::moe {
+
+struct Rates {
+  double flops_per_s = 0;  // F
+  double bytes_per_s = 0;  // W (0 when the group has one rank: nothing crosses a link)
+};
+
+// Collective over the group (the all-to-all); the median of a few timed repetitions.
+Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops);
+
+}  // namespace suite::moe

@@ -1,0 +1,226 @@
+#include "bench/moe/moe_cases.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bench/moe/moe_calibrate.hpp"
+#include "bench/moe/moe_layer.hpp"
+#include "bench/moe/moe_reference.hpp"
+#include "bench/moe/moe_report.hpp"
+#include "common/errors.hpp"
+#include "common/group_comm.hpp"
+#include "common/mpi_env.hpp"
+
+namespace suite::moe {
+namespace {
+
+constexpr std::int64_t kMaxSaved = 1 << 20;  // elements per rank and tensor, as --help says
+
+class MoeCase final : public BenchCase {
+ public:
+  MoeCase(BenchContext& ctx, MoeConfig cfg) : ctx_(ctx), cfg_(cfg) {}
+
+  void setup() override {
+    // Collective over the job first, so that no rank is left waiting in it.
+    if (cfg_.n_e != ctx_.comm.size()) owned_comm_ = make_group_comm(ctx_, cfg_.n_e);
+    Comm& group = owned_comm_ ? *owned_comm_ : ctx_.comm;
+    ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
+    first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
+    layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_);
+    select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
+    balance();
+    rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_);
+  }
+
+  void step(PhaseTimer& phases) override { layer_->forward(phases); }
+
+  // Bytes first (cheap, always), then the host reference of the layer (skipped when too large).
+  CheckOutcome check() override {
+    std::string bytes_error = bytes_mismatch();
+    std::string why;
+    if (reference_too_large(cfg_, why)) {
+      // Agreed before returning: a skip on one rank must not hide a byte mismatch on another.
+      auto any = agree_on_error(bytes_error.empty() ? std::nullopt
+                                                    : std::optional<std::string>(bytes_error));
+      if (any) return {false, 0, *any};
+      return {true, 0, why, true};
+    }
+    // The group's routing, gathered: the drop rule is checked over all of it.
+    const auto& chosen = layer_->chosen();
+    std::vector<double> mine;
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      mine.push_back(chosen[i]);
+      mine.push_back(layer_->gates()[i]);
+      mine.push_back(layer_->keep()[i]);
+    }
+    const std::vector<double> all = layer_->group_gather(mine);
+    GroupRouting routing;
+    for (std::size_t i = 0; i < all.size(); i += 3) {
+      routing.chosen.push_back(static_cast<std::int32_t>(all[i]));
+      routing.gates.push_back(static_cast<float>(all[i + 1]));
+      routing.keep.push_back(static_cast<std::uint8_t>(all[i + 2]));
+    }
+    ReferenceOutcome ref = check_against_reference(cfg_, layer_->group_rank(), first_token_,
+                                                   select_bias_, routing, layer_->local_output());
+    return {ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
+  }
+
+  // What the transport counted must be exactly what the routing table implies.
+  std::string bytes_mismatch() const {
+    const StepBytes m = layer_->measured_bytes(), p = layer_->implied_bytes();
+    if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
+    return "bytes sent (control, dispatch, combine) = (" + std::to_string(m.control) + ", " +
+           std::to_string(m.dispatch) + ", " + std::to_string(m.combine) +
+           ") but the routing implies (" + std::to_string(p.control) + ", " +
+           std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + ")";
+  }
+
+  void report(const Measurement& m, CaseRecord& rec) override {
+    RankFacts f;
+    auto [kept, routed] = local_loads();
+    f.group_kept = layer_->group_sum(kept);
+    f.group_routed = layer_->group_sum(routed);
+    const auto& p = layer_->prob_sum();
+    f.group_prob_sum = layer_->group_sum(std::vector<double>(p.begin(), p.end()));
+    f.measured = layer_->measured_bytes();
+    f.implied = layer_->implied_bytes();
+    f.expert_flops = layer_->expert_flops();
+    for (auto n : layer_->recv_counts())
+      f.recv_rows += static_cast<double>(n);
+    for (auto k : layer_->keep())
+      f.dropped += k ? 0 : 1;
+    f.rates = rates_;
+    report_case(cfg_, m, f, balance_history_, rec);
+  }
+
+  std::vector<SavedTensor> tensors() override {
+    if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
+    const auto& c = layer_->chosen();
+    const auto& g = layer_->gates();
+    const auto& k = layer_->keep();
+    auto [kept, routed] = local_loads();
+    (void)routed;
+    return {{"chosen_expert", {c.begin(), c.end()}}, {"gate", {g.begin(), g.end()}},
+            {"kept", {k.begin(), k.end()}},          {"expert_counts", layer_->group_sum(kept)},
+            {"input", layer_->local_input()},        {"output", layer_->local_output()}};
+  }
+
+ private:
+  // Copies of this rank's tokens per expert: accepted, and routed before drops.
+  std::pair<std::vector<double>, std::vector<double>> local_loads() const {
+    std::vector<double> kept(static_cast<std::size_t>(cfg_.experts), 0.0), routed = kept;
+    for (std::size_t i = 0; i < layer_->chosen().size(); ++i) {
+      const auto e = static_cast<std::size_t>(layer_->chosen()[i]);
+      routed[e] += 1;
+      kept[e] += layer_->keep()[i];
+    }
+    return {kept, routed};
+  }
+
+  // Aux-loss-free balancing (DeepSeek-V3): after each routing step, lower the selection bias of
+  // experts above the mean load and raise it for those below, by a fixed rate.
+  void balance() {
+    for (int s = 0; s < cfg_.balance_steps; ++s) {
+      layer_->route();
+      const std::vector<double> load = layer_->group_sum(local_loads().second);
+      const double mean = static_cast<double>(cfg_.k) * cfg_.tokens * cfg_.n_e / cfg_.experts;
+      balance_history_.push_back(*std::max_element(load.begin(), load.end()) / mean);
+      for (std::size_t e = 0; e < load.size(); ++e)
+        select_bias_[e] += static_cast<float>(cfg_.balance_rate * (load[e] > mean   ? -1
+                                                                   : load[e] < mean ? 1
+                                                                                    : 0));
+      layer_->set_select_bias(select_bias_);
+    }
+  }
+
+  BenchContext& ctx_;
+  MoeConfig cfg_;
+  std::unique_ptr<Comm> owned_comm_;
+  std::unique_ptr<MoeOps> ops_;
+  std::unique_ptr<MoeLayer> layer_;
+  std::int64_t first_token_ = 0;
+  std::vector<float> select_bias_;
+  std::vector<double> balance_history_;
+  Rates rates_;
+};
+
+// The largest all-to-all-v a rank can receive: every copy of the group for its experts
+// (dropless), or its experts' capacity. Refused up front when above the transport's count limit.
+void check_transport_limit(BenchContext& ctx, const MoeConfig& c) {
+  const std::int64_t copies = c.tokens * c.k * c.n_e;
+  const std::int64_t capacity =
+      kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts);
+  const std::int64_t rows =
+      capacity < 0 ? copies : std::min(copies, capacity * c.experts_per_rank());
+  if (static_cast<double>(rows) * static_cast<double>(c.h) >
+      static_cast<double>(ctx.comm.max_count()))
+    throw UsageError("moe: " + case_name(c) + " may receive " + std::to_string(rows) + " rows of " +
+                     std::to_string(c.h) +
+                     " elements in one all-to-all-v, above this transport's limit of " +
+                     std::to_string(ctx.comm.max_count()) +
+                     " elements; use --transport nccl, a capacity factor or a smaller T*k*h");
+}
+
+CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
+  CaseSpec spec;
+  spec.name = case_name(cfg);
+  spec.params = {{"dtype", std::string(dtype_name(cfg.dtype))},
+                 {"tokens", cfg.tokens},
+                 {"h", cfg.h},
+                 {"d_ff", cfg.d_ff},
+                 {"experts", std::int64_t{cfg.experts}},
+                 {"top_k", std::int64_t{cfg.k}},
+                 {"mlp", std::string(mlp_name(cfg.mlp))},
+                 {"skew", std::string(skew_name(cfg.skew))},
+                 {"alpha", cfg.skew == Skew::zipf ? cfg.alpha : 0.0},
+                 {"hot_factor", cfg.skew == Skew::hot ? cfg.hot_factor : 1.0},
+                 {"capacity_factor", cfg.capacity_factor},
+                 {"balance_steps", std::int64_t{cfg.balance_steps}},
+                 {"balance_rate", cfg.balance_rate},
+                 {"n_e", std::int64_t{cfg.n_e}},
+                 {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
+  spec.make = [&ctx, cfg] { return std::make_unique<MoeCase>(ctx, cfg); };
+  spec.console_counters = {"expert_load_max_over_mean", "drop_rate", "a2a_bytes_per_rank"};
+  return spec;
+}
+
+}  // namespace
+
+std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
+  const int n_e = resolve_group_size(sweep.ep, ctx.mpi.size(), "--ep");
+  std::vector<CaseSpec> specs;
+  for (auto T : sweep.tokens)
+    for (auto E : sweep.experts)
+      for (Skew skew : sweep.skews) {
+        const std::vector<double> knobs = skew == Skew::zipf  ? sweep.alphas
+                                          : skew == Skew::hot ? sweep.hot_factors
+                                                              : std::vector<double>{0};
+        for (double knob : knobs)
+          for (double cf : sweep.capacity_factors) {
+            MoeConfig cfg = sweep.base;
+            cfg.tokens = T;
+            cfg.experts = static_cast<int>(E);
+            cfg.skew = skew;
+            if (skew == Skew::zipf) cfg.alpha = knob;
+            if (skew == Skew::hot) cfg.hot_factor = knob;
+            cfg.capacity_factor = cf;
+            cfg.n_e = n_e;
+            cfg.dtype = ctx.dtype;
+            cfg.seed = ctx.opts.seed;
+            if (E > 1 << 20)
+              throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
+            validate(cfg);
+            check_transport_limit(ctx, cfg);
+            specs.push_back(make_spec(ctx, cfg));
+          }
+      }
+  // Knob lists are validated even when no case uses them (a typo must not pass silently).
+  for (double a : sweep.alphas)
+    if (!(a >= 0) || !std::isfinite(a)) throw UsageError("moe: --alpha must be >= 0");
+  for (double cf : sweep.capacity_factors)
+    if (!(cf >= 0) || !std::isfinite(cf))
+      throw UsageError("moe: --capacity-factor must be > 0 (or 0 for dropless)");
+  return specs;
+}
+
+}  // namespace suite::moe

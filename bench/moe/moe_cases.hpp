@@ -1,0 +1,25 @@
+// The moe benchmark's cases: one per point of the sweep (tokens, experts, skew and its knob,
+// capacity factor), each an MoE layer forward on EP groups of N_e consecutive ranks.
+#pragma once
+
+#include <vector>
+
+#include "bench/moe/moe_config.hpp"
+#include "common/bench_case.hpp"
+#include "common/context.hpp"
+
+namespace suite::moe {
+
+struct MoeSweep {
+  MoeConfig base;  // h, d_ff, k, mlp, balance; the swept fields are overwritten
+  std::vector<std::int64_t> tokens;
+  std::vector<std::int64_t> experts;
+  std::vector<Skew> skews;
+  std::vector<double> alphas, hot_factors, capacity_factors;
+  int ep = 0;  // --ep: 0 = all ranks
+};
+
+// Validates every point (UsageError naming the first bad one) and builds the cases.
+std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep);
+
+}  // namespace suite::moe

@@ -1,0 +1,123 @@
+#include "bench/moe/moe_config.hpp"
+
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "common/errors.hpp"
+#include "kernels/core/counter_rng.hpp"
+#include "kernels/moe/moe_index.hpp"
+
+namespace suite::moe {
+namespace {
+
+constexpr std::uint64_t kSkewTag = 0x5e3d0b1a5ull;
+
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// Seeded permutation of the experts (Fisher-Yates on counter-based bits).
+std::vector<int> expert_permutation(const MoeConfig& c) {
+  std::vector<int> perm(static_cast<std::size_t>(c.experts));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = c.experts - 1; i > 0; --i) {
+    const auto j = static_cast<int>(kernels::counter_hash(c.seed ^ kSkewTag, 1, i) %
+                                    static_cast<std::uint64_t>(i + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+}  // namespace
+
+void validate(const MoeConfig& c) {
+  auto need = [](bool ok, const std::string& why) {
+    if (!ok) throw UsageError("moe: " + why);
+  };
+  need(c.tokens >= 1, "--tokens must be >= 1 (got " + std::to_string(c.tokens) + ")");
+  need(c.h >= 1 && c.d_ff >= 1, "--hidden and --ffn-hidden must be >= 1");
+  need(c.experts >= 1, "--experts must be >= 1");
+  need(c.experts % c.n_e == 0,
+       "--experts " + std::to_string(c.experts) +
+           " is not divisible by the expert-parallel group size N_e = " + std::to_string(c.n_e));
+  need(c.k >= 1 && c.k <= c.experts,
+       "--top-k " + std::to_string(c.k) + " must be in [1, E = " + std::to_string(c.experts) + "]");
+  need(c.k <= kernels::moe::kMaxTopK,
+       "--top-k above " + std::to_string(kernels::moe::kMaxTopK) + " is not supported");
+  need(c.capacity_factor >= 0 && std::isfinite(c.capacity_factor),
+       "--capacity-factor must be > 0 (or 0 for dropless), got " + num(c.capacity_factor));
+  need(c.alpha >= 0 && std::isfinite(c.alpha), "--alpha must be >= 0, got " + num(c.alpha));
+  if (c.skew == Skew::hot) {
+    const double most = static_cast<double>(c.experts) / c.k;
+    need(c.hot_factor >= 1 && (c.hot_factor < most || c.hot_factor == 1),
+         "--hot-factor " + num(c.hot_factor) + " must be in [1, E/k = " + num(most) +
+             "): an expert takes each token at most once");
+  }
+  need(c.balance_steps >= 0, "--balance-steps must be >= 0");
+  need(c.balance_rate > 0 && std::isfinite(c.balance_rate), "--balance-rate must be > 0");
+}
+
+std::vector<float> skew_logit_bias(const MoeConfig& c) {
+  std::vector<float> bias(static_cast<std::size_t>(c.experts), 0.0f);
+  const std::vector<int> perm = expert_permutation(c);
+  if (c.skew == Skew::zipf) {
+    double z = 0;
+    for (int r = 0; r < c.experts; ++r)
+      z += std::pow(r + 1.0, -c.alpha);
+    for (int r = 0; r < c.experts; ++r)
+      bias[static_cast<std::size_t>(perm[r])] =
+          static_cast<float>(std::log(c.experts * std::pow(r + 1.0, -c.alpha) / z));
+  } else if (c.skew == Skew::hot && c.hot_factor > 1) {
+    // One expert with softmax weight w against E-1 of weight 1 is picked first with
+    // probability w / (w + E - 1); setting that to M/E gives w = M (E-1) / (E-M).
+    const double m = c.hot_factor, e = c.experts;
+    bias[static_cast<std::size_t>(perm[0])] = static_cast<float>(std::log(m * (e - 1) / (e - m)));
+  }
+  return bias;
+}
+
+double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t row,
+                  std::int64_t col) {
+  const std::uint64_t bits = kernels::counter_hash(
+      c.seed ^ (static_cast<std::uint64_t>(t) << 56), static_cast<std::uint64_t>(index),
+      static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(col));
+  const double u = static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1;  // uniform in [-1, 1)
+  switch (t) {
+    case Tensor::input:
+      return u;
+    case Tensor::router:  // logits of standard deviation about 1
+      return u * 3.0 / std::sqrt(static_cast<double>(c.h));
+    case Tensor::w1:  // fan-in h
+      return u * std::sqrt(3.0 / static_cast<double>(c.h));
+    case Tensor::w2:  // fan-in d_ff
+      return u * std::sqrt(3.0 / static_cast<double>(c.d_ff));
+  }
+  return 0;
+}
+
+std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
+                               std::int64_t rows, std::int64_t cols) {
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = r0; r < r0 + rows; ++r)
+    for (std::int64_t col = 0; col < cols; ++col)
+      out.push_back(init_value(c, t, index, r, col));
+  return out;
+}
+
+std::string case_name(const MoeConfig& c) {
+  std::string name = "moe_" + std::string(dtype_name(c.dtype)) + "_T" + std::to_string(c.tokens) +
+                     "_h" + std::to_string(c.h) + "_ff" + std::to_string(c.d_ff) + "_E" +
+                     std::to_string(c.experts) + "_k" + std::to_string(c.k) + "_" +
+                     mlp_name(c.mlp) + "_" + skew_name(c.skew);
+  if (c.skew == Skew::zipf) name += "_a" + num(c.alpha);
+  if (c.skew == Skew::hot) name += "_m" + num(c.hot_factor);
+  name += c.dropless() ? "_dropless" : "_cf" + num(c.capacity_factor);
+  if (c.balance_steps > 0) name += "_bal" + std::to_string(c.balance_steps);
+  return name + "_ep" + std::to_string(c.n_e);
+}
+
+}  // namespace suite::moe

@@ -1,0 +1,64 @@
+// Shape and options of one MoE layer case, their validation, the router skew (per-expert
+// logit bias), and the deterministic values (tokens, weights) every rank derives for itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/core/dtype.hpp"
+
+namespace suite::moe {
+
+enum class Mlp { swiglu, gelu };
+enum class Skew { none, zipf, hot };
+
+constexpr const char* mlp_name(Mlp m) {
+  return m == Mlp::swiglu ? "swiglu" : "gelu";
+}
+constexpr const char* skew_name(Skew s) {
+  return s == Skew::none ? "none" : s == Skew::zipf ? "zipf" : "hot";
+}
+
+struct MoeConfig {
+  std::int64_t tokens = 1024;  // T, per rank
+  std::int64_t h = 512, d_ff = 1024;
+  int experts = 8, k = 2;
+  Mlp mlp = Mlp::swiglu;
+  Skew skew = Skew::none;
+  double alpha = 1.0;          // zipf exponent
+  double hot_factor = 4.0;     // hot: load of the hot expert / mean load (about)
+  double capacity_factor = 0;  // 0: dropless
+  int balance_steps = 0;       // aux-loss-free balancing steps before the timed steps
+  double balance_rate = 0.05;  // bias change per balancing step
+  int n_e = 1;                 // EP group size
+  DType dtype = DType::fp32;
+  std::uint64_t seed = 1234;
+
+  int experts_per_rank() const { return experts / n_e; }
+  // Columns of the first expert matrix: SwiGLU's gate and up halves side by side.
+  std::int64_t w1_cols() const { return mlp == Mlp::swiglu ? 2 * d_ff : d_ff; }
+  bool dropless() const { return !(capacity_factor > 0); }
+};
+
+// Throws UsageError naming the first constraint the case breaks.
+void validate(const MoeConfig& c);
+
+// Per-expert bias added to the router logits: zero (none); log(E p_i) with p_i a power law
+// of exponent alpha over a seeded permutation of the experts (zipf); log of the weight that
+// gives one seeded expert about hot_factor times the mean load (hot).
+std::vector<float> skew_logit_bias(const MoeConfig& c);
+
+// Deterministic values keyed by (seed, tensor, index, row, column): index is the expert for
+// weights, 0 for the router; rows of `input` are global token indices.
+enum class Tensor : std::uint64_t { input = 1, router, w1, w2 };
+double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t row,
+                  std::int64_t col);
+// Row-major [rows, cols] block of rows [r0, r0 + rows).
+std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
+                               std::int64_t rows, std::int64_t cols);
+
+// "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case.
+std::string case_name(const MoeConfig& c);
+
+}  // namespace suite::moe

@@ -1,0 +1,110 @@
+// One MoE layer forward over an expert-parallel group of N_e ranks (METHODS.md section 4):
+//   route:    router GEMM [T, h] x [h, E], softmax + top-k + renormalised gates; under a
+//             capacity factor the group's (expert, gate) pairs are all-gathered and every rank
+//             applies the same drop rule (kernels/moe/moe_index.hpp: lowest gate dropped
+//             first, ties by global copy index); then the dispatch plan;
+//   permute:  token rows gathered into [destination rank][local expert] order, and on the
+//             receiving side regrouped into [local expert][source rank] order;
+//   dispatch: per-block counts exchanged (all-to-all), then the rows (all-to-all-v);
+//   expert:   per local expert one GEMM [n_j, h] x [h, w1_cols], the activation (GeLU, or
+//             SwiGLU's silu(gate) * up), one GEMM [n_j, d_ff] x [d_ff, h];
+//   combine:  rows back to received order, the reverse all-to-all-v, the gate-weighted sum.
+// A dropped copy contributes nothing (the token keeps its residual path, outside this layer).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/moe/moe_config.hpp"
+#include "bench/moe/moe_ops.hpp"
+#include "common/comm.hpp"
+#include "common/phase_timer.hpp"
+#include "kernels/moe/moe_cpu.hpp"
+
+namespace suite::moe {
+
+// Bytes this rank handed to the transport in one step, by purpose.
+struct StepBytes {
+  std::int64_t control = 0;   // counts all-to-all (+ routing all-gather under a capacity)
+  std::int64_t dispatch = 0;  // token rows out
+  std::int64_t combine = 0;   // expert outputs back
+  std::int64_t total() const { return control + dispatch + combine; }
+};
+
+class MoeLayer {
+ public:
+  // first_token: global index of this rank's first token (its input rows are keyed by it).
+  MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops,
+           std::int64_t first_token);
+
+  // Route only (the "route" phase of forward): fills the routing arrays below.
+  void route();
+  void forward(PhaseTimer& phases);
+  // Bias added to routing scores for the choice only (aux-loss-free balancing).
+  void set_select_bias(const std::vector<float>& bias);
+
+  // This rank's routing of its T tokens after the last route(): [T, k] arrays.
+  const std::vector<std::int32_t>& chosen() const { return chosen_; }
+  const std::vector<float>& gates() const { return gates_; }
+  const std::vector<std::uint8_t>& keep() const { return keep_; }
+  // Sum over this rank's tokens of each expert's router probability [E].
+  const std::vector<float>& prob_sum() const { return prob_sum_; }
+  // Rows received per [source rank][local expert] in the last forward().
+  const std::vector<std::int64_t>& recv_counts() const { return recv_counts_; }
+  const std::vector<std::int64_t>& send_counts() const { return plan_.send_counts; }
+
+  // Transport-counted bytes of the last forward(), and what the routing table implies.
+  const StepBytes& measured_bytes() const { return measured_; }
+  StepBytes implied_bytes() const;
+
+  std::vector<double> local_input() const { return to_host(x_, cfg_.tokens * cfg_.h); }
+  std::vector<double> local_output() const { return to_host(out_, cfg_.tokens * cfg_.h); }
+  // Expert FLOPs of the last forward on this rank (received rows x per-row FLOPs).
+  double expert_flops() const;
+
+  // Collective over the group: element-wise sum, and every rank's vector in rank order.
+  std::vector<double> group_sum(const std::vector<double>& v);
+  std::vector<double> group_gather(const std::vector<double>& v);
+
+  int group_rank() const { return rank_; }
+
+ private:
+  void permute_in();
+  void dispatch();
+  void regroup();
+  void experts();
+  void combine();
+  void upload(Buffer& dst, const void* src, std::size_t bytes);
+  void upload_values(Buffer& dst, const std::vector<double>& values);
+  std::vector<double> to_host(const Buffer& b, std::int64_t n) const;
+  void* row(const Buffer& b, std::int64_t r, std::int64_t cols) const;
+
+  MoeConfig cfg_;
+  Device& device_;
+  Comm& comm_;
+  MoeOps& ops_;
+  int rank_ = 0, ranks_ = 1;
+  std::size_t e_ = 0;
+  std::int64_t capacity_ = -1;
+
+  // Parameters and fixed inputs.
+  Buffer x_, w_router_, logit_bias_, select_bias_;
+  std::vector<Buffer> w1_, w2_;
+  // Per-step device buffers (grown on demand; sizes repeat from step to step).
+  Buffer logits_, chosen_dev_, gates_dev_, prob_sum_dev_, send_src_, slot_pos_, send_, counts_send_,
+      counts_recv_, recv_, regroup_gather_, regroup_scatter_, expert_in_, hidden_, act_,
+      expert_out_, back_send_, back_recv_, out_, meta_send_, meta_recv_;
+
+  // Host copies of the routing and plans of the last step.
+  std::vector<std::int32_t> chosen_;
+  std::vector<float> gates_, prob_sum_;
+  std::vector<std::uint8_t> keep_;
+  kernels::moe::DispatchPlan plan_;
+  kernels::moe::RegroupPlan regroup_;
+  std::vector<std::int64_t> recv_counts_;
+  std::vector<std::size_t> send_elems_, send_displs_, recv_elems_, recv_displs_;
+  std::int64_t recv_rows_ = 0;
+  StepBytes measured_;
+};
+
+}  // namespace suite::moe

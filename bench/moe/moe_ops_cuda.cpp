@@ -1,0 +1,60 @@
+// CUDA backend of MoeOps: the kernels' CUDA versions on the device's stream, GEMMs in cuBLAS
+// (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has CUDA.
+#include <cuda_runtime.h>
+
+#include "bench/moe/moe_ops.hpp"
+#include "kernels/core/cublas_handle.hpp"
+#include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/moe/moe_cuda.hpp"
+#include "kernels/tokenwise/tokenwise_cuda.hpp"
+
+namespace suite::moe {
+namespace {
+
+namespace k = kernels::cuda;
+namespace km = kernels::moe::cuda;
+
+class CudaMoeOps final : public MoeOps {
+ public:
+  CudaMoeOps(Device& device, DType dtype)
+      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
+    blas_.set_stream(stream_);
+  }
+  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
+            void* c) override {
+    k::gemm(blas_, stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+  }
+  void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
+              const float* select_bias, std::int32_t* chosen, float* gates,
+              float* prob_sum) override {
+    km::router_topk(stream_, dtype_, tokens, experts, kk, logits, logit_bias, select_bias, chosen,
+                    gates, prob_sum);
+  }
+  void gather_rows(std::int64_t rows, std::int64_t cols, const std::int64_t* src, const void* x,
+                   void* y) override {
+    km::gather_rows(stream_, dtype_, rows, cols, src, x, y);
+  }
+  void combine(std::int64_t tokens, int kk, std::int64_t cols, const std::int64_t* slot_pos,
+               const float* gates, const void* back, void* y) override {
+    km::combine(stream_, dtype_, tokens, kk, cols, slot_pos, gates, back, y);
+  }
+  void gelu(std::int64_t n, const void* x, void* y) override {
+    k::gelu_forward(stream_, dtype_, n, x, y);
+  }
+  void silu_mul(std::int64_t rows, std::int64_t cols, const void* x, void* y) override {
+    k::silu_mul_forward(stream_, dtype_, rows, cols, x, y);
+  }
+
+ private:
+  cudaStream_t stream_;
+  DType dtype_;
+  k::CublasHandle blas_;
+};
+
+}  // namespace
+
+std::unique_ptr<MoeOps> make_cuda_moe_ops(Device& device, DType dtype) {
+  return std::make_unique<CudaMoeOps>(device, dtype);
+}
+
+}  // namespace suite::moe

@@ -1,0 +1,189 @@
+#include "bench/moe/moe_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/typed_host.hpp"
+#include "kernels/moe/moe_cpu.hpp"
+#include "kernels/moe/moe_index.hpp"
+#include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/silu.hpp"
+
+namespace suite::moe {
+namespace {
+
+namespace km = kernels::moe;
+
+// The values the device holds: generated in double, rounded to the run's type.
+std::vector<double> rounded(std::vector<double> v, DType t) {
+  auto bytes = encode(v, t);
+  return decode(bytes.data(), v.size(), t);
+}
+
+// Per token: router probabilities p (softmax of rounded logits + skew bias), in double.
+std::vector<double> reference_probs(const MoeConfig& c, std::int64_t first_token) {
+  const std::int64_t T = c.tokens, h = c.h, E = c.experts;
+  const auto x = rounded(init_block(c, Tensor::input, 0, first_token, T, h), c.dtype);
+  const auto w = rounded(init_block(c, Tensor::router, 0, 0, h, E), c.dtype);
+  const auto bias = skew_logit_bias(c);
+  std::vector<double> p(static_cast<std::size_t>(T * E));
+  for (std::int64_t t = 0; t < T; ++t) {
+    double* pt = p.data() + t * E;
+    for (std::int64_t e = 0; e < E; ++e) {
+      double z = 0;
+      for (std::int64_t i = 0; i < h; ++i)
+        z += x[t * h + i] * w[i * E + e];
+      pt[e] = z + bias[e];
+    }
+    const double zmax = *std::max_element(pt, pt + E);
+    double sum = 0;
+    for (std::int64_t e = 0; e < E; ++e)
+      sum += (pt[e] = std::exp(pt[e] - zmax));
+    for (std::int64_t e = 0; e < E; ++e)
+      pt[e] /= sum;
+  }
+  return p;
+}
+
+// Whether token t's choice is a valid top-k of the reference scores (within tol) and its
+// gates are the reference probabilities renormalised over that choice.
+bool routing_ok(const MoeConfig& c, const double* p, const std::vector<float>& select_bias,
+                const std::int32_t* chosen, const float* gates, double tol) {
+  std::vector<bool> picked(static_cast<std::size_t>(c.experts), false);
+  double lowest_chosen = INFINITY, sum = 0;
+  for (int s = 0; s < c.k; ++s) {
+    const int e = chosen[s];
+    if (e < 0 || e >= c.experts || picked[static_cast<std::size_t>(e)]) return false;
+    picked[static_cast<std::size_t>(e)] = true;
+    lowest_chosen = std::min(lowest_chosen, p[e] + select_bias[static_cast<std::size_t>(e)]);
+    sum += p[e];
+  }
+  for (int e = 0; e < c.experts; ++e)
+    if (!picked[static_cast<std::size_t>(e)] &&
+        p[e] + select_bias[static_cast<std::size_t>(e)] > lowest_chosen + tol)
+      return false;
+  // Gates are stored as fp32 whatever the run's type: allow their rounding.
+  const double gate_tol = std::max(tol, 1e-6);
+  for (int s = 0; s < c.k; ++s)
+    if (std::fabs(gates[s] - p[chosen[s]] / sum) > gate_tol) return false;
+  return true;
+}
+
+// Output of this rank's tokens: sum over kept copies of gate * expert MLP(x), expert by expert.
+std::vector<double> reference_output(const MoeConfig& c, std::int64_t first_token,
+                                     const std::int32_t* chosen, const float* gates,
+                                     const std::uint8_t* keep) {
+  const std::int64_t T = c.tokens, h = c.h, d_ff = c.d_ff, w1c = c.w1_cols();
+  const auto x = rounded(init_block(c, Tensor::input, 0, first_token, T, h), c.dtype);
+  std::vector<double> out(static_cast<std::size_t>(T * h), 0.0), hidden(w1c), act(d_ff);
+  for (int e = 0; e < c.experts; ++e) {
+    bool used = false;
+    for (std::int64_t i = 0; i < T * c.k && !used; ++i)
+      used = keep[i] && chosen[i] == e;
+    if (!used) continue;
+    const auto w1 = rounded(init_block(c, Tensor::w1, e, 0, h, w1c), c.dtype);
+    const auto w2 = rounded(init_block(c, Tensor::w2, e, 0, d_ff, h), c.dtype);
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (int s = 0; s < c.k; ++s) {
+        const std::int64_t i = km::copy_index(t, s, c.k);
+        if (!keep[i] || chosen[i] != e) continue;
+        std::fill(hidden.begin(), hidden.end(), 0.0);
+        for (std::int64_t a = 0; a < h; ++a)
+          for (std::int64_t b = 0; b < w1c; ++b)
+            hidden[b] += x[t * h + a] * w1[a * w1c + b];
+        for (std::int64_t b = 0; b < d_ff; ++b)
+          act[b] = c.mlp == Mlp::swiglu ? kernels::silu(hidden[b]) * hidden[d_ff + b]
+                                        : kernels::gelu_tanh(hidden[b]);
+        for (std::int64_t b = 0; b < d_ff; ++b)
+          for (std::int64_t a = 0; a < h; ++a)
+            out[t * h + a] += gates[i] * act[b] * w2[b * h + a];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+double output_tolerance(DType t) {
+  switch (t) {
+    case DType::fp64:
+      return 1e-9;
+    case DType::fp32:
+      return 2e-4;
+    case DType::bf16:
+      return 5e-2;
+  }
+  return 0;
+}
+
+double routing_tolerance(DType t) {
+  switch (t) {
+    case DType::fp64:
+      return 1e-9;
+    case DType::fp32:
+      return 1e-5;
+    case DType::bf16:
+      return 3e-2;
+  }
+  return 0;
+}
+
+bool reference_too_large(const MoeConfig& c, std::string& why) {
+  const double weights = static_cast<double>(c.experts) * c.h * (c.w1_cols() + c.d_ff);
+  const double flops = 2.0 * c.tokens * c.k * c.h * (c.w1_cols() + c.d_ff);
+  if (weights <= 2e8 && flops <= 2e10) return false;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the host reference would generate %.3g weights and run %.3g FLOPs per rank "
+                "(limits 2e8 and 2e10); check a smaller case",
+                weights, flops);
+  why = text;
+  return true;
+}
+
+ReferenceOutcome check_against_reference(const MoeConfig& c, int group_rank,
+                                         std::int64_t first_token,
+                                         const std::vector<float>& select_bias,
+                                         const GroupRouting& routing,
+                                         const std::vector<double>& output) {
+  ReferenceOutcome out;
+  const std::int64_t copies = c.tokens * c.k, offset = group_rank * copies;
+  // 1. The drop rule, re-applied to the whole group's routing.
+  std::vector<std::uint8_t> keep(routing.chosen.size());
+  km::capacity_keep(static_cast<std::int64_t>(keep.size()), routing.chosen.data(),
+                    routing.gates.data(), c.experts,
+                    km::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts),
+                    keep.data());
+  for (std::size_t i = 0; i < keep.size(); ++i)
+    out.keep_errors += keep[i] != routing.keep[i];
+  // 2. This rank's routing against the reference router.
+  const auto p = reference_probs(c, first_token);
+  const double rtol = routing_tolerance(c.dtype);
+  for (std::int64_t t = 0; t < c.tokens; ++t)
+    out.routing_errors += !routing_ok(c, p.data() + t * c.experts, select_bias,
+                                      routing.chosen.data() + offset + t * c.k,
+                                      routing.gates.data() + offset + t * c.k, rtol);
+  // 3. The output with the device's routing (drops included).
+  const auto ref = reference_output(c, first_token, routing.chosen.data() + offset,
+                                    routing.gates.data() + offset, routing.keep.data() + offset);
+  double scale = 1;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::fabs(ref[i]));
+    const double err = std::fabs(output[i] - ref[i]);
+    if (!(err <= out.max_abs_err)) out.max_abs_err = std::isnan(err) ? INFINITY : err;
+  }
+  const double tol = output_tolerance(c.dtype) * scale;
+  out.passed = out.keep_errors == 0 && out.routing_errors == 0 && out.max_abs_err <= tol;
+  if (out.keep_errors)
+    out.detail = std::to_string(out.keep_errors) + " drop decisions differ from the rule; ";
+  if (out.routing_errors)
+    out.detail += std::to_string(out.routing_errors) + " tokens routed unlike the reference; ";
+  if (out.max_abs_err > tol)
+    out.detail += "output differs from the reference by " + std::to_string(out.max_abs_err) +
+                  " (tolerance " + std::to_string(tol) + ")";
+  return out;
+}
+
+}  // namespace suite::moe

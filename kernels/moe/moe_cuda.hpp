@@ -1,0 +1,31 @@
+// MoE kernels on the GPU: device pointers, bf16 or fp32 storage for token rows and logits,
+// fp32 arithmetic; routing arrays (chosen int32, gates fp32, slot positions int64) as in
+// moe_cpu.hpp, whose CPU versions are the reference.
+#pragma once
+
+#if defined(SUITE_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/core/dtype.hpp"
+
+namespace suite::kernels::moe::cuda {
+
+// Softmax of logits + logit_bias per token, top-k of p + select_bias, gates renormalised
+// (one thread per token; fp32). prob_sum[e] += p_e over tokens (atomics: the caller zeroes it).
+// select_bias may be null.
+void router_topk(cudaStream_t stream, DType dtype, std::int64_t tokens, int experts, int k,
+                 const void* logits, const float* logit_bias, const float* select_bias,
+                 std::int32_t* chosen, float* gates, float* prob_sum);
+
+// out[i, :] = in[src[i], :].
+void gather_rows(cudaStream_t stream, DType dtype, std::int64_t rows, std::int64_t cols,
+                 const std::int64_t* src, const void* in, void* out);
+
+// Gate-weighted sum of each token's kept copies (slot order, fp32 accumulation).
+void combine(cudaStream_t stream, DType dtype, std::int64_t tokens, int k, std::int64_t cols,
+             const std::int64_t* slot_pos, const float* gates, const void* back, void* out);
+
+}  // namespace suite::kernels::moe::cuda
+#endif

@@ -1,0 +1,100 @@
+// MoE CUDA kernels against the CPU references on the same (rounded) inputs: the router's
+// choice (logits well separated, so rounding cannot reorder them) and gates, the row gather
+// (exact), the combine and SwiGLU's silu * mul (one rounding of the output, fp32 arithmetic).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/moe/moe_cpu.hpp"
+#include "kernels/moe/moe_cuda.hpp"
+#include "kernels/tokenwise/tokenwise_cpu.hpp"
+#include "kernels/tokenwise/tokenwise_cuda.hpp"
+#include "tests/kernels/cuda_test_util.hpp"
+#include "tests/kernels/kernel_test_util.hpp"
+
+namespace suite::kernels::moe {
+namespace {
+
+using test::DeviceBuffer;
+
+class MoeCuda : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MoeCuda, RouterMatchesCpu) {
+  SUITE_REQUIRE_CUDA_DEVICE();
+  const DType t = GetParam();
+  const int T = 300, E = 16, k = 4;
+  // Logits on a grid of distinct values (a permutation per token): no near-ties.
+  std::vector<float> logits(T * E);
+  for (int tok = 0; tok < T; ++tok)
+    for (int e = 0; e < E; ++e)
+      logits[tok * E + e] = 0.25f * static_cast<float>((e * 7 + tok) % E);
+  std::vector<float> bias(E, 0.0f), select(E, 0.0f);
+  bias[3] = 0.125f;  // half a grid step: still no ties
+  select[5] = 1.0f;  // expert 5 always chosen, by a wide margin
+  DeviceBuffer dl = test::upload(t, logits), db = test::upload_raw(bias),
+               ds = test::upload_raw(select), dc(T * k * 4), dg(T * k * 4),
+               dp = test::upload_raw(std::vector<float>(E, 0.0f));
+  cuda::router_topk(nullptr, t, T, E, k, dl.get(), db.as<float>(), ds.as<float>(),
+                    dc.as<std::int32_t>(), dg.as<float>(), dp.as<float>());
+  SUITE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::int32_t> chosen(T * k);
+  std::vector<float> gates(T * k);
+  std::vector<double> sums(E, 0.0);
+  cpu::router_topk<float>(T, E, k, logits.data(), bias.data(), select.data(), chosen.data(),
+                          gates.data(), sums.data());
+  EXPECT_EQ(test::download_raw<std::int32_t>(dc, T * k), chosen);
+  const auto g = test::download_raw<float>(dg, T * k);
+  for (int i = 0; i < T * k; ++i)
+    ASSERT_NEAR(g[i], gates[i], 1e-5) << i;
+  const auto p = test::download_raw<float>(dp, E);
+  for (int e = 0; e < E; ++e)
+    EXPECT_NEAR(p[e], sums[e], 1e-3 * T);
+}
+
+TEST_P(MoeCuda, GatherCombineSiluMulMatchCpu) {
+  SUITE_REQUIRE_CUDA_DEVICE();
+  const DType t = GetParam();
+  const std::int64_t rows = 37, cols = 129, tokens = 20;
+  const int k = 2;
+  auto in = test::random_vector<float>(rows * cols, 3);
+  std::vector<std::int64_t> src(rows);
+  for (std::int64_t i = 0; i < rows; ++i)
+    src[i] = (i * 11) % rows;
+  DeviceBuffer din = test::upload(t, in), dsrc = test::upload_raw(src),
+               dout(rows * cols * dtype_size(t));
+  cuda::gather_rows(nullptr, t, rows, cols, dsrc.as<std::int64_t>(), din.get(), dout.get());
+  std::vector<float> ref(rows * cols);
+  cpu::gather_rows<float>(rows, cols, src.data(), in.data(), ref.data());
+  EXPECT_EQ(test::download(t, dout, ref.size()), ref);
+
+  std::vector<std::int64_t> pos(tokens * k);
+  std::vector<float> gates(tokens * k);
+  for (std::int64_t i = 0; i < tokens * k; ++i) {
+    pos[i] = i % 5 == 3 ? -1 : (i * 3) % rows;  // some dropped copies
+    gates[i] = 0.1f + 0.8f * static_cast<float>(i % 7) / 7;
+  }
+  DeviceBuffer dpos = test::upload_raw(pos), dgate = test::upload_raw(gates),
+               dy(tokens * cols * dtype_size(t));
+  cuda::combine(nullptr, t, tokens, k, cols, dpos.as<std::int64_t>(), dgate.as<float>(), din.get(),
+                dy.get());
+  std::vector<float> y(tokens * cols);
+  cpu::combine<float>(tokens, k, cols, pos.data(), gates.data(), in.data(), y.data());
+  const auto got = test::download(t, dy, y.size());
+  for (std::size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(got[i], y[i], test::storage_eps(t) * 2 * std::abs(y[i]) + 1e-6) << i;
+
+  const std::int64_t half = (rows * cols) / 2 / rows;  // silu_mul over [rows, 2 half]
+  DeviceBuffer ds(rows * half * dtype_size(t));
+  kernels::cuda::silu_mul_forward(nullptr, t, rows, half, din.get(), ds.get());
+  std::vector<float> s(rows * half);
+  kernels::cpu::silu_mul_forward<float>(rows, half, in.data(), s.data());
+  const auto sg = test::download(t, ds, s.size());
+  for (std::size_t i = 0; i < s.size(); ++i)
+    ASSERT_NEAR(sg[i], s[i], test::storage_eps(t) * 2 * std::abs(s[i]) + 1e-6) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, MoeCuda, ::testing::Values(DType::bf16, DType::fp32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace suite::kernels::moe
