@@ -13,9 +13,9 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$
 cmake --build build-gpu -j "$(nproc)" --target sp_tp harness_overhead model kernel_bench kernel_tests_cuda kernel_tests
 rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/wheels"
 for b in sp_tp model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
-# Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own)
-# and MPI (the wheel brings it).
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libmpi|libopen-|libhwloc|libevent)'
+# Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own;
+# cuDNN from its nvidia.cudnn package, NVRTC from the toolkit) and MPI (the wheel brings it).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libcudnn|libnvrtc|libmpi|libopen-|libhwloc|libevent)'
 for b in "$bundle"/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do

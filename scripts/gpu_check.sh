@@ -17,7 +17,9 @@ $PY -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/ompi "$B"/
 export OPAL_PREFIX=/tmp/ompi PATH=/tmp/ompi/bin:$PATH
 nccl_lib=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
 cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# cuDNN (attention engine) from the image's nvidia.cudnn package; the kernel tests print which.
+cudnn_lib=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
 
 {
