@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/device.hpp"
+#include "kernels/attention/attention_engine.hpp"
 #include "kernels/attention/attention_index.hpp"
 #include "kernels/core/dtype.hpp"
 
@@ -25,9 +26,13 @@ class LayerOps {
   virtual void residual_add(std::int64_t n, const void* x, const void* residual, void* y) = 0;
   virtual void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                        std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) = 0;
-  virtual void attention(const kernels::AttentionParams& p, const void* q, const void* k,
-                         const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos,
-                         void* o, void* lse) = 0;
+  // Fused attention through the ops' AttentionEngine (--attn-kernel); `mask` is the block's
+  // structure (the layer's own block: causal top-left, or full).
+  virtual void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
+                         const void* k, const void* v, const std::int64_t* q_pos,
+                         const std::int64_t* k_pos, void* o, void* lse) = 0;
+  // The engine behind attention(): its name and library version go into the results file.
+  virtual const kernels::AttentionEngine& attention_engine() const = 0;
   virtual void attention_unfused(const kernels::AttentionParams& p, float dropout_p,
                                  std::uint64_t seed, int head_offset, const void* q, const void* k,
                                  const void* v, const std::int64_t* q_pos,
@@ -36,11 +41,16 @@ class LayerOps {
 };
 
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype);
-// Throws UsageError when the build has no CUDA.
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype);
+// Throws UsageError when the build has no CUDA; std::invalid_argument when the attention
+// kernel asked for is unavailable (make_cuda_attention_engine's message).
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype,
+                                              kernels::AttnKernelChoice attn);
 
-inline std::unique_ptr<LayerOps> make_layer_ops(Device& device, DType dtype) {
-  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype)
+// The CPU backend has one attention kernel (the tiled one), whatever `attn` says.
+inline std::unique_ptr<LayerOps> make_layer_ops(
+    Device& device, DType dtype,
+    kernels::AttnKernelChoice attn = kernels::AttnKernelChoice::automatic) {
+  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype, attn)
                                            : make_cpu_layer_ops(dtype);
 }
 

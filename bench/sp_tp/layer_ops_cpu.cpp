@@ -14,6 +14,7 @@ namespace k = kernels::cpu;
 template <class T>
 class CpuLayerOps final : public LayerOps {
  public:
+  explicit CpuLayerOps(DType dtype) : attn_(kernels::make_cpu_attention_engine(dtype)) {}
   std::size_t lse_elem_size() const override { return sizeof(T); }
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
@@ -33,11 +34,12 @@ class CpuLayerOps final : public LayerOps {
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward<T>(rows, cols, p, seed, row_offset, in(x), out(y), mask);
   }
-  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
-                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
-                 void* lse) override {
-    k::attention_forward<T>(p, in(q), in(kk), in(v), q_pos, k_pos, out(o), out(lse));
+  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
+                 const void* kk, const void* v, const std::int64_t* q_pos,
+                 const std::int64_t* k_pos, void* o, void* lse) override {
+    attn_->forward(p, mask, q, kk, v, q_pos, k_pos, o, lse);
   }
+  const kernels::AttentionEngine& attention_engine() const override { return *attn_; }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
                          const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
@@ -49,6 +51,8 @@ class CpuLayerOps final : public LayerOps {
  private:
   static const T* in(const void* p) { return static_cast<const T*>(p); }
   static T* out(void* p) { return static_cast<T*>(p); }
+
+  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 }  // namespace
@@ -56,16 +60,16 @@ class CpuLayerOps final : public LayerOps {
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype) {
   switch (dtype) {
     case DType::fp32:
-      return std::make_unique<CpuLayerOps<float>>();
+      return std::make_unique<CpuLayerOps<float>>(dtype);
     case DType::fp64:
-      return std::make_unique<CpuLayerOps<double>>();
+      return std::make_unique<CpuLayerOps<double>>(dtype);
     default:
       throw UsageError("the CPU layer runs in fp32 or fp64, not " + std::string(dtype_name(dtype)));
   }
 }
 
 #if !defined(SUITE_HAVE_CUDA)
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device&, DType) {
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device&, DType, kernels::AttnKernelChoice) {
   throw UsageError("this build has no CUDA: the layer runs on the CPU backend only");
 }
 #endif

@@ -15,8 +15,10 @@ namespace k = kernels::cuda;
 
 class CudaLayerOps final : public LayerOps {
  public:
-  CudaLayerOps(Device& device, DType dtype)
-      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
+  CudaLayerOps(Device& device, DType dtype, kernels::AttnKernelChoice attn)
+      : stream_(static_cast<cudaStream_t>(device.stream())),
+        dtype_(dtype),
+        attn_(kernels::make_cuda_attention_engine(stream_, dtype, attn)) {
     blas_.set_stream(stream_);
   }
   std::size_t lse_elem_size() const override { return sizeof(float); }
@@ -38,11 +40,12 @@ class CudaLayerOps final : public LayerOps {
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward(stream_, dtype_, rows, cols, p, seed, row_offset, x, y, mask);
   }
-  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
-                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
-                 void* lse) override {
-    k::attention_forward(stream_, dtype_, p, q, kk, v, q_pos, k_pos, o, static_cast<float*>(lse));
+  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
+                 const void* kk, const void* v, const std::int64_t* q_pos,
+                 const std::int64_t* k_pos, void* o, void* lse) override {
+    attn_->forward(p, mask, q, kk, v, q_pos, k_pos, o, lse);
   }
+  const kernels::AttentionEngine& attention_engine() const override { return *attn_; }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
                          const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
@@ -55,12 +58,14 @@ class CudaLayerOps final : public LayerOps {
   cudaStream_t stream_;
   DType dtype_;
   k::CublasHandle blas_;
+  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype) {
-  return std::make_unique<CudaLayerOps>(device, dtype);
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype,
+                                              kernels::AttnKernelChoice attn) {
+  return std::make_unique<CudaLayerOps>(device, dtype, attn);
 }
 
 }  // namespace suite::sp_tp
