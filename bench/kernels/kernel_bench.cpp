@@ -43,7 +43,8 @@ std::optional<std::string> take_flag(int& argc, char** argv, const char* prefix)
 void print_help() {
   std::cout
       << "kernel_bench: achieved FLOP/s of the suite's attention and GEMM kernels, one process.\n"
-         "CPU cases always; CUDA cases (cuBLAS GEMM, flash attention) when a GPU is visible.\n"
+         "CPU cases always; CUDA cases (cuBLASLt GEMM; attention: the suite's flash kernel and\n"
+         "cuDNN's SDPA) when a GPU is visible.\n"
          "Counters: FLOP/s, FLOP_per_iter (causal attention counts visible pairs exactly),\n"
          "peak_FLOP/s (device table for GPUs; --peak-gflops for the CPU; 0 = unknown),\n"
          "frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"

@@ -1,11 +1,13 @@
-// CUDA backend of LayerOps: the kernels' CUDA versions on the device's stream, GEMMs in cuBLAS
-// (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has CUDA.
+// CUDA backend of LayerOps: the kernels' CUDA versions on the device's stream, GEMMs in
+// cuBLASLt (bf16 or fp32 storage, fp32 accumulation), attention through an AttentionEngine.
+// Compiled only when the build has CUDA.
 #include <cuda_runtime.h>
 
 #include "bench/sp_tp/layer_ops.hpp"
 #include "kernels/attention/attention_cuda.hpp"
 #include "kernels/core/cublas_handle.hpp"
 #include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/gemm/gemm_lt.hpp"
 #include "kernels/tokenwise/tokenwise_cuda.hpp"
 
 namespace suite::sp_tp {
@@ -24,7 +26,7 @@ class CudaLayerOps final : public LayerOps {
   std::size_t lse_elem_size() const override { return sizeof(float); }
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
-    k::gemm(blas_, stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+    lt_.gemm(stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
   }
   void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
                  const void* beta, void* y) override {
@@ -57,7 +59,8 @@ class CudaLayerOps final : public LayerOps {
  private:
   cudaStream_t stream_;
   DType dtype_;
-  k::CublasHandle blas_;
+  k::CublasHandle blas_;  // the unfused attention's batched GEMMs
+  k::GemmLt lt_;          // the layer's GEMMs (cuBLASLt, plain cuBLAS where it declines)
   std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
