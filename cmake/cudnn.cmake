@@ -24,5 +24,7 @@ if(SUITE_HAVE_CUDA AND SUITE_ENABLE_CUDNN)
     target_link_libraries(suite_cudnn INTERFACE ${CUDNN_LIBRARY} CUDA::nvrtc ${CMAKE_DL_LIBS})
   endif()
 endif()
+# Read by scripts/gpu_bundle.sh to warn when a bundle would lack cuDNN attention.
+set(SUITE_HAVE_CUDNN_FOUND ${SUITE_HAVE_CUDNN} CACHE INTERNAL "cuDNN attention built")
 message(STATUS "cuDNN attention: ${SUITE_HAVE_CUDNN} (frontend: ${CUDNN_FRONTEND_INCLUDE_DIR}; "
                "cudnn.h: ${CUDNN_INCLUDE_DIR}; libcudnn: ${CUDNN_LIBRARY})")

@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 ARCH=${ARCH:-90}
 bundle=.gpu
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >/dev/null
+grep -q '^SUITE_HAVE_CUDNN_FOUND:INTERNAL=ON' build-gpu/CMakeCache.txt ||
+  echo "gpu_bundle: cuDNN or its frontend headers not found: no cuDNN attention in this bundle" \
+       "(scripts/setup.sh installs the headers)" >&2
 cmake --build build-gpu -j "$(nproc)" --target sp_tp harness_overhead model kernel_bench kernel_tests_cuda kernel_tests
 rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/wheels"
 for b in sp_tp model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done

@@ -54,9 +54,19 @@ step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode l
   --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$OUT/layer1.h5"
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
+# The layer on the suite's own flash kernel (the step above uses auto: cuDNN when built with it).
+step layer_bf16_1rank_suite 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
+  --seq 4096 --batch 1 --hidden 4096 --heads 32 --attention fused --attn-kernel suite --iters 10 \
+  --out "$OUT/layer1_suite.h5"
+# PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
+step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$OUT/torch_peer.json"
 
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob
 files=("$OUT"/*.h5)
 if [ ${#files[@]} -gt 0 ]; then $PY "$root/scripts/summary.py" "${files[@]}" 2>&1 | tee -a "$log"; fi
+if [ -f "$OUT/torch_peer.json" ]; then
+  $PY "$root/scripts/peer_ratios.py" "$OUT/kernel_bench.json" "$OUT/torch_peer.json" \
+    --layer "$OUT/layer1.h5" "$OUT/layer1_suite.h5" 2>&1 | tee -a "$log"
+fi
