@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "common/device.hpp"
 #include "kernels/attention/attention_engine.hpp"
@@ -16,7 +17,7 @@ namespace suite::sp_tp {
 class LayerOps {
  public:
   virtual ~LayerOps() = default;
-  virtual std::size_t lse_elem_size() const = 0;
+  std::size_t lse_elem_size() const { return attn_->lse_elem_size(); }
   // C[m, n] = A[m, k] B[k, n], dense row-major.
   virtual void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b,
                     void* c) = 0;
@@ -28,16 +29,24 @@ class LayerOps {
                        std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) = 0;
   // Fused attention through the ops' AttentionEngine (--attn-kernel); `mask` is the block's
   // structure (the layer's own block: causal top-left, or full).
-  virtual void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
-                         const void* k, const void* v, const std::int64_t* q_pos,
-                         const std::int64_t* k_pos, void* o, void* lse) = 0;
+  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
+                 const void* k, const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos,
+                 void* o, void* lse) {
+    attn_->forward(p, mask, q, k, v, q_pos, k_pos, o, lse);
+  }
   // The engine behind attention(): its name and library version go into the results file.
-  virtual const kernels::AttentionEngine& attention_engine() const = 0;
+  const kernels::AttentionEngine& attention_engine() const { return *attn_; }
   virtual void attention_unfused(const kernels::AttentionParams& p, float dropout_p,
                                  std::uint64_t seed, int head_offset, const void* q, const void* k,
                                  const void* v, const std::int64_t* q_pos,
                                  const std::int64_t* k_pos, void* probs, std::uint8_t* mask,
                                  void* probs_dropped, void* o, void* lse) = 0;
+
+ protected:
+  explicit LayerOps(std::unique_ptr<kernels::AttentionEngine> attn) : attn_(std::move(attn)) {}
+
+ private:
+  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype);

@@ -14,8 +14,7 @@ namespace k = kernels::cpu;
 template <class T>
 class CpuLayerOps final : public LayerOps {
  public:
-  explicit CpuLayerOps(DType dtype) : attn_(kernels::make_cpu_attention_engine(dtype)) {}
-  std::size_t lse_elem_size() const override { return sizeof(T); }
+  explicit CpuLayerOps(DType dtype) : LayerOps(kernels::make_cpu_attention_engine(dtype)) {}
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
     k::gemm<T>(false, false, m, n, kk, T(1), in(a), kk, in(b), n, T(0), out(c), n);
@@ -34,12 +33,6 @@ class CpuLayerOps final : public LayerOps {
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward<T>(rows, cols, p, seed, row_offset, in(x), out(y), mask);
   }
-  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
-                 const void* kk, const void* v, const std::int64_t* q_pos,
-                 const std::int64_t* k_pos, void* o, void* lse) override {
-    attn_->forward(p, mask, q, kk, v, q_pos, k_pos, o, lse);
-  }
-  const kernels::AttentionEngine& attention_engine() const override { return *attn_; }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
                          const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
@@ -51,8 +44,6 @@ class CpuLayerOps final : public LayerOps {
  private:
   static const T* in(const void* p) { return static_cast<const T*>(p); }
   static T* out(void* p) { return static_cast<T*>(p); }
-
-  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 }  // namespace

@@ -18,12 +18,11 @@ namespace k = kernels::cuda;
 class CudaLayerOps final : public LayerOps {
  public:
   CudaLayerOps(Device& device, DType dtype, kernels::AttnKernelChoice attn)
-      : stream_(static_cast<cudaStream_t>(device.stream())),
-        dtype_(dtype),
-        attn_(kernels::make_cuda_attention_engine(stream_, dtype, attn)) {
+      : LayerOps(kernels::make_cuda_attention_engine(device.stream(), dtype, attn)),
+        stream_(static_cast<cudaStream_t>(device.stream())),
+        dtype_(dtype) {
     blas_.set_stream(stream_);
   }
-  std::size_t lse_elem_size() const override { return sizeof(float); }
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
     lt_.gemm(stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
@@ -42,12 +41,6 @@ class CudaLayerOps final : public LayerOps {
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward(stream_, dtype_, rows, cols, p, seed, row_offset, x, y, mask);
   }
-  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
-                 const void* kk, const void* v, const std::int64_t* q_pos,
-                 const std::int64_t* k_pos, void* o, void* lse) override {
-    attn_->forward(p, mask, q, kk, v, q_pos, k_pos, o, lse);
-  }
-  const kernels::AttentionEngine& attention_engine() const override { return *attn_; }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
                          const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
@@ -61,7 +54,6 @@ class CudaLayerOps final : public LayerOps {
   DType dtype_;
   k::CublasHandle blas_;  // the unfused attention's batched GEMMs
   k::GemmLt lt_;          // the layer's GEMMs (cuBLASLt, plain cuBLAS where it declines)
-  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 }  // namespace

@@ -86,24 +86,28 @@ struct KeyRange {
   bool any;
 };
 
+// Folds x into [lo, hi].
+__device__ __forceinline__ void widen(std::int64_t& lo, std::int64_t& hi, std::int64_t x_lo,
+                                      std::int64_t x_hi) {
+  lo = x_lo < lo ? x_lo : lo;
+  hi = x_hi > hi ? x_hi : hi;
+}
+
+// [lo, hi] over the whole warp (every lane gets the result).
+__device__ __forceinline__ void warp_range(std::int64_t& lo, std::int64_t& hi) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    widen(lo, hi, __shfl_xor_sync(0xffffffffu, lo, off), __shfl_xor_sync(0xffffffffu, hi, off));
+}
+
 // Min and max position of key tile [j0, j0 + kBc) (valid keys only), computed by one warp.
 __device__ __forceinline__ KeyRange key_range(const std::int64_t* __restrict__ k_pos,
                                               std::int64_t ck, std::int64_t j0, int lane) {
   std::int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (int r = lane; r < kBc; r += 32) {
-    if (j0 + r < ck) {
-      const std::int64_t x = k_pos[j0 + r];
-      lo = x < lo ? x : lo;
-      hi = x > hi ? x : hi;
-    }
+    if (j0 + r < ck) widen(lo, hi, k_pos[j0 + r], k_pos[j0 + r]);
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const std::int64_t olo = __shfl_xor_sync(0xffffffffu, lo, off);
-    const std::int64_t ohi = __shfl_xor_sync(0xffffffffu, hi, off);
-    lo = olo < lo ? olo : lo;
-    hi = ohi > hi ? ohi : hi;
-  }
+  warp_range(lo, hi);
   return {lo, hi, j0 < ck};
 }
 
@@ -158,19 +162,10 @@ __global__ void __launch_bounds__(kThreads)
   const bool valid0 = row0 < p.cq, valid1 = row1 < p.cq;
   const std::int64_t qp0 = valid0 ? q_pos[row0] : INT64_MIN;
   const std::int64_t qp1 = valid1 ? q_pos[row1] : INT64_MIN;
-  // Invalid rows take the identities of min and max.
-  std::int64_t wq_min = valid0 ? qp0 : INT64_MAX, wq_max = qp0;
-  if (valid1) {
-    wq_min = qp1 < wq_min ? qp1 : wq_min;
-    wq_max = qp1 > wq_max ? qp1 : wq_max;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const std::int64_t a = __shfl_xor_sync(0xffffffffu, wq_min, off);
-    const std::int64_t b = __shfl_xor_sync(0xffffffffu, wq_max, off);
-    wq_min = a < wq_min ? a : wq_min;
-    wq_max = b > wq_max ? b : wq_max;
-  }
+  std::int64_t wq_min = INT64_MAX, wq_max = INT64_MIN;  // over the warp's valid rows
+  if (valid0) widen(wq_min, wq_max, qp0, qp0);
+  if (valid1) widen(wq_min, wq_max, qp1, qp1);
+  warp_range(wq_min, wq_max);
   const bool warp_any = w0 < p.cq;
   if (lane == 0) block_qmax[warp] = wq_max;
   __syncthreads();
@@ -394,6 +389,8 @@ void attention_forward_mma(cudaStream_t stream, const AttentionParams& p, const 
   validate_attention(p);
   if (p.cq == 0) return;
   if (p.heads > 65535) throw std::invalid_argument("cuda::attention_forward_mma: heads > 65535");
+  if (tile_count(p.cq, kBr) > 2147483647)
+    throw std::invalid_argument("cuda::attention_forward_mma: too many queries");
   if (p.head_dim == 64) {
     launch<64>(stream, p, q, k, v, q_pos, k_pos, o, lse);
   } else {

@@ -16,17 +16,6 @@
 namespace suite::kernels::cuda {
 namespace {
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::fp32:
-      return CUDA_R_32F;
-    default:
-      throw std::invalid_argument("cuda::GemmLt: storage must be bf16 or fp32");
-  }
-}
-
 // Largest power of two (up to 256) dividing the address: cuBLASLt's heuristic must not pick a
 // kernel that assumes more alignment than the operands have.
 std::uint32_t alignment(const void* p) {
@@ -77,7 +66,7 @@ struct GemmLt::Impl {
     if (it != plans.end()) return *it->second;
     if (workspace.bytes() < ws_bytes) workspace = DeviceBuffer(ws_bytes);
     auto p = std::make_unique<Plan>();
-    const cudaDataType_t t = cuda_type(dtype);
+    const cudaDataType_t t = cublas_data_type(dtype, "cuda::GemmLt");
     SUITE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     // Column-major view: A' = B (op tb), B' = A (op ta), C' = C^T (n x m).
     const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -95,20 +84,17 @@ struct GemmLt::Impl {
     SUITE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::uint64_t ws = ws_bytes;
     const std::uint32_t al_a = std::get<10>(key), al_b = std::get<9>(key), al_c = std::get<11>(key);
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                &al_a, sizeof al_a);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                &al_b, sizeof al_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                &al_c, sizeof al_c);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                &al_c, sizeof al_c);
+    // Each setting only if the previous ones took: the first failure is kept in `st`.
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* value, std::size_t n) {
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, attr, value, n);
+    };
+    set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     if (st == CUBLAS_STATUS_SUCCESS)

@@ -364,14 +364,16 @@ def scenario_sp_tp_odd(env: Env) -> None:
     check_sp_tp_file(out, 3, "fp32", 3, [12, 3072])
 
 
-def main() -> None:
+def main(scenarios: dict | None = None) -> None:
+    """Runs one scenario of `scenarios` (default: this file's) named on the command line."""
+    scenarios = SCENARIOS if scenarios is None else scenarios
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("scenario", choices=sorted(scenarios))
     p.add_argument("--bin-dir", type=Path, required=True, help="directory holding the built executables")
     p.add_argument("--mpiexec", default="mpirun", help="MPI launcher")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
+        scenarios[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
     print(f"PASS {args.scenario}")
 
 

@@ -4,16 +4,15 @@ the kernel and library are recorded per case, and choices that cannot work here 
 with exit 2 and no results file."""
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect  # noqa: E402
+from run_scenario import main as run_main  # noqa: E402
 
 LAYER = ["--mode", "layer", "--seq", "32", "--hidden", "128", "--heads", "2", "--iters", "2"]
 
@@ -56,16 +55,5 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
-    p.add_argument("--bin-dir", type=Path, required=True)
-    p.add_argument("--mpiexec", default="mpirun")
-    args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
-    print(f"PASS {args.scenario}")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(SCENARIOS))
