@@ -149,14 +149,14 @@ bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
   const std::string device = prop.name;
   const auto kernels_bf16 = resolve_kernels(attn_kernels);
   auto add_attention = [&](DType t, kernels::AttnKernelChoice choice, const std::string& kernel,
-                           const AttentionCase& c, double peak) {
-    benchmark::RegisterBenchmark(
+                           const AttentionCase& c, double peak, double min_time = 0) {
+    auto* b = benchmark::RegisterBenchmark(
         ("attention_cuda/" + std::string(dtype_name(t)) + "/" + kernel + "/" +
          attention_case_name(c))
             .c_str(),
-        [=](benchmark::State& s) { attention_case(s, t, c, choice, peak); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+        [=](benchmark::State& s) { attention_case(s, t, c, choice, peak); });
+    b->UseManualTime()->Unit(benchmark::kMillisecond);
+    if (min_time > 0) b->MinTime(min_time);
   };
   for (DType t : {DType::bf16, DType::fp32}) {
     const double peak = gpu_peak_flops(device, t);
@@ -189,7 +189,8 @@ bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
     for (int d : {64, 128}) {
       for (std::int64_t s : {1024, 2048, 4096, 8192, 16384, 32768}) {
         const int heads = d == 64 ? 32 : 16;
-        add_attention(DType::bf16, choice, kernel, {s, heads, heads, d, true}, peak_bf16);
+        // 0.2 s per case keeps the 24 sweep cases within gpu_check.sh's kernel_bench budget.
+        add_attention(DType::bf16, choice, kernel, {s, heads, heads, d, true}, peak_bf16, 0.2);
       }
     }
   }
