@@ -74,7 +74,7 @@ int visible_cuda_devices() {
 std::string cuda_runtime_version() {
   return "none";
 }
-void select_gpu_before_mpi(int, char**) {}
+void select_gpu_before_mpi(int, char**) {}  // no CUDA: nothing to select
 #endif
 
 }  // namespace suite

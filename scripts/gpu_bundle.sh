@@ -10,13 +10,16 @@ cd "$(dirname "$0")/.."
 ARCH=${ARCH:-90}
 bundle=.gpu
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >/dev/null
+grep -q '^SUITE_HAVE_CUDNN_FOUND:INTERNAL=ON' build-gpu/CMakeCache.txt ||
+  echo "gpu_bundle: cuDNN or its frontend headers not found: no cuDNN attention in this bundle" \
+       "(scripts/setup.sh installs the headers)" >&2
 cmake --build build-gpu -j "$(nproc)" --target sp_tp ring_attention ulysses moe harness_overhead model kernel_bench \
   kernel_tests_cuda kernel_tests
 rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/wheels"
 for b in sp_tp ring_attention ulysses moe model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
-# Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own)
-# and MPI (the wheel brings it).
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libmpi|libopen-|libhwloc|libevent)'
+# Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own;
+# cuDNN from its nvidia.cudnn package, NVRTC from the toolkit) and MPI (the wheel brings it).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libcudnn|libnvrtc|libmpi|libopen-|libhwloc|libevent)'
 for b in "$bundle"/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do

@@ -17,7 +17,9 @@ $PY -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/ompi "$B"/
 export OPAL_PREFIX=/tmp/ompi PATH=/tmp/ompi/bin:$PATH
 nccl_lib=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
 cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# cuDNN (attention engine) from the image's nvidia.cudnn package; the kernel tests print which.
+cudnn_lib=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
 
 {
@@ -52,6 +54,12 @@ step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode l
   --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$OUT/layer1.h5"
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
+# The layer on the suite's own flash kernel (the step above uses auto: cuDNN when built with it).
+step layer_bf16_1rank_suite 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
+  --seq 4096 --batch 1 --hidden 4096 --heads 32 --attention fused --attn-kernel suite --iters 10 \
+  --out "$OUT/layer1_suite.h5"
+# PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
+step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$OUT/torch_peer.json"
 
 # Ring attention: one rank on NCCL (a one-round ring: the attention path and its check), and the
 # real ring on two and four ranks sharing the GPU through MPI (host-staged), bf16, every layout.
@@ -78,3 +86,7 @@ printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob
 files=("$OUT"/*.h5)
 if [ ${#files[@]} -gt 0 ]; then $PY "$root/scripts/summary.py" "${files[@]}" 2>&1 | tee -a "$log"; fi
+if [ -f "$OUT/torch_peer.json" ]; then
+  $PY "$root/scripts/peer_ratios.py" "$OUT/kernel_bench.json" "$OUT/torch_peer.json" \
+    --layer "$OUT/layer1.h5" "$OUT/layer1_suite.h5" 2>&1 | tee -a "$log"
+fi

@@ -45,4 +45,14 @@ if [ ! -x .venv/bin/python ] || ! cmp -s scripts/requirements.txt "$stamp"; then
   .venv/bin/python -m pip install -q -r scripts/requirements.txt
   cp scripts/requirements.txt "$stamp"
 fi
+# cuDNN attention (optional, CUDA builds only): the header-only cuDNN frontend ships in the PyPI
+# wheel nvidia-cudnn-frontend (headers under site-packages/include, where CMake looks). Its
+# Python dependencies are not needed for the headers, hence --no-deps.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if ! ls .venv/lib/python3*/site-packages/include/cudnn_frontend.h >/dev/null 2>&1; then
+    echo "setup: installing the cuDNN frontend headers (nvidia-cudnn-frontend) into .venv"
+    .venv/bin/python -m pip install -q --no-deps "nvidia-cudnn-frontend==1.32.0" ||
+      echo "setup: could not install nvidia-cudnn-frontend: building without cuDNN attention" >&2
+  fi
+fi
 echo "setup: ok"

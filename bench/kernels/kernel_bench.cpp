@@ -6,12 +6,14 @@
 // not a datasheet peak, into that bound; the peak is printed beside it only to show how far
 // the kernel is from the hardware (and to flag impossible, i.e. buggy, measurements).
 //
-// Extra flag (removed before Google Benchmark sees argv):
-//   --peak-gflops=X  the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2); default unknown.
+// Extra flags (removed before Google Benchmark sees argv):
+//   --peak-gflops=X     the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2); default unknown.
+//   --attn-kernel=LIST  CUDA attention kernels to time: suite, cudnn, auto, all (default all).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,20 +21,20 @@
 
 namespace {
 
-// Extracts --peak-gflops=X from argv; returns X * 1e9 (0 when absent).
-double take_peak_flag(int& argc, char** argv) {
-  const char* prefix = "--peak-gflops=";
-  double peak = 0;
+// Removes every `prefix<value>` argument from argv; returns the last value (empty optional
+// when absent).
+std::optional<std::string> take_flag(int& argc, char** argv, const char* prefix) {
+  std::optional<std::string> value;
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) {
-      peak = std::stod(argv[i] + std::strlen(prefix)) * 1e9;
+      value = std::string(argv[i] + std::strlen(prefix));
     } else {
       argv[out++] = argv[i];
     }
   }
   argc = out;
-  return peak;
+  return value;
 }
 
 }  // namespace
@@ -41,12 +43,19 @@ double take_peak_flag(int& argc, char** argv) {
 void print_help() {
   std::cout
       << "kernel_bench: achieved FLOP/s of the suite's attention and GEMM kernels, one process.\n"
-         "CPU cases always; CUDA cases (cuBLAS GEMM, flash attention) when a GPU is visible.\n"
+         "CPU cases always; CUDA cases (cuBLASLt GEMM; attention: the suite's flash kernel and\n"
+         "cuDNN's SDPA) when a GPU is visible.\n"
          "Counters: FLOP/s, FLOP_per_iter (causal attention counts visible pairs exactly),\n"
          "peak_FLOP/s (device table for GPUs; --peak-gflops for the CPU; 0 = unknown),\n"
          "frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"
          "The attention FLOP/s is the F of ring attention's c >= F/W (see `model --flops`).\n\n"
-         "  --peak-gflops=X   the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2)\n\n"
+         "  --peak-gflops=X     the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2)\n"
+         "  --attn-kernel=LIST  CUDA attention kernels to time, comma-separated: suite (the\n"
+         "                      suite's flash kernel), cudnn (cuDNN SDPA), auto (what the\n"
+         "                      benchmarks pick), all (every kernel this build has; default)\n"
+         "Attention cases are named attention_cuda/<dtype>/<kernel>/...; each case's label says\n"
+         "attn_kernel and attn_library (the library version actually loaded). bf16 adds a sweep\n"
+         "of s = 1K..32K at d = 64 (a = 32) and d = 128 (a = 16), causal.\n\n"
          "Google Benchmark flags:\n";
 }
 
@@ -55,17 +64,37 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--help") == 0) print_help();
   double cpu_peak = 0;
   try {
-    cpu_peak = take_peak_flag(argc, argv);
+    if (auto v = take_flag(argc, argv, "--peak-gflops=")) cpu_peak = std::stod(*v) * 1e9;
   } catch (const std::exception&) {
     std::cerr << "kernel_bench: --peak-gflops needs a number\n";
+    return 2;
+  }
+  std::vector<std::string> attn_kernels;
+  try {
+    attn_kernels = suite::bench::parse_attn_kernel_list(
+        take_flag(argc, argv, "--attn-kernel=").value_or("all"));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "kernel_bench: " << e.what() << "\n";
     return 2;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   suite::bench::register_cpu_cases(cpu_peak);
 #if defined(SUITE_HAVE_CUDA)
-  if (!suite::bench::register_cuda_cases()) {
-    benchmark::AddCustomContext("cuda_device", "none visible (GPU cases not registered)");
+  try {
+    if (!suite::bench::register_cuda_cases(attn_kernels)) {
+      benchmark::AddCustomContext("cuda_device", "none visible (GPU cases not registered)");
+    }
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "kernel_bench: " << e.what() << "\n";
+    return 2;
+  }
+#else
+  for (const auto& k : attn_kernels) {
+    if (k == "cudnn") {
+      std::cerr << "kernel_bench: --attn-kernel=cudnn: this build has no CUDA\n";
+      return 2;
+    }
   }
 #endif
   benchmark::RunSpecifiedBenchmarks();

@@ -3,7 +3,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,31 @@ inline std::string attention_case_name(const AttentionCase& c) {
 // head. Causal blocks count exactly the visible pairs (the diagonal block: s (s + 1) / 2).
 inline double attention_flops(const AttentionCase& c, const std::vector<std::int64_t>& pos) {
   const auto n = static_cast<std::int64_t>(pos.size());
-  return 4.0 * c.head_dim * c.heads *
-         static_cast<double>(kernels::visible_pairs(c.causal, pos.data(), n, pos.data(), n));
+  bool contiguous = true;  // positions 0..n-1: count in closed form (the s = 32K sweep)
+  for (std::int64_t i = 0; i < n && contiguous; ++i)
+    contiguous = pos[i] == i;
+  const double pairs =
+      contiguous
+          ? (c.causal ? 0.5 * static_cast<double>(n) * static_cast<double>(n + 1)
+                      : static_cast<double>(n) * static_cast<double>(n))
+          : static_cast<double>(kernels::visible_pairs(c.causal, pos.data(), n, pos.data(), n));
+  return 4.0 * c.head_dim * c.heads * pairs;
+}
+
+// --attn-kernel=LIST: names among suite, cudnn, auto, all; throws std::invalid_argument.
+inline std::vector<std::string> parse_attn_kernel_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    if (item != "suite" && item != "cudnn" && item != "auto" && item != "all")
+      throw std::invalid_argument("--attn-kernel: unknown kernel '" + item +
+                                  "' (suite, cudnn, auto, all)");
+    out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
 }
 
 // Reports achieved FLOP/s (from the manual iteration times), the peak beside it (0 =
@@ -58,8 +83,9 @@ inline void report_rate(benchmark::State& state, double flops_per_iter, double t
 
 void register_cpu_cases(double cpu_peak_flops);
 #if defined(SUITE_HAVE_CUDA)
-// Registers GPU cases only when a device is visible; returns whether it did.
-bool register_cuda_cases();
+// Registers GPU cases only when a device is visible; returns whether it did. attn_kernels:
+// parse_attn_kernel_list's names; throws std::invalid_argument when one is unavailable.
+bool register_cuda_cases(const std::vector<std::string>& attn_kernels);
 #endif
 
 }  // namespace suite::bench

@@ -1,15 +1,19 @@
-// GPU cases: cuBLAS GEMM and the flash attention kernel, timed with CUDA events around each
-// iteration (manual time), after one untimed warm-up call.
+// GPU cases: cuBLASLt GEMM and the attention engines (the suite's flash kernel, cuDNN's SDPA),
+// timed with CUDA events around each iteration (manual time), after one untimed warm-up call
+// (which also builds and caches cuDNN's graph for the shape).
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/kernels/kernel_bench_common.hpp"
-#include "kernels/attention/attention_cuda.hpp"
+#include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/bf16.hpp"
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_buffer.hpp"
-#include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/gemm/gemm_lt.hpp"
 
 namespace suite::bench {
 namespace {
@@ -70,17 +74,24 @@ double timed_loop(benchmark::State& state, cudaStream_t stream, F&& launch) {
 
 void gemm_case(benchmark::State& state, DType t, std::int64_t n, double peak) {
   DeviceBuffer A = pattern(t, n * n), B = pattern(t, n * n), C(n * n * dtype_size(t));
-  kernels::cuda::CublasHandle handle;
+  kernels::cuda::GemmLt lt;
   const double total = timed_loop(state, nullptr, [&] {
-    kernels::cuda::gemm(handle, nullptr, t, false, false, n, n, n, 1.0f, A.get(), n, B.get(), n,
-                        0.0f, C.get(), n);
+    lt.gemm(nullptr, t, false, false, n, n, n, 1.0f, A.get(), n, B.get(), n, 0.0f, C.get(), n);
   });
   report_rate(state, 2.0 * n * n * n, total, peak);
+  state.counters["gemm_fallbacks"] = static_cast<double>(lt.fallbacks());
+  state.SetLabel("gemm_library=" + kernels::cuda::GemmLt::library_version() +
+                 (lt.fallbacks() > 0 ? " (cuBLAS fallback)" : ""));
 }
 
-void attention_case(benchmark::State& state, DType t, AttentionCase c, double peak) {
+void attention_case(benchmark::State& state, DType t, AttentionCase c,
+                    kernels::AttnKernelChoice choice, double peak) {
+  auto engine = kernels::make_cuda_attention_engine(nullptr, t, choice);
   const auto p =
       kernels::make_attention_params(c.s, c.s, c.heads, c.kv_heads, c.head_dim, c.causal);
+  // Query and key blocks hold the same positions: the causal mask is the top-left diagonal.
+  const kernels::BlockMask mask =
+      c.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full;
   DeviceBuffer q = pattern(t, c.s * p.ld_q), k = pattern(t, c.s * p.ld_k),
                v = pattern(t, c.s * p.ld_v), o(c.s * p.ld_o * dtype_size(t)),
                lse(sizeof(float) * c.heads * c.s), pos(sizeof(std::int64_t) * c.s);
@@ -89,16 +100,45 @@ void attention_case(benchmark::State& state, DType t, AttentionCase c, double pe
     hpos[i] = i;
   SUITE_CUDA_CHECK(cudaMemcpy(pos.get(), hpos.data(), pos.bytes(), cudaMemcpyHostToDevice));
   const double total = timed_loop(state, nullptr, [&] {
-    kernels::cuda::attention_forward(nullptr, t, p, q.get(), k.get(), v.get(),
-                                     pos.as<std::int64_t>(), pos.as<std::int64_t>(), o.get(),
-                                     lse.as<float>());
+    engine->forward(p, mask, q.get(), k.get(), v.get(), pos.as<std::int64_t>(),
+                    pos.as<std::int64_t>(), o.get(), lse.get());
   });
   report_rate(state, attention_flops(c, hpos), total, peak);
+  state.counters["attn_fallbacks"] = static_cast<double>(engine->fallbacks());
+  state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
+}
+
+// The engines --attn-kernel names, resolved for bf16 (the only storage cuDNN takes): one
+// choice per distinct engine. Throws std::invalid_argument when cudnn is named and missing.
+std::vector<std::pair<kernels::AttnKernelChoice, std::string>> resolve_kernels(
+    const std::vector<std::string>& names) {
+  std::vector<std::pair<kernels::AttnKernelChoice, std::string>> out;
+  auto add = [&](kernels::AttnKernelChoice c, bool required) {
+    std::string name;
+    try {
+      name = kernels::make_cuda_attention_engine(nullptr, DType::bf16, c)->name();
+    } catch (const std::invalid_argument&) {
+      if (required) throw;
+      return;
+    }
+    for (const auto& [choice, n] : out)
+      if (n == name) return;
+    out.emplace_back(c, name);
+  };
+  for (const auto& n : names) {
+    if (n == "all") {
+      add(kernels::AttnKernelChoice::suite, true);
+      add(kernels::AttnKernelChoice::cudnn, false);
+    } else {
+      add(*kernels::parse_attn_kernel(n), true);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-bool register_cuda_cases() {
+bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
@@ -107,6 +147,17 @@ bool register_cuda_cases() {
   cudaDeviceProp prop{};
   SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string device = prop.name;
+  const auto kernels_bf16 = resolve_kernels(attn_kernels);
+  auto add_attention = [&](DType t, kernels::AttnKernelChoice choice, const std::string& kernel,
+                           const AttentionCase& c, double peak, double min_time = 0) {
+    auto* b = benchmark::RegisterBenchmark(
+        ("attention_cuda/" + std::string(dtype_name(t)) + "/" + kernel + "/" +
+         attention_case_name(c))
+            .c_str(),
+        [=](benchmark::State& s) { attention_case(s, t, c, choice, peak); });
+    b->UseManualTime()->Unit(benchmark::kMillisecond);
+    if (min_time > 0) b->MinTime(min_time);
+  };
   for (DType t : {DType::bf16, DType::fp32}) {
     const double peak = gpu_peak_flops(device, t);
     const std::string dt(dtype_name(t));
@@ -116,15 +167,31 @@ bool register_cuda_cases() {
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
+    // The shapes of issue 7's comparison with PyTorch (scripts/torch_peer.py uses the same).
     const AttentionCase cases[] = {{4096, 32, 32, 128, false},
                                    {4096, 32, 32, 128, true},
                                    {4096, 32, 8, 128, true},
                                    {8192, 16, 16, 64, true}};
-    for (const AttentionCase& c : cases) {
-      benchmark::RegisterBenchmark(("attention_cuda/" + dt + "/" + attention_case_name(c)).c_str(),
-                                   [=](benchmark::State& s) { attention_case(s, t, c, peak); })
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+    // fp32 storage runs the suite's kernel only (cuDNN's SDPA takes bf16).
+    const std::vector<std::pair<kernels::AttnKernelChoice, std::string>> kernels_t =
+        t == DType::bf16 ? kernels_bf16
+                         : std::vector<std::pair<kernels::AttnKernelChoice, std::string>>{
+                               {kernels::AttnKernelChoice::suite, "suite-flash"}};
+    for (const auto& [choice, kernel] : kernels_t) {
+      for (const AttentionCase& c : cases)
+        add_attention(t, choice, kernel, c, peak);
+    }
+  }
+  // The s sweep (bf16, causal): where each kernel reaches its plateau, and the F of c >= F/W
+  // for the sequence lengths ring attention splits.
+  const double peak_bf16 = gpu_peak_flops(device, DType::bf16);
+  for (const auto& [choice, kernel] : kernels_bf16) {
+    for (int d : {64, 128}) {
+      for (std::int64_t s : {1024, 2048, 4096, 8192, 16384, 32768}) {
+        const int heads = d == 64 ? 32 : 16;
+        // 0.2 s per case keeps the 24 sweep cases within gpu_check.sh's kernel_bench budget.
+        add_attention(DType::bf16, choice, kernel, {s, heads, heads, d, true}, peak_bf16, 0.2);
+      }
     }
   }
   benchmark::AddCustomContext("cuda_device", device);

@@ -34,7 +34,11 @@ class LayerCase final : public BenchCase {
   LayerCase(BenchContext& ctx, LayerConfig cfg, Variant v) : ctx_(ctx), cfg_(cfg), variant_(v) {}
 
   void setup() override {
-    ops_ = make_layer_ops(ctx_.device, cfg_.dtype);
+    try {
+      ops_ = make_layer_ops(ctx_.device, cfg_.dtype, cfg_.attn_kernel);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());  // e.g. --attn-kernel cudnn where cuDNN cannot start
+    }
     layer_ = std::make_unique<TransformerLayer>(cfg_, variant_, ctx_.device, ctx_.comm, *ops_);
   }
 
@@ -97,6 +101,12 @@ class LayerCase final : public BenchCase {
                        : model::sp_layer_comm_bytes_per_rank(cfg_.s, cfg_.b, cfg_.h, cfg_.t, e));
     a.emplace_back("check_bit_exact", std::int64_t{checked_ ? (bit_exact_ ? 1 : 0) : -1});
     a.emplace_back("check_tolerance", tolerance(cfg_.dtype));
+    // Which attention kernel produced the times (the unfused path is cuBLAS + softmax).
+    const auto& engine = ops_->attention_engine();
+    a.emplace_back("attn_kernel", cfg_.fused_attention ? engine.name() : std::string("unfused"));
+    a.emplace_back("attn_library",
+                   cfg_.fused_attention ? engine.library_version() : std::string("suite"));
+    a.emplace_back("attn_fallbacks", engine.fallbacks());
     StringList names{"ledger_name", {}}, shapes{"ledger_shape", {}};
     IntTable bytes{"ledger_bytes", 1, 0, {}};
     for (const auto& l : layer_->ledger()) {
@@ -121,6 +131,19 @@ class LayerCase final : public BenchCase {
   std::unique_ptr<TransformerLayer> layer_;
   bool bit_exact_ = false, checked_ = false;
 };
+
+// --attn-kernel cudnn where it cannot work: refused before any case runs.
+void check_attn_kernel(const BenchContext& ctx, const LayerConfig& cfg) {
+  if (cfg.attn_kernel != kernels::AttnKernelChoice::cudnn) return;
+  if (ctx.device.backend() != Backend::cuda)
+    throw UsageError("--attn-kernel cudnn needs --backend cuda");
+  if (cfg.dtype != DType::bf16)
+    throw UsageError("--attn-kernel cudnn runs bf16 (--dtype bf16), not " +
+                     std::string(dtype_name(cfg.dtype)));
+#if !defined(SUITE_HAVE_CUDNN)
+  throw UsageError("--attn-kernel cudnn: this build has no cuDNN attention");
+#endif
+}
 
 }  // namespace
 
@@ -147,6 +170,7 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
       cfg.seed = ctx.opts.seed;
       cfg.fused_attention = fused;
       validate(cfg);
+      check_attn_kernel(ctx, cfg);
       const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
       if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
         throw UsageError("layer: one collective of " + std::to_string(per_call) +
@@ -159,18 +183,20 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
                   std::to_string(cfg.b) + "_h" + std::to_string(cfg.h) + "_a" +
                   std::to_string(cfg.heads) + "_ff" + std::to_string(cfg.ffn()) +
                   (fused ? "_flash" : "_unfused") + (cfg.causal ? "_causal" : "");
-      spec.params = {{"mode", std::string("layer")},
-                     {"variant", std::string(variant_name(v))},
-                     {"attention", std::string(fused ? "fused" : "unfused")},
-                     {"dtype", std::string(dtype_name(cfg.dtype))},
-                     {"s", cfg.s},
-                     {"b", cfg.b},
-                     {"h", cfg.h},
-                     {"heads", cfg.heads},
-                     {"d_ff", cfg.ffn()},
-                     {"t", std::int64_t{cfg.t}},
-                     {"dropout", static_cast<double>(cfg.dropout)},
-                     {"causal", std::int64_t{cfg.causal ? 1 : 0}}};
+      spec.params = {
+          {"mode", std::string("layer")},
+          {"variant", std::string(variant_name(v))},
+          {"attention", std::string(fused ? "fused" : "unfused")},
+          {"dtype", std::string(dtype_name(cfg.dtype))},
+          {"s", cfg.s},
+          {"b", cfg.b},
+          {"h", cfg.h},
+          {"heads", cfg.heads},
+          {"d_ff", cfg.ffn()},
+          {"t", std::int64_t{cfg.t}},
+          {"dropout", static_cast<double>(cfg.dropout)},
+          {"causal", std::int64_t{cfg.causal ? 1 : 0}},
+          {"attn_choice", std::string(kernels::attn_kernel_choice_name(cfg.attn_kernel))}};
       spec.make = [&ctx, cfg, v] { return std::make_unique<LayerCase>(ctx, cfg, v); };
       spec.console_counters = {"activation_bytes", "pred_activation_bytes",
                                "layer_comm_bytes_per_rank"};
@@ -188,15 +214,15 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
       std::printf(
           "\nTransformer layer forward, TP vs TP+SP (median step = max over ranks; bytes per "
           "rank)\n");
-      std::printf("%-8s %-8s %10s %10s %10s %14s %14s %7s %14s %14s %6s\n", "variant", "attn",
-                  "step_us", "compute_us", "comm_us", "act_meas", "act_pred", "err%", "comm_meas",
-                  "comm_pred", "check");
+      std::printf("%-8s %-8s %-12s %10s %10s %10s %14s %14s %7s %14s %14s %6s\n", "variant", "attn",
+                  "kernel", "step_us", "compute_us", "comm_us", "act_meas", "act_pred", "err%",
+                  "comm_meas", "comm_pred", "check");
       header = true;
     }
     const double passed = attr_number(r, "check_passed");
-    std::printf("%-8s %-8s %10.1f %10.1f %10.1f %14.0f %14.0f %7.3f %14.0f %14.0f %6s\n",
+    std::printf("%-8s %-8s %-12s %10.1f %10.1f %10.1f %14.0f %14.0f %7.3f %14.0f %14.0f %6s\n",
                 param_text(r, "variant").c_str(), param_text(r, "attention").c_str(),
-                attr_number(r, "time_median_s") * 1e6,
+                param_text(r, "attn_kernel").c_str(), attr_number(r, "time_median_s") * 1e6,
                 attr_number(r, "phase_compute_median_s") * 1e6,
                 attr_number(r, "phase_comm_median_s") * 1e6, attr_number(r, "activation_bytes"),
                 attr_number(r, "pred_activation_bytes"), 100 * attr_number(r, "activation_rel_err"),
@@ -205,6 +231,16 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
                 passed == 1  ? (attr_number(r, "check_bit_exact") == 1 ? "exact" : "ok")
                 : passed < 0 ? "off"
                              : "FAIL");
+  }
+  // The library behind each kernel once (it is long: the loaded file's path).
+  std::vector<std::string> seen;
+  for (const auto& r : records) {
+    if (param_text(r, "mode") != "layer") continue;
+    const std::string lib = param_text(r, "attn_library");
+    if (lib.empty() || lib == "suite" || std::find(seen.begin(), seen.end(), lib) != seen.end())
+      continue;
+    seen.push_back(lib);
+    std::printf("attention library: %s\n", lib.c_str());
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::sp_tp {
@@ -22,6 +23,7 @@ struct LayerConfig {
   float dropout = 0.1f;
   bool causal = true;
   bool fused_attention = true;  // false: materialise scores (the 5as/h activation term)
+  kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;  // fused path
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
 

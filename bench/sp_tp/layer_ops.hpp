@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "common/device.hpp"
+#include "kernels/attention/attention_engine.hpp"
 #include "kernels/attention/attention_index.hpp"
 #include "kernels/core/dtype.hpp"
 
@@ -15,7 +17,7 @@ namespace suite::sp_tp {
 class LayerOps {
  public:
   virtual ~LayerOps() = default;
-  virtual std::size_t lse_elem_size() const = 0;
+  std::size_t lse_elem_size() const { return attn_->lse_elem_size(); }
   // C[m, n] = A[m, k] B[k, n], dense row-major.
   virtual void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b,
                     void* c) = 0;
@@ -25,22 +27,39 @@ class LayerOps {
   virtual void residual_add(std::int64_t n, const void* x, const void* residual, void* y) = 0;
   virtual void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                        std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) = 0;
-  virtual void attention(const kernels::AttentionParams& p, const void* q, const void* k,
-                         const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos,
-                         void* o, void* lse) = 0;
+  // Fused attention through the ops' AttentionEngine (--attn-kernel); `mask` is the block's
+  // structure (the layer's own block: causal top-left, or full).
+  void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,
+                 const void* k, const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos,
+                 void* o, void* lse) {
+    attn_->forward(p, mask, q, k, v, q_pos, k_pos, o, lse);
+  }
+  // The engine behind attention(): its name and library version go into the results file.
+  const kernels::AttentionEngine& attention_engine() const { return *attn_; }
   virtual void attention_unfused(const kernels::AttentionParams& p, float dropout_p,
                                  std::uint64_t seed, int head_offset, const void* q, const void* k,
                                  const void* v, const std::int64_t* q_pos,
                                  const std::int64_t* k_pos, void* probs, std::uint8_t* mask,
                                  void* probs_dropped, void* o, void* lse) = 0;
+
+ protected:
+  explicit LayerOps(std::unique_ptr<kernels::AttentionEngine> attn) : attn_(std::move(attn)) {}
+
+ private:
+  std::unique_ptr<kernels::AttentionEngine> attn_;
 };
 
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype);
-// Throws UsageError when the build has no CUDA.
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype);
+// Throws UsageError when the build has no CUDA; std::invalid_argument when the attention
+// kernel asked for is unavailable (make_cuda_attention_engine's message).
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype,
+                                              kernels::AttnKernelChoice attn);
 
-inline std::unique_ptr<LayerOps> make_layer_ops(Device& device, DType dtype) {
-  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype)
+// The CPU backend has one attention kernel (the tiled one), whatever `attn` says.
+inline std::unique_ptr<LayerOps> make_layer_ops(
+    Device& device, DType dtype,
+    kernels::AttnKernelChoice attn = kernels::AttnKernelChoice::automatic) {
+  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype, attn)
                                            : make_cpu_layer_ops(dtype);
 }
 

@@ -14,7 +14,7 @@ namespace k = kernels::cpu;
 template <class T>
 class CpuLayerOps final : public LayerOps {
  public:
-  std::size_t lse_elem_size() const override { return sizeof(T); }
+  explicit CpuLayerOps(DType dtype) : LayerOps(kernels::make_cpu_attention_engine(dtype)) {}
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
     k::gemm<T>(false, false, m, n, kk, T(1), in(a), kk, in(b), n, T(0), out(c), n);
@@ -32,11 +32,6 @@ class CpuLayerOps final : public LayerOps {
   void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward<T>(rows, cols, p, seed, row_offset, in(x), out(y), mask);
-  }
-  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
-                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
-                 void* lse) override {
-    k::attention_forward<T>(p, in(q), in(kk), in(v), q_pos, k_pos, out(o), out(lse));
   }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
@@ -56,16 +51,16 @@ class CpuLayerOps final : public LayerOps {
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype) {
   switch (dtype) {
     case DType::fp32:
-      return std::make_unique<CpuLayerOps<float>>();
+      return std::make_unique<CpuLayerOps<float>>(dtype);
     case DType::fp64:
-      return std::make_unique<CpuLayerOps<double>>();
+      return std::make_unique<CpuLayerOps<double>>(dtype);
     default:
       throw UsageError("the CPU layer runs in fp32 or fp64, not " + std::string(dtype_name(dtype)));
   }
 }
 
 #if !defined(SUITE_HAVE_CUDA)
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device&, DType) {
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device&, DType, kernels::AttnKernelChoice) {
   throw UsageError("this build has no CUDA: the layer runs on the CPU backend only");
 }
 #endif

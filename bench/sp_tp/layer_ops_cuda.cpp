@@ -1,11 +1,13 @@
-// CUDA backend of LayerOps: the kernels' CUDA versions on the device's stream, GEMMs in cuBLAS
-// (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has CUDA.
+// CUDA backend of LayerOps: the kernels' CUDA versions on the device's stream, GEMMs in
+// cuBLASLt (bf16 or fp32 storage, fp32 accumulation), attention through an AttentionEngine.
+// Compiled only when the build has CUDA.
 #include <cuda_runtime.h>
 
 #include "bench/sp_tp/layer_ops.hpp"
 #include "kernels/attention/attention_cuda.hpp"
 #include "kernels/core/cublas_handle.hpp"
 #include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/gemm/gemm_lt.hpp"
 #include "kernels/tokenwise/tokenwise_cuda.hpp"
 
 namespace suite::sp_tp {
@@ -15,14 +17,15 @@ namespace k = kernels::cuda;
 
 class CudaLayerOps final : public LayerOps {
  public:
-  CudaLayerOps(Device& device, DType dtype)
-      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
+  CudaLayerOps(Device& device, DType dtype, kernels::AttnKernelChoice attn)
+      : LayerOps(kernels::make_cuda_attention_engine(device.stream(), dtype, attn)),
+        stream_(static_cast<cudaStream_t>(device.stream())),
+        dtype_(dtype) {
     blas_.set_stream(stream_);
   }
-  std::size_t lse_elem_size() const override { return sizeof(float); }
   void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
             void* c) override {
-    k::gemm(blas_, stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+    lt_.gemm(stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
   }
   void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
                  const void* beta, void* y) override {
@@ -38,11 +41,6 @@ class CudaLayerOps final : public LayerOps {
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward(stream_, dtype_, rows, cols, p, seed, row_offset, x, y, mask);
   }
-  void attention(const kernels::AttentionParams& p, const void* q, const void* kk, const void* v,
-                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
-                 void* lse) override {
-    k::attention_forward(stream_, dtype_, p, q, kk, v, q_pos, k_pos, o, static_cast<float*>(lse));
-  }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,
                          const std::int64_t* q_pos, const std::int64_t* k_pos, void* probs,
@@ -54,13 +52,15 @@ class CudaLayerOps final : public LayerOps {
  private:
   cudaStream_t stream_;
   DType dtype_;
-  k::CublasHandle blas_;
+  k::CublasHandle blas_;  // the unfused attention's batched GEMMs
+  k::GemmLt lt_;          // the layer's GEMMs (cuBLASLt, plain cuBLAS where it declines)
 };
 
 }  // namespace
 
-std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype) {
-  return std::make_unique<CudaLayerOps>(device, dtype);
+std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype,
+                                              kernels::AttnKernelChoice attn) {
+  return std::make_unique<CudaLayerOps>(device, dtype, attn);
 }
 
 }  // namespace suite::sp_tp

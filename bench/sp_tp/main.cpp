@@ -21,6 +21,7 @@ struct SpTpOptions {
   bool causal = true;
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
+  std::string attn_kernel = "auto";
 };
 
 suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
@@ -32,6 +33,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   sweep.base.d_ff = o.ffn_hidden;
   sweep.base.dropout = o.dropout;
   sweep.base.causal = o.causal;
+  sweep.base.attn_kernel = *suite::kernels::parse_attn_kernel(o.attn_kernel);  // checked by CLI11
   for (const auto& v : suite::split_list(o.variants)) {
     if (v == "tp")
       sweep.variants.push_back(suite::sp_tp::Variant::tp);
@@ -131,6 +133,12 @@ int main(int argc, char** argv) {
                    "layer attention paths, comma-separated: fused (flash kernel, scores not "
                    "stored) and/or unfused (stores softmax, its dropout mask and output: the "
                    "5as/h term)")
+        ->capture_default_str();
+    app.add_option("--attn-kernel", o.attn_kernel,
+                   "layer fused attention kernel: auto (cuDNN for bf16 on the cuda backend when "
+                   "built with it, else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), "
+                   "suite (the suite's flash kernel). Recorded as attn_kernel / attn_library")
+        ->check(CLI::IsMember({"auto", "cudnn", "suite"}))
         ->capture_default_str();
     app.add_option("--activation-case", o.activation_case,
                    "1: add a case of n = s*b*h elements (one layer's all-reduce); 0: sweep only")

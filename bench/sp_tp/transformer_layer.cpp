@@ -137,7 +137,10 @@ void TransformerLayer::attention() {
     void* lse =
         static_cast<std::byte*>(lse_.data()) + bi * al * s * static_cast<std::int64_t>(lse_e);
     if (cfg_.fused_attention) {
-      ops_.attention(p, q, k, v, pos, pos, o, lse);
+      // Queries and keys are the same s positions: the causal mask is the top-left diagonal.
+      ops_.attention(p,
+                     cfg_.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full,
+                     q, k, v, pos, pos, o, lse);
     } else {
       const std::int64_t off = bi * al * s * s;
       ops_.attention_unfused(p, cfg_.dropout, cfg_.seed ^ kAttnDropoutSalt,

@@ -15,11 +15,21 @@
 namespace suite::kernels::cuda {
 
 // Fused flash-style kernel: online softmax over K/V tiles staged in shared memory; the
-// cq x ck score matrix is never materialised. Throws std::invalid_argument for
-// head_dim other than 64 or 128.
+// cq x ck score matrix is never materialised. bf16 on sm_80+: the tensor-core kernel below;
+// otherwise (fp32, odd strides, older GPUs) the simple one-thread-per-row kernel. Throws
+// std::invalid_argument for head_dim other than 64 or 128.
 void attention_forward(cudaStream_t stream, DType dtype, const AttentionParams& p, const void* q,
                        const void* k, const void* v, const std::int64_t* q_pos,
                        const std::int64_t* k_pos, void* o, float* lse);
+
+// The tensor-core (mma.sync, bf16) kernel behind attention_forward for bf16 storage: used
+// when attention_forward_mma_applicable (device sm_80+, row strides multiples of 8 elements,
+// q/k/v/o 16-byte aligned); attention_forward falls back to the simple kernel otherwise.
+bool attention_forward_mma_applicable(const AttentionParams& p, const void* q, const void* k,
+                                      const void* v, const void* o);
+void attention_forward_mma(cudaStream_t stream, const AttentionParams& p, const void* q,
+                           const void* k, const void* v, const std::int64_t* q_pos,
+                           const std::int64_t* k_pos, void* o, float* lse);
 
 // Unfused path: cuBLAS for q k^T and P V, one kernel for masked softmax + dropout. Fills
 // probs, mask and probs_dropped ([heads, cq, ck] each; masks keyed by

@@ -60,6 +60,8 @@ class AttentionEngine {
   // Blocks that the chosen kernel could not express and ran on the suite's kernel instead
   // (counted since construction).
   virtual std::int64_t fallbacks() const { return 0; }
+  // Why the first fallback happened (empty when none did).
+  virtual std::string fallback_reason() const { return {}; }
   // Called between query tiles by engines that compute on the host thread (the CPU one), so
   // a transfer that MPI progresses only inside MPI calls moves while attention computes.
   virtual void set_progress_hook(std::function<void()> hook) { (void)hook; }
@@ -69,6 +71,8 @@ class AttentionEngine {
 std::unique_ptr<AttentionEngine> make_cpu_attention_engine(DType dtype);
 // bf16 / fp32 on the CUDA stream `stream` (a cudaStream_t). Throws std::invalid_argument when
 // the build has no CUDA, or cudnn is asked for and is not available (the message says why).
+// automatic: cuDNN for bf16 when this build has it and cuDNN starts here, else the suite's
+// kernel; cudnn: cuDNN (bf16 only) or the error; suite: the suite's kernel.
 std::unique_ptr<AttentionEngine> make_cuda_attention_engine(void* stream, DType dtype,
                                                             AttnKernelChoice choice);
 

@@ -1,11 +1,14 @@
-// CUDA attention engines: the suite's flash kernel (reads positions, so every mask works).
-// cuDNN is chosen here too once it is built in; without it, `cudnn` is refused with the reason.
+// CUDA attention engines: the suite's flash kernel (reads positions, so every mask works) and,
+// when the build has cuDNN, cuDNN's SDPA with the suite's kernel as its fallback.
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 
 #include "kernels/attention/attention_cuda.hpp"
 #include "kernels/attention/attention_engine.hpp"
+#if defined(SUITE_HAVE_CUDNN)
+#include "kernels/attention/attention_cudnn.hpp"
+#endif
 
 namespace suite::kernels {
 namespace {
@@ -40,9 +43,31 @@ std::unique_ptr<AttentionEngine> make_cuda_attention_engine(void* stream, DType 
   if (dtype != DType::bf16 && dtype != DType::fp32)
     throw std::invalid_argument("CUDA attention: dtype " + std::string(dtype_name(dtype)) +
                                 " unsupported (bf16, fp32)");
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto suite = std::make_unique<SuiteFlashEngine>(s, dtype);
+  if (choice == AttnKernelChoice::suite) return suite;
+#if defined(SUITE_HAVE_CUDNN)
+  if (choice == AttnKernelChoice::cudnn && dtype != DType::bf16)
+    throw std::invalid_argument("--attn-kernel cudnn: cuDNN attention runs bf16, not " +
+                                std::string(dtype_name(dtype)));
+  if (dtype == DType::bf16) {
+    try {
+      return cuda::make_cudnn_attention_engine(s, dtype, std::move(suite));
+    } catch (const std::runtime_error& e) {
+      if (choice == AttnKernelChoice::cudnn)
+        throw std::invalid_argument(std::string("--attn-kernel cudnn: cuDNN cannot start: ") +
+                                    e.what());
+      return std::make_unique<SuiteFlashEngine>(s, dtype);  // auto: the suite's kernel
+    }
+  }
+  return suite;
+#else
   if (choice == AttnKernelChoice::cudnn)
-    throw std::invalid_argument("--attn-kernel cudnn: this build has no cuDNN attention");
-  return std::make_unique<SuiteFlashEngine>(static_cast<cudaStream_t>(stream), dtype);
+    throw std::invalid_argument(
+        "--attn-kernel cudnn: this build has no cuDNN attention "
+        "(configure with cuDNN and the cudnn frontend headers)");
+  return suite;
+#endif
 }
 
 }  // namespace suite::kernels

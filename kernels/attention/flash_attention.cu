@@ -2,7 +2,8 @@
 // one block per (query tile, head). Per K/V tile (kBc keys, staged in shared memory as fp32)
 // each thread computes its kBc scores in registers, updates its running max / sum (online
 // softmax, base-2 exponentials) and accumulates P V into a register-resident output row.
-// No tensor cores: simple and checkable first; the measured rate is what it is.
+// No tensor cores: the fp32 path, and bf16 where the tensor-core kernel
+// (flash_attention_mma.cu) does not apply.
 #include <cstdint>
 
 #include "kernels/attention/attention_cuda.hpp"
@@ -160,6 +161,10 @@ void attention_forward(cudaStream_t stream, DType dtype, const AttentionParams& 
     throw std::invalid_argument("cuda::attention_forward: too many queries");
   }
   if (p.cq == 0) return;
+  if (dtype == DType::bf16 && attention_forward_mma_applicable(p, q, k, v, o)) {
+    attention_forward_mma(stream, p, q, k, v, q_pos, k_pos, o, lse);
+    return;
+  }
   dispatch_storage(dtype, "cuda::attention_forward", [&](auto tag) {
     using S = decltype(tag);
     if (p.head_dim == 64) {

@@ -12,17 +12,6 @@
 namespace suite::kernels::cuda {
 namespace {
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::fp32:
-      return CUDA_R_32F;
-    default:
-      throw std::invalid_argument("cuda::gemm: storage must be bf16 or fp32");
-  }
-}
-
 int narrow(std::int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) {
     throw std::invalid_argument(std::string("cuda::gemm: ") + what + " out of cuBLAS int range");
@@ -36,11 +25,22 @@ cublasOperation_t op(bool trans) {
 
 }  // namespace
 
+cudaDataType_t cublas_data_type(DType t, const char* what) {
+  switch (t) {
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::fp32:
+      return CUDA_R_32F;
+    default:
+      throw std::invalid_argument(std::string(what) + ": storage must be bf16 or fp32");
+  }
+}
+
 void gemm(CublasHandle& handle, cudaStream_t stream, DType dtype, bool trans_a, bool trans_b,
           std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* A,
           std::int64_t lda, const void* B, std::int64_t ldb, float beta, void* C,
           std::int64_t ldc) {
-  const cudaDataType_t t = cuda_type(dtype);
+  const cudaDataType_t t = cublas_data_type(dtype, "cuda::gemm");
   if (m == 0 || n == 0) return;
   handle.set_stream(stream);
   SUITE_CUBLAS_CHECK(cublasGemmEx(handle.get(), op(trans_b), op(trans_a), narrow(n, "n"),
@@ -54,7 +54,7 @@ void gemm_strided_batched(CublasHandle& handle, cudaStream_t stream, DType dtype
                           const void* A, std::int64_t lda, std::int64_t stride_a, const void* B,
                           std::int64_t ldb, std::int64_t stride_b, float beta, void* C,
                           std::int64_t ldc, std::int64_t stride_c, std::int64_t batch) {
-  const cudaDataType_t t = cuda_type(dtype);
+  const cudaDataType_t t = cublas_data_type(dtype, "cuda::gemm");
   if (m == 0 || n == 0 || batch == 0) return;
   handle.set_stream(stream);
   SUITE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(

@@ -12,6 +12,9 @@
 
 namespace suite::kernels::cuda {
 
+// cuBLAS's element type for the storage type; std::invalid_argument naming `what` otherwise.
+cudaDataType_t cublas_data_type(DType t, const char* what);
+
 void gemm(CublasHandle& handle, cudaStream_t stream, DType dtype, bool trans_a, bool trans_b,
           std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* A,
           std::int64_t lda, const void* B, std::int64_t ldb, float beta, void* C, std::int64_t ldc);

@@ -6,17 +6,15 @@ against attention computed with numpy from the saved inputs.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect  # noqa: E402
+from run_scenario import Env, expect, run_cli  # noqa: E402
 from scenarios_ring import attention  # noqa: E402
 
 BIN = "ulysses"
@@ -151,16 +149,5 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
-    p.add_argument("--bin-dir", type=Path, required=True)
-    p.add_argument("--mpiexec", default="mpirun")
-    args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
-    print(f"PASS {args.scenario}")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(SCENARIOS, __doc__))

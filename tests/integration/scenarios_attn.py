@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Integration scenarios for --attn-kernel (sp_tp layer mode, kernel_bench) on the CPU backend:
+the kernel and library are recorded per case, and choices that cannot work here are refused
+with exit 2 and no results file."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_scenario import Env, expect  # noqa: E402
+from run_scenario import run_cli  # noqa: E402
+
+LAYER = ["--mode", "layer", "--seq", "32", "--hidden", "128", "--heads", "2", "--iters", "2"]
+
+
+def scenario_layer_attn_kernel(env: Env) -> None:
+    out = env.workdir / "layer.h5"
+    proc = env.mpirun(2, "sp_tp", *LAYER, "--attention", "fused,unfused", "--attn-kernel", "suite",
+                      "--out", str(out))
+    expect(proc.returncode == 0, "layer run failed", proc)
+    expect("cpu-tiled" in proc.stdout, "the layer table does not name the kernel", proc)
+    with h5py.File(out) as f:
+        for name, g in f["sp_tp"].items():
+            expect(g.attrs["attn_choice"] == "suite", f"{name}: attn_choice")
+            fused = g.attrs["attention"] == "fused"
+            expect(g.attrs["attn_kernel"] == ("cpu-tiled" if fused else "unfused"), f"{name}: attn_kernel")
+            expect(g.attrs["attn_library"] == "suite", f"{name}: attn_library")
+            expect(g.attrs["attn_fallbacks"] == 0, f"{name}: attn_fallbacks")
+    for bad, why in ((["--attn-kernel", "cudnn"], "needs --backend cuda"), (["--attn-kernel", "fast"], "fast")):
+        out = env.workdir / "bad.h5"
+        proc = env.mpirun(2, "sp_tp", *LAYER, *bad, "--out", str(out))
+        expect(proc.returncode == 2, f"{bad}: exit {proc.returncode}, expected 2", proc)
+        expect(why in proc.stdout + proc.stderr, f"{bad}: message does not say '{why}'", proc)
+        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{bad}: left a results file")
+
+
+def scenario_kernel_bench_attn_kernel(env: Env) -> None:
+    exe = str(env.bin_dir / "kernel_bench")
+    proc = subprocess.run([exe, "--attn-kernel=bogus"], capture_output=True, text=True, timeout=60)
+    expect(proc.returncode == 2 and "unknown kernel 'bogus'" in proc.stderr, "bogus kernel not refused", proc)
+    proc = subprocess.run([exe, "--attn-kernel=suite,auto", "--benchmark_filter=attention_cpu/fp32/s512_a8_kv8_d64_full",
+                           "--benchmark_min_time=0.01"], capture_output=True, text=True, timeout=120)
+    expect(proc.returncode == 0 and "s512_a8_kv8_d64_full" in proc.stdout, "kernel_bench with a kernel list", proc)
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    expect("--attn-kernel=LIST" in proc.stdout, "--help does not explain --attn-kernel", proc)
+
+
+SCENARIOS = {
+    "layer_attn_kernel": scenario_layer_attn_kernel,
+    "kernel_bench_attn_kernel": scenario_kernel_bench_attn_kernel,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(SCENARIOS, __doc__))

@@ -1,0 +1,212 @@
+// CUDA attention engines (the suite's kernel and cuDNN's SDPA) against the CPU reference for
+// every mask kind a ring or Ulysses step hands them: full, causal top-left / bottom-right,
+// zig-zag and striped position sets, fully masked; GQA; d = 64 and 128; odd sizes; lse.
+// cuDNN cases skip when the build has no cuDNN; every case skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "kernels/attention/attention_cpu.hpp"
+#include "kernels/attention/attention_engine.hpp"
+#include "tests/kernels/cuda_test_util.hpp"
+#include "tests/kernels/kernel_test_util.hpp"
+
+namespace suite::kernels {
+namespace {
+
+using test::DeviceBuffer;
+
+enum class Kind { full, full_causal_offdiag, top_left, bottom_right, zigzag, striped, masked };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::full:
+      return "full";
+    case Kind::full_causal_offdiag:
+      return "offdiag";
+    case Kind::top_left:
+      return "topleft";
+    case Kind::bottom_right:
+      return "bottomright";
+    case Kind::zigzag:
+      return "zigzag";
+    case Kind::striped:
+      return "striped";
+    case Kind::masked:
+      return "masked";
+  }
+  return "?";
+}
+
+struct EngineCase {
+  AttnKernelChoice choice;
+  DType t;
+  Kind kind;
+  std::int64_t cq, ck;
+  int a, nkv, d;
+};
+
+// Positions, causal flag and the mask hint a caller with this layout would pass.
+struct Block {
+  std::vector<std::int64_t> qp, kp;
+  bool causal;
+  BlockMask hint;
+};
+
+Block block_for(const EngineCase& c) {
+  using test::iota_positions;
+  switch (c.kind) {
+    case Kind::full:
+      return {iota_positions(c.cq), iota_positions(c.ck), false, BlockMask::full};
+    case Kind::full_causal_offdiag:  // a ring step whose keys all precede its queries
+      return {iota_positions(c.cq, c.ck), iota_positions(c.ck), true, BlockMask::full};
+    case Kind::top_left:
+      return {iota_positions(c.cq), iota_positions(c.ck), true, BlockMask::causal_top_left};
+    case Kind::bottom_right:
+      return {iota_positions(c.cq, c.ck - c.cq), iota_positions(c.ck), true,
+              BlockMask::causal_bottom_right};
+    case Kind::zigzag:
+      return {test::block_positions(test::Layout::zigzag, 2, 4, c.cq),
+              test::block_positions(test::Layout::zigzag, 1, 4, c.ck), true, BlockMask::positions};
+    case Kind::striped:  // query rank 1, key rank 2: the strictly-lower diagonal
+      return {test::block_positions(test::Layout::striped, 1, 4, c.cq),
+              test::block_positions(test::Layout::striped, 2, 4, c.ck), true, BlockMask::positions};
+    case Kind::masked:  // every key after every query
+      return {iota_positions(c.cq), iota_positions(c.ck, c.cq + 5), true, BlockMask::positions};
+  }
+  return {};
+}
+
+std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info);
+
+class EngineCuda : public ::testing::TestWithParam<EngineCase> {};
+
+TEST_P(EngineCuda, MatchesCpuReference) {
+  SUITE_REQUIRE_CUDA_DEVICE();
+  const EngineCase c = GetParam();
+#if !defined(SUITE_HAVE_CUDNN)
+  if (c.choice == AttnKernelChoice::cudnn) GTEST_SKIP() << "this build has no cuDNN";
+#endif
+  std::unique_ptr<AttentionEngine> engine = make_cuda_attention_engine(nullptr, c.t, c.choice);
+  const Block blk = block_for(c);
+  auto p = make_attention_params(c.cq, c.ck, c.a, c.nkv, c.d, blk.causal);
+  p.ld_q += 8;  // strided rows, as inside a packed qkv tensor
+  p.ld_o += 16;
+  std::vector<float> q = test::random_vector<float>(p.cq * p.ld_q, 7),
+                     k = test::random_vector<float>(p.ck * p.ld_k, 8, -2, 2),
+                     v = test::random_vector<float>(p.ck * p.ld_v, 9);
+  std::vector<float> o0(p.cq * p.ld_o, 0.0f);
+  DeviceBuffer dq = test::upload(c.t, q), dk = test::upload(c.t, k), dv = test::upload(c.t, v),
+               dqp = test::upload_raw(blk.qp), dkp = test::upload_raw(blk.kp),
+               d_o = test::upload(c.t, o0), d_lse(sizeof(float) * c.a * c.cq);
+  engine->forward(p, blk.hint, dq.get(), dk.get(), dv.get(), dqp.as<std::int64_t>(),
+                  dkp.as<std::int64_t>(), d_o.get(), d_lse.get());
+  SUITE_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+      o(o0.size(), 0.0), lse(static_cast<std::size_t>(c.a) * c.cq);
+  cpu::attention_reference<double>(p, qd.data(), kd.data(), vd.data(), blk.qp.data(), blk.kp.data(),
+                                   o.data(), lse.data());
+  const std::vector<float> got = test::download(c.t, d_o, o.size());
+  const std::vector<float> got_lse = test::download_raw<float>(d_lse, lse.size());
+  // Tensor-core kernels round P to bf16 before P V: up to eps * max|v| on top of o's rounding.
+  const double eps = test::storage_eps(c.t);
+  const double vmax = test::max_abs(vd);
+  for (int h = 0; h < c.a; ++h) {
+    for (std::int64_t i = 0; i < c.cq; ++i) {
+      for (int e = 0; e < c.d; ++e) {
+        const std::size_t idx = i * p.ld_o + h * c.d + e;
+        ASSERT_FALSE(std::isnan(got[idx])) << "o row " << i << " head " << h;
+        ASSERT_NEAR(got[idx], o[idx], eps * (std::abs(o[idx]) + 2 * vmax) + 3e-5)
+            << engine->name() << " o row " << i << " head " << h << " col " << e;
+      }
+      const double ref = lse[h * c.cq + i];
+      const float g = got_lse[h * c.cq + i];
+      if (std::isinf(ref)) {
+        ASSERT_EQ(g, -INFINITY) << "lse row " << i << " head " << h;
+      } else {
+        ASSERT_NEAR(g, ref, 1e-3 * std::max(1.0, std::abs(ref))) << "lse row " << i;
+      }
+    }
+  }
+  // cuDNN runs every block it can express (certainly the 64-multiple shapes the benchmarks
+  // use; odd sizes may find no engine and fall back, which the output check above covers);
+  // positions-only masks always go to the suite's kernel.
+  if (engine->name() == "cudnn") {
+    const bool expressible = blk.hint != BlockMask::positions;
+    if (!expressible) {
+      EXPECT_EQ(engine->fallbacks(), 1);
+    } else if (c.cq % 64 == 0 && c.ck % 64 == 0) {
+      EXPECT_EQ(engine->fallbacks(), 0) << engine->fallback_reason();
+    } else if (engine->fallbacks() > 0) {
+      std::printf("note: cuDNN fell back on %s: %s\n", engine_case_name({c, 0}).c_str(),
+                  engine->fallback_reason().c_str());
+    }
+  } else {
+    EXPECT_EQ(engine->fallbacks(), 0);
+  }
+}
+
+std::vector<EngineCase> engine_cases() {
+  std::vector<EngineCase> cases;
+  for (AttnKernelChoice ch : {AttnKernelChoice::suite, AttnKernelChoice::cudnn}) {
+    for (int d : {64, 128}) {
+      for (Kind kind : {Kind::full, Kind::full_causal_offdiag, Kind::top_left, Kind::bottom_right,
+                        Kind::zigzag, Kind::striped, Kind::masked}) {
+        cases.push_back({ch, DType::bf16, kind, 128, 128, 4, 4, d});
+      }
+      // Odd sizes and GQA.
+      cases.push_back({ch, DType::bf16, Kind::full, 77, 133, 6, 2, d});
+      cases.push_back({ch, DType::bf16, Kind::top_left, 130, 130, 8, 2, d});
+      cases.push_back({ch, DType::bf16, Kind::top_left, 200, 72, 4, 1, d});
+      cases.push_back({ch, DType::bf16, Kind::bottom_right, 65, 191, 8, 1, d});
+      cases.push_back({ch, DType::bf16, Kind::zigzag, 96, 96, 4, 2, d});
+      cases.push_back({ch, DType::bf16, Kind::masked, 33, 17, 2, 1, d});
+      cases.push_back({ch, DType::bf16, Kind::full, 1, 1, 1, 1, d});
+    }
+  }
+  // fp32 storage: the suite's kernel whatever the choice says (auto).
+  cases.push_back({AttnKernelChoice::automatic, DType::fp32, Kind::top_left, 100, 100, 4, 2, 64});
+  cases.push_back({AttnKernelChoice::automatic, DType::bf16, Kind::top_left, 256, 256, 4, 2, 128});
+  return cases;
+}
+
+std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info) {
+  const EngineCase& c = info.param;
+  std::string n(attn_kernel_choice_name(c.choice));
+  n += "_";
+  n += dtype_name(c.t);
+  n += "_";
+  n += kind_name(c.kind);
+  n += "_q" + std::to_string(c.cq) + "_k" + std::to_string(c.ck) + "_a" + std::to_string(c.a) +
+       "_kv" + std::to_string(c.nkv) + "_d" + std::to_string(c.d);
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, EngineCuda, ::testing::ValuesIn(engine_cases()), engine_case_name);
+
+TEST(EngineCudaChoice, NamesAndRefusals) {
+  SUITE_REQUIRE_CUDA_DEVICE();
+  EXPECT_EQ(make_cuda_attention_engine(nullptr, DType::fp32, AttnKernelChoice::automatic)->name(),
+            "suite-flash");
+  EXPECT_EQ(make_cuda_attention_engine(nullptr, DType::bf16, AttnKernelChoice::suite)->name(),
+            "suite-flash");
+  EXPECT_THROW(make_cuda_attention_engine(nullptr, DType::fp32, AttnKernelChoice::cudnn),
+               std::invalid_argument);
+  EXPECT_THROW(make_cuda_attention_engine(nullptr, DType::fp64, AttnKernelChoice::suite),
+               std::invalid_argument);
+#if defined(SUITE_HAVE_CUDNN)
+  auto e = make_cuda_attention_engine(nullptr, DType::bf16, AttnKernelChoice::automatic);
+  EXPECT_EQ(e->name(), "cudnn");
+  EXPECT_EQ(e->library_version().rfind("cudnn 9.", 0), 0u) << e->library_version();
+  std::printf("cuDNN engine: %s\n", e->library_version().c_str());
+#else
+  EXPECT_THROW(make_cuda_attention_engine(nullptr, DType::bf16, AttnKernelChoice::cudnn),
+               std::invalid_argument);
+#endif
+}
+
+}  // namespace
+}  // namespace suite::kernels
