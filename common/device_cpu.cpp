@@ -61,6 +61,7 @@ int visible_cuda_devices() {
 std::string cuda_runtime_version() {
   return "none";
 }
+void select_gpu_before_mpi(int, char**) {}  // no GPU to select in a build without CUDA
 #endif
 
 }  // namespace suite

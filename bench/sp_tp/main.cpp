@@ -6,6 +6,7 @@
 #include "bench/sp_tp/layer_cases.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -21,6 +22,7 @@ struct SpTpOptions {
   bool causal = true;
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
+  int tp = 0;  // TP group size; 0 = all ranks
 };
 
 suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
@@ -91,7 +93,9 @@ int main(int argc, char** argv) {
   suite::BenchDefinition def;
   def.name = "sp_tp";
   def.description =
-      "Megatron sequence parallelism vs tensor parallelism over a TP group of all ranks.\n"
+      "Megatron sequence parallelism vs tensor parallelism over TP groups of --tp consecutive "
+      "ranks\n"
+      "(default: one group of all ranks; with smaller groups all of them run each case at once).\n"
       "collectives mode: one all-reduce (TP) against reduce-scatter + all-gather (SP) of the same "
       "n bytes,\n"
       "for a sweep of sizes and for the activation size s*b*h; time, algbw/busbw, bytes per rank\n"
@@ -132,6 +136,11 @@ int main(int argc, char** argv) {
                    "stored) and/or unfused (stores softmax, its dropout mask and output: the "
                    "5as/h term)")
         ->capture_default_str();
+    app.add_option("--tp", o.tp,
+                   "t: TP group size, groups of consecutive ranks all running each case at "
+                   "once (e.g. 8 = one node of 8 GPUs in a job of 16); 0 = all ranks. Step "
+                   "time stays the max over all ranks")
+        ->capture_default_str();
     app.add_option("--activation-case", o.activation_case,
                    "1: add a case of n = s*b*h elements (one layer's all-reduce); 0: sweep only")
         ->capture_default_str();
@@ -144,6 +153,9 @@ int main(int argc, char** argv) {
       specs.insert(specs.end(), layer.begin(), layer.end());
     }
     return specs;
+  };
+  def.group_size = [&](int world_size) {
+    return suite::resolve_group_size(o.tp, world_size, "--tp");
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::sp_tp::print_collective_table(records);
