@@ -41,7 +41,7 @@ suite_case_args() {
       printf '%s\n' --mode layer --seq "${SEQ:-8192}" --batch 1 --hidden "${HIDDEN:-8192}" \
         --heads 64 --variants tp,tp_sp --attention fused,unfused --tp "${TP:-0}" ;;
     sp_tp_layer:cpu)
-      printf '%s\n' --mode layer --seq 64 --batch 1 --hidden 128 --heads 2 --tp "${TP:-0}" \
+      printf '%s\n' --mode layer --seq 32 --batch 1 --hidden 512 --heads 8 --tp "${TP:-0}" \
         --iters 3 --warmup 1 ;;
     ring_attention:gpu)
       printf '%s\n' --block "${BLOCK:-1K:16K:x2}" --layout "${LAYOUT:-contiguous,zigzag}" \
