@@ -6,6 +6,8 @@
 # then (optionally) compare it with the matching baseline and leave the verdict beside it.
 #
 # Variables (sbatch --export=ALL,NAME=value,...):
+#   SUITE_SWEEP_CELLS  (set by scripts/sweep.py --array) file whose line N holds the variables
+#                 of array task N, e.g. `LINK=net BLOCK=4096`
 #   SUITE_MODE    gpu (default) or cpu: the CPU backend with small sizes (CI, laptops)
 #   LINK          link preset of slurm/link_presets.json (default: the script's); an unknown
 #                 preset fails the job before anything runs
@@ -35,13 +37,13 @@ suite_case_args() {
       printf '%s\n' --mode collectives --sizes "${SIZES:-1M:1G:x2}" --seq "${SEQ:-8192}" \
         --batch 1 --hidden "${HIDDEN:-8192}" --tp "${TP:-0}" ;;
     sp_tp:cpu)
-      printf '%s\n' --mode collectives --sizes "${SIZES:-1K:64K:x4}" --seq 64 --batch 1 \
+      printf '%s\n' --mode collectives --sizes "${SIZES:-1K:64K:x4}" --seq "${SEQ:-64}" --batch 1 \
         --hidden 64 --tp "${TP:-0}" --iters 5 --warmup 1 ;;
     sp_tp_layer:gpu)
       printf '%s\n' --mode layer --seq "${SEQ:-8192}" --batch 1 --hidden "${HIDDEN:-8192}" \
         --heads 64 --variants tp,tp_sp --attention fused,unfused --tp "${TP:-0}" ;;
     sp_tp_layer:cpu)
-      printf '%s\n' --mode layer --seq 32 --batch 1 --hidden 512 --heads 8 --tp "${TP:-0}" \
+      printf '%s\n' --mode layer --seq "${SEQ:-32}" --batch 1 --hidden 512 --heads 8 --tp "${TP:-0}" \
         --iters 3 --warmup 1 ;;
     ring_attention:gpu)
       printf '%s\n' --block "${BLOCK:-1K:16K:x2}" --layout "${LAYOUT:-contiguous,zigzag}" \
@@ -75,6 +77,13 @@ suite_main() {
   local set=$1 default_link=$2
   local root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
   cd "$root"
+  # A job array from scripts/sweep.py --array: line N of the cells file holds task N's variables.
+  if [[ -n ${SUITE_SWEEP_CELLS:-} && -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    local cell kv
+    cell=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$SUITE_SWEEP_CELLS")
+    [[ -n $cell ]] || suite_die "no line for array task $SLURM_ARRAY_TASK_ID in $SUITE_SWEEP_CELLS"
+    for kv in $cell; do export "${kv?}"; done
+  fi
   local bench=${set%_layer}  # sp_tp_layer runs the sp_tp executable
   local mode=${SUITE_MODE:-gpu}
   [[ $mode == gpu || $mode == cpu ]] || suite_die "SUITE_MODE must be gpu or cpu, not '$mode'"
@@ -124,6 +133,10 @@ suite_main() {
   } | tee "$dir/job.txt"
   local rc=0
   "${launch[@]}" "$bin" "${args[@]}" || rc=$?
+  if [[ $rc -eq 0 && ! -f $out ]]; then  # e.g. a launch failure the launcher reported as 0
+    echo "error: the benchmark wrote no $out" >&2
+    rc=3
+  fi
   echo "benchmark exit status: $rc" | tee -a "$dir/job.txt"
 
   if [[ $rc -eq 0 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then

@@ -70,9 +70,9 @@ class LocalSlurm:
     # ---- set-up ----
     def _write_config(self) -> None:
         r = self.root
-        for d in ("state", "spool", "log", "munge"):
+        for d in ("state", "spool", "log", "munge", "tmp"):
             (r / d).mkdir(parents=True, exist_ok=True)
-        os.chmod(r / "munge", 0o700)
+        os.chmod(r / "munge", 0o711)
         key = r / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o600)
@@ -89,6 +89,7 @@ CredType=cred/munge
 AuthInfo=socket={r}/munge/munge.socket
 StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool
+TmpFS={r}/tmp
 SlurmctldPidFile={r}/slurmctld.pid
 SlurmdPidFile={r}/slurmd.pid
 SlurmctldLogFile={r}/log/slurmctld.log

@@ -171,7 +171,19 @@ def scenario(run: Run) -> None:
         present.append((run.submit(label, script, case_set, env, flags), env))
     for line in skipped:
         print(f"  skip: {line}")
+    # A sweep through the launcher as a job array: 2 sizes x 2 presets, CPU mode.
+    sweep = subprocess.run(
+        [python, str(REPO / "scripts" / "sweep.py"), "sp_tp", "--values", "32,64", "--link",
+         "nvlink,tcp", "--cpu", "--array", f"--tasks-per-node={RANKS}", "--sweep-dir",
+         str(tmp / "sweep"), "--model", str(run.bin_dir / "model"),
+         "--sbatch-args", f"--time=5 --output={tmp}/out/%x-%A_%a.out"],
+        capture_output=True, text=True, env={**run.slurm.env, **run.env}, timeout=120)
+    expect(sweep.returncode == 0, f"sweep.py failed:\n{sweep.stdout}\n{sweep.stderr}")
+    array = sweep.stdout.split("submitted: ")[-1].split()[0].split(";")[0]
+    tasks = [f"{array}_{i}" for i in range(4)]
     run.wait_ok(list(jobs.values()) + [j for j, _ in present], 200)
+    states = run.slurm.wait(tasks, 200)
+    expect(all(s == "COMPLETED" for s, _ in states.values()), f"sweep array ended {states}")
 
     v_same, v_fast = run.verdict(jobs["same"]), run.verdict(jobs["fast"])
     expect(v_same["baseline"] == stored, f"registry pick {v_same['baseline']} != {stored}")
@@ -185,6 +197,16 @@ def scenario(run: Run) -> None:
     run.check_results(jobs["same"], "nvlink")
     for job, env in present:
         run.check_results(job, env.get("LINK", "nvlink"), int(env.get("TP", RANKS)))
+    for i, task in enumerate(tasks):
+        run.jobs[task] = (f"sweep task {i}", "sp_tp.sbatch", "sp_tp")
+        path = tmp / "results" / f"sp_tp-sweep-n1-{task}" / "sp_tp.h5"
+        expect(path.is_file(), f"sweep task {task}: no {path}\n{sweep.stdout}")
+        with h5py.File(path) as f:
+            seq, link = (32, 64)[i % 2], ("nvlink", "tcp")[i // 2]
+            expect(f.attrs["link"] == link and f.attrs["slurm_array_task"] == str(i),
+                   f"{path}: link {f.attrs['link']} task {f.attrs['slurm_array_task']}")
+            expect(f"rs_ag_fp32_act_s{seq}_b1_h64" in f["sp_tp"], f"{path}: no s={seq} case")
+    print(f"  ok: sweep.py --array: 4 tasks, values x presets as planned")
 
 
 def main() -> int:
