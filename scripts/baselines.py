@@ -46,11 +46,11 @@ def system_of(res: Results) -> dict[str, str]:
 
 
 def system_key(res: Results) -> str:
-    """A folder name for the system, e.g. `cpu_x4_loopback_mpi_cpu_fp32`."""
+    """A folder name for the system, e.g. `NVIDIA-H100-80GB-HBM3_x8_nvlink_nccl_cuda_bf16`."""
     s = system_of(res)
     text = "_".join([s["device_names"], f"x{s['world_size']}", s["link"], s["transport"],
                      s["backend"], s["dtype"]])
-    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-")
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")
 
 
 def run_label(res: Results) -> str:

@@ -155,9 +155,9 @@ def model_command(args: argparse.Namespace, cell: Cell, bw: float | None) -> lis
     else:
         cmd += ["--tokens", str(cell.value), "--ep", deg]
     if args.flops:
-        cmd += ["--flops", str(args.flops)]
+        cmd += ["--flops", f"{args.flops:g}"]
     if bw:
-        cmd += ["--bw", str(bw)]
+        cmd += ["--bw", f"{bw:g}"]
     return cmd + shlex.split(args.model_args)
 
 
