@@ -5,15 +5,14 @@ Usage like run_scenario.py: scenarios_groups.py SCENARIO --bin-dir DIR --mpiexec
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_scenario  # noqa: E402
 from run_scenario import Env, expect  # noqa: E402
 
 
@@ -62,17 +61,6 @@ def scenario_sp_tp_groups(env: Env) -> None:
 
 SCENARIOS = {"sp_tp_groups": scenario_sp_tp_groups}
 
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
-    p.add_argument("--bin-dir", type=Path, required=True)
-    p.add_argument("--mpiexec", default="mpirun")
-    args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix=f"suite_{args.scenario}_") as tmp:
-        SCENARIOS[args.scenario](Env(args.bin_dir.resolve(), args.mpiexec, Path(tmp)))
-    print(f"PASS {args.scenario}")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    run_scenario.SCENARIOS.update(SCENARIOS)  # run_scenario's command line, these scenarios too
+    sys.exit(run_scenario.main())
