@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from local_slurm import LocalSlurm, Unavailable, ensure_packages  # noqa: E402
 
 SKIP = 77
 RANKS = 4
+JOBS_BUDGET_S = 360  # all job waits together; with apt (300 s at most) under ctest's TIMEOUT
 
 # (label, sbatch script, case set (results file stem), benchmark binary, extra environment,
 # extra sbatch flags). Multi-node scripts run on the one node (--nodes=1 overrides).
@@ -220,6 +222,8 @@ def main() -> int:
     if not (bin_dir / "sp_tp").exists():
         print(f"FAIL: {bin_dir}/sp_tp is not built")
         return 1
+    # A SIGTERM (ctest, a CI runner) unwinds through the finally below, which stops Slurm.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = Path(tempfile.mkdtemp(prefix="suite_slurm_"))
     os.chmod(tmp, 0o755)
     start = time.monotonic()
@@ -229,6 +233,7 @@ def main() -> int:
         ensure_packages(tmp / "apt.log")
         slurm.start()
         print(f"slurm up on {slurm.host} in {time.monotonic() - start:.0f} s", flush=True)
+        slurm.deadline = time.monotonic() + JOBS_BUDGET_S
         scenario(Run(slurm, tmp, bin_dir, args.python.absolute()))
         print(f"PASS slurm_real in {time.monotonic() - start:.0f} s")
     except Unavailable as err:
