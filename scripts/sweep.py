@@ -4,7 +4,7 @@ x link presets x node counts, one job per cell or one job array, each cell throu
 benchmark's script in slurm/ (slurm/lib/run_bench.sh does the run and the compare step).
 
     scripts/sweep.py ring_attention --values 4K,8K,16K --link nvlink,net --nodes 1,2 --dry-run
-    scripts/sweep.py moe --values 2K,8K --link nvlink-ib --nodes 2 --array
+    scripts/sweep.py moe --values 2K,8K --axis SKEW=none,zipf,hot --link nvlink-ib --nodes 2 --array
 
 --dry-run prints every job (its sbatch command line) and, per cell, what build/bin/model
 predicts (forward time of --layers layers per rank, bytes per rank, memory) at the rates
@@ -16,6 +16,7 @@ is an error (exit 2) and nothing is submitted.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shlex
 import subprocess
@@ -186,6 +187,19 @@ def link_bandwidths(text: str) -> dict[str, float]:
     return out
 
 
+def extra_axes(items: list[str]) -> list[dict[str, str]]:
+    """`--axis NAME=a,b` options as the product of their settings: [{NAME: a, ...}, ...]."""
+    settings: list[list[tuple[str, str]]] = []
+    for item in items:
+        name, _, values = item.partition("=")
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or not values.strip(","):
+            raise SweepError(f"--axis {item!r}: NAME=v1,v2 with an upper-case job variable")
+        if name in ("LINK", "SUITE_MODE", "TRANSPORT"):
+            raise SweepError(f"--axis {name}: set by the sweep itself (--link, --cpu, --transport)")
+        settings.append([(name, v) for v in values.split(",") if v])
+    return [dict(combo) for combo in itertools.product(*settings)]
+
+
 def build_cells(args: argparse.Namespace) -> list[Cell]:
     if args.bench not in BENCHES:
         raise SweepError(f"unknown benchmark {args.bench!r}; known: {', '.join(BENCHES)}")
@@ -208,12 +222,13 @@ def build_cells(args: argparse.Namespace) -> list[Cell]:
     unknown = set(bws) - set(links)
     if unknown:
         raise SweepError(f"--link-bw names presets not swept: {', '.join(sorted(unknown))}")
+    axes = extra_axes(args.axis)
     cells = []
     for nodes in nodes_list:
         script = script_for(args.bench, nodes)
         for link in links:
-            for value in values:
-                env = {"LINK": link, spec.variable: str(value)}
+            for value, extra in itertools.product(values, axes):
+                env = {"LINK": link, spec.variable: str(value), **extra}
                 if args.cpu:
                     env["SUITE_MODE"] = "cpu"
                 else:
@@ -239,7 +254,10 @@ def per_cell_commands(args: argparse.Namespace, cells: list[Cell]) -> list[list[
     cmds = []
     for cell in cells:
         exports = ",".join(f"{k}={v}" for k, v in cell.env.items())
-        name = f"{args.bench}-{BENCHES[args.bench].variable.lower()}{format_value(cell.value)}" \
+        spec = BENCHES[args.bench]
+        extra = "".join(f"-{k.lower()}{v}" for k, v in cell.env.items()
+                        if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable))
+        name = f"{args.bench}-{spec.variable.lower()}{format_value(cell.value)}{extra}" \
                f"-{cell.link}-n{cell.nodes}"
         cell.sbatch = [*sbatch_base(args, cell), f"--job-name={name}",
                        f"--export=ALL,{exports}", str(cell.script)]
@@ -281,12 +299,14 @@ def print_plan(args: argparse.Namespace, cells: list[Cell]) -> None:
     spec = BENCHES[args.bench]
     print(f"{args.bench}: {len(cells)} cell(s): {spec.what} x link x nodes; model: forward "
           f"of {args.layers} layer(s) per rank\n")
-    header = ("cell", "nodes", "ranks", "link", spec.variable, "pred_step_s", "pred_bytes/rank",
-              "pred_memory", "note")
+    header = ("cell", "nodes", "ranks", "link", spec.variable, "axes", "pred_step_s",
+              "pred_bytes/rank", "pred_memory", "note")
     rows = []
     for c in cells:
         p = c.prediction or {}
-        rows.append((str(c.index), str(c.nodes), str(c.ranks), c.link, format_value(c.value),
+        axes = " ".join(f"{k}={v}" for k, v in c.env.items()
+                        if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable)) or "-"
+        rows.append((str(c.index), str(c.nodes), str(c.ranks), c.link, format_value(c.value), axes,
                      fmt(p.get("step_s"), " s"), fmt(p.get("bytes_per_rank"), " B"),
                      fmt(p.get("memory_bytes"), " B") if p.get("memory_bytes") else "-", c.note))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -301,6 +321,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--values", required=True,
                         help="the swept value per cell: sp_tp/ulysses s, ring_attention c, moe "
                              "T; list a,b,c or range begin:end:xF (K/M/G = 1024 powers)")
+    parser.add_argument("--axis", action="append", default=[], metavar="NAME=v1,v2",
+                        help="a further axis of job variables (slurm/README.md), e.g. "
+                             "SKEW=none,zipf,hot for moe or SIZES=1M,1G for sp_tp; repeatable; "
+                             "the model's prediction does not depend on it")
     parser.add_argument("--link", default="nvlink", help="link presets, comma-separated")
     parser.add_argument("--nodes", default="1", help="node counts, comma-separated")
     parser.add_argument("--tasks-per-node", type=int, default=8,

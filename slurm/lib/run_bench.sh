@@ -55,7 +55,7 @@ suite_case_args() {
         --cp "${CP:-0}" --iters 3 --warmup 1 ;;
     ulysses:gpu)
       printf '%s\n' --seq "${SEQ:-32K:256K:x2}" --heads 64 --kv-heads 8 --head-dim 128 \
-        --batch 1 --causal 1 --ulysses-degree "${DEGREE:-8}" --kv-replicate --cp "${CP:-0}" ;;
+        --batch 1 --causal 1 --ulysses-degree "${DEGREE:-8}" --cp "${CP:-0}" ;;
     ulysses:cpu)
       printf '%s\n' --seq "${SEQ:-256}" --heads 4 --kv-heads 4 --head-dim 64 --batch 1 \
         --causal 1 --ulysses-degree "${DEGREE:-4}" --cp "${CP:-0}" --iters 3 --warmup 1 ;;

@@ -51,7 +51,7 @@ def test_dry_run_prints_every_cell_with_its_prediction(fakes):
                       "--nodes", "1,2", "--model", model, "--sbatch", sbatch_cmd, "--layers", "4",
                       "--link-bw", "net=2.5e10", "-F", "6e14", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    rows = re.findall(r"^(\d+)\s+(\d)\s+(\d+)\s+(\S+)\s+(\S+)\s+0\.25 s\s+1\.5e\+09 B", proc.stdout,
+    rows = re.findall(r"^(\d+)\s+(\d)\s+(\d+)\s+(\S+)\s+(\S+)\s+-\s+0\.25 s\s+1\.5e\+09 B", proc.stdout,
                       flags=re.M)
     assert len(rows) == 8  # 2 values x 2 presets x 2 node counts
     assert {(n, r) for _, n, r, _, _ in rows} == {("1", "8"), ("2", "16")}
@@ -73,7 +73,7 @@ def test_dry_run_with_the_real_model():
         pytest.skip(f"{model} is not built")
     proc = run_script("sweep.py", "moe", "--values", "1K,4K", "--model", model, "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    steps = [float(x) for x in re.findall(r"^\d+\s+1\s+8\s+nvlink\s+\S+\s+(\S+) s", proc.stdout,
+    steps = [float(x) for x in re.findall(r"^\d+\s+1\s+8\s+nvlink\s+\S+\s+-\s+(\S+) s", proc.stdout,
                                           flags=re.M)]
     assert len(steps) == 2 and 0 < steps[0] < steps[1]  # 4x the tokens, more time
 
@@ -116,3 +116,18 @@ def test_array_writes_one_cells_line_per_task(fakes, tmp_path):
     assert lines == ["LINK=nvlink TOKENS=1024 TRANSPORT=nccl", "LINK=nvlink TOKENS=2048 TRANSPORT=nccl",
                      "LINK=pcie-host TOKENS=1024 TRANSPORT=nccl",
                      "LINK=pcie-host TOKENS=2048 TRANSPORT=nccl"]
+
+
+def test_extra_axis_multiplies_the_cells(fakes):
+    model, model_log, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "moe", "--values", "1K,2K", "--axis", "SKEW=none,zipf,hot",
+                      "--model", model, "--sbatch", sbatch_cmd)
+    assert proc.returncode == 0, proc.stderr
+    calls = sbatch_log.read_text().splitlines()
+    assert len(calls) == 6 and len(model_log.read_text().splitlines()) == 6
+    assert any("--job-name=moe-tokens2K-skewzipf-nvlink-n1" in c and "SKEW=zipf" in c
+               for c in calls)
+    assert "--export=ALL,LINK=nvlink,TOKENS=1024,SKEW=hot,TRANSPORT=nccl" in proc.stdout
+    bad = run_script("sweep.py", "moe", "--values", "1K", "--axis", "LINK=net", "--model", model,
+                     "--sbatch", sbatch_cmd)
+    assert bad.returncode == 2 and "set by the sweep itself" in bad.stderr
