@@ -7,6 +7,7 @@
 
 #include "common/comm.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/harness.hpp"
 #include "common/run_info.hpp"
 #include "common/watchdog.hpp"
@@ -216,7 +217,17 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   });
   if (!agreed_ok(comm_error, rank)) return 2;
 
-  BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *comm};
+  // The benchmark's group (--tp, --cp, --ep): its own communicator when smaller than the job.
+  BenchContext world_ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *comm};
+  std::unique_ptr<Comm> group;
+  if (def.group_size) {
+    auto group_error = capture([&] {
+      const int size = def.group_size(mpi.size());
+      if (size != mpi.size()) group = make_group_comm(world_ctx, size);
+    });
+    if (!agreed_ok(group_error, rank)) return 2;
+  }
+  BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, group ? *group : *comm};
   std::vector<CaseSpec> cases;
   if (!agreed_ok(capture([&] { cases = def.make_cases(ctx); }), rank)) return 2;
 
@@ -228,6 +239,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       harness.register_cases(cases);
       run_registered(rank);
       benchmark::Shutdown();
+      group.reset();
       comm.reset();
       return 0;
     }
@@ -256,6 +268,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
         std::fprintf(stderr, "error: --benchmark_filter matches none of the %zu cases\n",
                      cases.size());
       }
+      group.reset();
       comm.reset();
       return 2;
     }
@@ -271,6 +284,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     }
     exit_code = harness.any_check_failed() ? 1 : 0;
   }
+  group.reset();
   comm.reset();  // frees its MPI communicator before MPI_Finalize
   return exit_code;
 }

@@ -25,6 +25,11 @@ struct BenchDefinition {
   std::function<std::vector<CaseSpec>(BenchContext&)> make_cases;
   // Rank 0, after the run: a readable table of the cases written.
   std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize;
+  // Optional: the size of each rank's process group from the flags and the job's rank count,
+  // e.g. resolve_group_size(tp, world_size, "--tp") (common/group_comm.hpp). ctx.comm is then
+  // the communicator of this rank's group of consecutive ranks (all groups run each case at
+  // once); barriers, step times and checks stay job-wide. Unset: one group of all ranks.
+  std::function<int(int world_size)> group_size;
 };
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def);

@@ -83,6 +83,10 @@ class Comm {
   virtual std::string overlap_mechanism() const = 0;
   virtual void barrier() = 0;
 
+  // The MPI communicator of these ranks (a duplicate this object owns), for host-side
+  // gathers such as checks; valid while the Comm lives.
+  MPI_Comm mpi_comm() const { return comm_; }
+
   const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
 

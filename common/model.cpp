@@ -52,6 +52,15 @@ double act_bytes_tp_sp_flash(const Activation& x) {
   return x.s * x.b * x.h / x.t * (act_fixed(x) + act_split(x));
 }
 
+double act_bytes_no_parallel_flash(const Activation& x) {
+  return x.s * x.b * x.h * (act_fixed(x) + act_split(x));
+}
+double layer_flops_per_rank(const Activation& x, bool causal) {
+  const double matmul = 2 * x.s * x.b * x.h * x.h * (4 + 2 * x.ffn);
+  const double attention = 4 * x.s * x.s * x.b * x.h * (causal ? 0.5 : 1);
+  return (matmul + attention) / x.t;
+}
+
 double ring_flops_per_round(const Ring& r) {
   return 4 * r.c * r.c * r.h;
 }

@@ -38,6 +38,11 @@ double act_bytes_tp_sp(const Activation& x);
 // With a fused (flash) attention kernel the 5as/h term is not stored.
 double act_bytes_tp_flash(const Activation& x);
 double act_bytes_tp_sp_flash(const Activation& x);
+// No parallelism with a fused kernel: 34 sbh (bf16).
+double act_bytes_no_parallel_flash(const Activation& x);
+// Forward FLOPs of one layer per rank under TP degree t: matmuls 2 sbh^2 (4 + 2 d_ff/h) (24
+// sbh^2 for d_ff = 4h) plus attention 4 s^2 b h (halved when causal), all divided by t.
+double layer_flops_per_rank(const Activation& x, bool causal);
 
 // ---- 2. Ring attention ----
 struct Ring {

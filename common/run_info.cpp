@@ -19,6 +19,25 @@ std::string join_distinct(const std::vector<std::string>& items) {
   return out;
 }
 
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Where the job ran and how its links were set up (Slurm, slurm/link_presets.sh), and the
+// benchmark's process groups (consecutive ranks).
+Attributes cluster_attrs(const BenchContext& ctx) {
+  const std::int64_t world = ctx.mpi.size(), group = ctx.comm.size();
+  return {
+      {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
+      {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
+      {"link_env", env_or_empty("SUITE_LINK_ENV")},
+      {"group_size", group},
+      {"group_count", world / group},
+      {"group_layout", std::string("consecutive")},
+  };
+}
+
 }  // namespace
 
 std::string utc_now_iso() {
@@ -56,6 +75,8 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
       {"device_names", join_distinct(info.rank_devices)},
       {"slurm_job_id", std::string(job ? job : "")},
   };
+  for (auto& attr : cluster_attrs(ctx))
+    info.attrs.push_back(std::move(attr));
   return info;
 }
 

@@ -1,19 +1,32 @@
 #!/usr/bin/env python3
-"""Regression compare of two results files, case by case (median step time and checks).
+"""Regression compare of a run against a baseline, case by case (median step time and checks).
 
-Exit status: 1 if any case is slower than the threshold or a result check newly fails,
-0 otherwise, 2 on a usage error.
+    compare.py BASELINE.h5 CANDIDATE.h5      against the file given
+    compare.py CANDIDATE.h5                  against the matching baseline of the registry
+                                             (results/baselines, see baselines.py)
+
+A case is a REGRESSION only when its median step time is slower than the baseline's by more
+than the threshold AND by more than the noise: the half-width of the p10..p90 band of the
+per-iteration step times, relative to the median, the larger of the two runs' (times --noise-k).
+A slowdown past the threshold but inside the noise is reported as `slower (noise)`.
+
+Exit status: 1 if any case regressed or a result check newly fails, 0 otherwise (also when no
+baseline matches, unless --require-baseline), 2 on a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from baselines import DEFAULT_REGISTRY, find_baseline, system_key  # noqa: E402
 from suite_results import (Case, cli_warnings, config_differences, match_cases,  # noqa: E402
                            read_results, warn)
 
@@ -31,23 +44,45 @@ class Row:
     status: str
     check: str
     failed_check: bool
+    noise: float | None = None  # relative half-width of the p10..p90 band, larger run
 
     @property
     def regression(self) -> bool:
         return self.status == "REGRESSION"
 
 
-def compare_case(base: Case, cand: Case, threshold: float) -> Row:
-    """Ratio candidate/baseline of the median step time and the check transition."""
+def case_noise(case: Case) -> float | None:
+    """Half-width of the p10..p90 band of the per-iteration step times, relative to the median
+    (from `time_s` when loaded, else the p10/p90 attributes the writer computed from it)."""
+    if "time_s" in case.datasets:
+        steps = case.step_times()
+        p10, p90, median = (float(np.percentile(steps, q)) for q in (10, 90, 50))
+    else:
+        p10, p90 = case.attrs.get("time_p10_s"), case.attrs.get("time_p90_s")
+        median = case.median_s
+    if p10 is None or p90 is None or not median or median <= 0:
+        return None
+    return max(0.0, float(p90) - float(p10)) / (2 * float(median))
+
+
+def compare_case(base: Case, cand: Case, threshold: float, noise_k: float = 1.0) -> Row:
+    """Ratio candidate/baseline of the median step time, the noise, and the check transition."""
     b, c = base.median_s, cand.median_s
+    noises = [n for n in (case_noise(base), case_noise(cand)) if n is not None]
+    noise = max(noises) if noises else None
+    margin = noise_k * (noise or 0.0)
     if b is None or c is None:
         ratio, status = None, "no time"
     elif b <= 0:
         ratio, status = None, "bad baseline"
     else:
         ratio = c / b
-        status = ("REGRESSION" if ratio > 1 + threshold
-                  else "improvement" if ratio < 1 - threshold else "ok")
+        if ratio > 1 + threshold:
+            status = "REGRESSION" if ratio - 1 > margin else "slower (noise)"
+        elif ratio < 1 - threshold:
+            status = "improvement" if 1 - ratio > margin else "faster (noise)"
+        else:
+            status = "ok"
     bc, cc = base.check_passed, cand.check_passed
     failed = cc == 0 and bc != 0
     check = CHECK_NAMES.get(bc, str(bc)) + " -> " + CHECK_NAMES.get(cc, str(cc))
@@ -55,7 +90,7 @@ def compare_case(base: Case, cand: Case, threshold: float) -> Row:
         check += "  CHECK FAILED"
     elif cc == 0:
         check += "  (still failing)"
-    return Row(base.key, b, c, ratio, status, check, failed)
+    return Row(base.key, b, c, ratio, status, check, failed, noise)
 
 
 def _fmt_time(value: float | None) -> str:
@@ -64,9 +99,10 @@ def _fmt_time(value: float | None) -> str:
 
 def print_table(rows: list[Row]) -> None:
     """Fixed-width table of all rows."""
-    header = ("case", "baseline_s", "candidate_s", "ratio", "status", "check")
+    header = ("case", "baseline_s", "candidate_s", "ratio", "noise", "status", "check")
     cells = [(r.key, _fmt_time(r.base_s), _fmt_time(r.cand_s),
-              "-" if r.ratio is None else f"{r.ratio:.3f}", r.status, r.check) for r in rows]
+              "-" if r.ratio is None else f"{r.ratio:.3f}",
+              "-" if r.noise is None else f"+-{r.noise:.1%}", r.status, r.check) for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in cells)) if cells else len(h)
               for i, h in enumerate(header)]
     for line in [header, tuple("-" * w for w in widths), *cells]:
@@ -76,38 +112,79 @@ def print_table(rows: list[Row]) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Compare the median step time (time_median_s) of every case present in "
-                    "both files and the result checks. Exit 1 on a regression or a newly "
-                    "failed check, else 0.")
-    parser.add_argument("baseline", type=Path, help="reference results file (.h5)")
-    parser.add_argument("candidate", type=Path, help="results file under test (.h5)")
+                    "both runs and the result checks, against a given baseline or the "
+                    "registry's matching one. Exit 1 on a regression or a newly failed "
+                    "check, else 0.")
+    parser.add_argument("files", nargs="+", type=Path, metavar="[BASELINE] CANDIDATE",
+                        help="baseline and candidate results files (.h5), or the candidate "
+                             "alone to pick its baseline from --registry")
+    parser.add_argument("--registry", type=Path, default=DEFAULT_REGISTRY,
+                        help="baseline registry searched when no baseline is given "
+                             "(default results/baselines)")
     parser.add_argument("--threshold", type=float, default=0.05,
-                        help="relative tolerance: candidate/baseline above 1+THRESHOLD is a "
-                             "REGRESSION, below 1-THRESHOLD an improvement (default 0.05)")
+                        help="relative tolerance: candidate/baseline above 1+THRESHOLD (and "
+                             "beyond the noise) is a REGRESSION, below 1-THRESHOLD an "
+                             "improvement (default 0.05)")
+    parser.add_argument("--noise-k", type=float, default=1.0,
+                        help="a change must also exceed NOISE_K x the noise (relative "
+                             "half-width of the p10..p90 band of the per-iteration step "
+                             "times, the larger of the two runs'); default 1")
+    parser.add_argument("--verdict", type=Path, default=None, metavar="OUT.json",
+                        help="also write the verdict as JSON (history.py marks flagged runs "
+                             "from it when it lies beside the run as <run>.compare.json)")
+    parser.add_argument("--require-baseline", action="store_true",
+                        help="exit 2 when the registry holds no baseline for this system")
     args = parser.parse_args(argv)
+    if len(args.files) > 2:
+        parser.error("give at most two files: [BASELINE] CANDIDATE")
     if not 0 <= args.threshold < 1:
         parser.error("--threshold must be in [0, 1)")
+    if args.noise_k < 0:
+        parser.error("--noise-k must be >= 0")
     return args
+
+
+def write_verdict(path: Path | None, verdict: dict) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(verdict, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cli_warnings()
-    for path in (args.baseline, args.candidate):
+    for path in args.files:
         if not path.exists():
             print(f"error: {path} does not exist", file=sys.stderr)
             return 2
-    base = read_results(args.baseline, load_datasets=False)
-    cand = read_results(args.candidate, load_datasets=False)
+    cand_path = args.files[-1]
+    cand = read_results(cand_path, load_datasets=False)
+    verdict: dict = {"candidate": str(cand_path), "system": system_key(cand),
+                     "bench": cand.attrs.get("bench"), "threshold": args.threshold,
+                     "noise_k": args.noise_k, "created_utc": cand.attrs.get("created_utc"),
+                     "git_commit": cand.attrs.get("git_commit")}
+    if len(args.files) == 2:
+        base_path = args.files[0]
+        base = read_results(base_path, load_datasets=False)
+    else:
+        choice = find_baseline(cand, args.registry)
+        if choice is None:
+            print(f"no baseline in {args.registry} for system {system_key(cand)} "
+                  f"(bench {cand.attrs.get('bench')}): nothing to compare")
+            write_verdict(args.verdict, {**verdict, "verdict": "no-baseline", "baseline": None})
+            return 2 if args.require_baseline else 0
+        base_path, base = choice.path, choice.results
+        print(f"registry:  {args.registry} -> system {system_key(cand)}")
     for diff in config_differences(base, cand):
         warn(f"the runs differ in {diff}; times may not be comparable")
 
     pairs, only_base, only_cand = match_cases(base, cand)
-    rows = [compare_case(b, c, args.threshold) for b, c in pairs]
-    print(f"baseline:  {args.baseline} ({base.attrs.get('git_commit', '?')}, "
+    rows = [compare_case(b, c, args.threshold, args.noise_k) for b, c in pairs]
+    print(f"baseline:  {base_path} ({base.attrs.get('git_commit', '?')}, "
           f"{base.attrs.get('created_utc', '?')})")
-    print(f"candidate: {args.candidate} ({cand.attrs.get('git_commit', '?')}, "
+    print(f"candidate: {cand_path} ({cand.attrs.get('git_commit', '?')}, "
           f"{cand.attrs.get('created_utc', '?')})")
-    print(f"threshold: {args.threshold:.1%}\n")
+    print(f"threshold: {args.threshold:.1%}, and beyond {args.noise_k:g} x noise\n")
     print_table(rows)
 
     new_failures = [k for k in only_cand if cand.cases[k].check_passed == 0]
@@ -117,13 +194,22 @@ def main(argv: list[str] | None = None) -> int:
         note = "  CHECK FAILED" if key in new_failures else ""
         print(f"only in candidate: {key}{note}")
 
-    regressions = sum(r.regression for r in rows)
-    failures = sum(r.failed_check for r in rows) + len(new_failures)
+    regressions = [r.key for r in rows if r.regression]
+    failures = [r.key for r in rows if r.failed_check] + new_failures
     improvements = sum(r.status == "improvement" for r in rows)
-    print(f"\n{len(rows)} compared, {regressions} regression(s), {improvements} improvement(s), "
-          f"{failures} check failure(s), {len(only_base)} only in baseline, "
-          f"{len(only_cand)} only in candidate")
-    return 1 if regressions or failures else 0
+    noisy = sum(r.status.endswith("(noise)") for r in rows)
+    print(f"\n{len(rows)} compared, {len(regressions)} regression(s), {improvements} "
+          f"improvement(s), {len(failures)} check failure(s), {noisy} within noise, "
+          f"{len(only_base)} only in baseline, {len(only_cand)} only in candidate")
+    flagged = bool(regressions or failures)
+    print(f"verdict: {'regression' if flagged else 'ok'}")
+    write_verdict(args.verdict, {
+        **verdict, "verdict": "regression" if flagged else "ok", "baseline": str(base_path),
+        "regressions": regressions, "check_failures": failures,
+        "only_in_baseline": only_base, "only_in_candidate": only_cand,
+        "cases": [{"case": r.key, "ratio": r.ratio, "noise": r.noise, "status": r.status}
+                  for r in rows]})
+    return 1 if flagged else 0
 
 
 if __name__ == "__main__":

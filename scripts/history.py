@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Track the median step time of each case over many runs, ordered by `created_utc`."""
+"""Track a metric of each case (median step time by default) over many runs, ordered by
+`created_utc`, one line per system (device names, world size, link preset, transport, backend,
+dtype: see baselines.py), marking the runs that the compare step flagged (a
+`<run>.compare.json` verdict beside the results file, as slurm/lib/run_bench.sh leaves it)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from datetime import datetime, timezone
@@ -11,8 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_results import (Results, cli_warnings, find_result_files, natural_key,  # noqa: E402
-                           read_results, warn)
+from baselines import system_key  # noqa: E402
+from suite_results import (Results, cli_warnings, file_stem, find_result_files,  # noqa: E402
+                           natural_key, read_results, warn)
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -32,23 +37,57 @@ def load_runs(inputs: list[str], include_partial: bool) -> list[Results]:
     configs = {tuple(map(str, r.config().values())) for r in runs}
     if len(configs) > 1:
         warn(f"the runs mix {len(configs)} configurations (bench/backend/transport/"
-             "world_size/link); see the run list before reading a trend")
+             "world_size/link); each system gets its own line, see the run list")
     return sorted(runs, key=lambda r: (r.created or _EPOCH, str(r.path)))
 
 
 History = dict[str, list[tuple[int, float]]]
 
 
-def case_history(runs: list[Results], pattern: re.Pattern[str] | None) -> History:
-    """{`bench/case`: [(run index, median step time)]} for the cases matching `pattern`."""
+def compare_verdict(run: Results) -> dict | None:
+    """The compare step's verdict left beside the run (`<stem>.compare.json`), if any."""
+    path = run.path.with_name(file_stem(run.path) + ".compare.json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def flagged_cases(run: Results) -> set[str]:
+    """Cases the compare step flagged in this run (regressions and failed checks)."""
+    verdict = compare_verdict(run)
+    if not verdict or verdict.get("verdict") != "regression":
+        return set()
+    return set(verdict.get("regressions", [])) | set(verdict.get("check_failures", []))
+
+
+def metric_value(case, metric: str) -> float | None:
+    if metric == "time_median_s":
+        return case.median_s
+    value = case.attrs.get(metric)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def case_history(runs: list[Results], pattern: re.Pattern[str] | None,
+                 metric: str = "time_median_s") -> History:
+    """{`bench/case`: [(run index, metric)]} for the cases matching `pattern`."""
     table: History = {}
     for i, run in enumerate(runs):
         for key, case in run.cases.items():
             if pattern and not pattern.search(key):
                 continue
-            if case.median_s is not None:
-                table.setdefault(key, []).append((i, case.median_s))
+            value = metric_value(case, metric)
+            if value is not None:
+                table.setdefault(key, []).append((i, value))
     return dict(sorted(table.items(), key=lambda kv: natural_key(kv[0])))
+
+
+def by_system(runs: list[Results], points: list[tuple[int, float]]) -> dict[str, list]:
+    """The points of one case split per system, in run order."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for i, value in points:
+        out.setdefault(system_key(runs[i]), []).append((i, value))
+    return out
 
 
 def _run_label(run: Results) -> str:
@@ -59,41 +98,60 @@ def _run_label(run: Results) -> str:
             f"x{a.get('world_size', '?')}{flag}")
 
 
-def print_history(runs: list[Results], table: History) -> None:
-    """Per case, one line per run: time, commit, configuration, median and change vs first."""
+def print_history(runs: list[Results], table: History, metric: str = "time_median_s") -> None:
+    """Per case and system, one line per run: time, commit, value, change vs the system's first
+    run, and FLAGGED where the compare step flagged the case."""
     print("runs (oldest first):")
     for i, run in enumerate(runs):
-        print(f"  [{i}] {_run_label(run)}  {run.path}")
+        verdict = compare_verdict(run)
+        note = f"  [compare: {verdict.get('verdict')}]" if verdict else ""
+        print(f"  [{i}] {_run_label(run)}  {run.path}{note}")
+    unit = " s" if metric.endswith("_s") else ""
     for key, points in table.items():
         print(f"\n{key}")
-        first = points[0][1]
-        for i, median in points:
-            a = runs[i].attrs
-            change = f"{median / first - 1:+.1%}" if first > 0 else ""
-            print(f"  [{i}] {a.get('created_utc', '?'):<25} {str(a.get('git_commit', '?')):<14}"
-                  f" {median:.4g} s  {change}")
+        for system, series in by_system(runs, points).items():
+            print(f"  system {system} ({metric})")
+            first = series[0][1]
+            for i, value in series:
+                a = runs[i].attrs
+                change = f"{value / first - 1:+.1%}" if first > 0 else ""
+                flag = "  FLAGGED" if key in flagged_cases(runs[i]) else ""
+                print(f"  [{i}] {a.get('created_utc', '?'):<25} "
+                      f"{str(a.get('git_commit', '?')):<14} {value:.4g}{unit}  {change}{flag}")
 
 
-def plot_history(runs: list[Results], table: History, out: Path) -> None:
-    """One line per case: median step time over runs (x labelled by commit and date)."""
+def plot_history(runs: list[Results], table: History, out: Path,
+                 metric: str = "time_median_s") -> None:
+    """One line per case and system over runs (x labelled by commit and date); runs the
+    compare step flagged for the case are marked with a red cross."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(7, 0.6 * len(runs) + 3), 5))
+    systems = {system_key(r) for r in runs}
+    flag_label = "flagged by compare"
     for key, points in table.items():
-        ax.plot([i for i, _ in points], [m for _, m in points], marker="o", label=key)
+        for system, series in by_system(runs, points).items():
+            label = key if len(systems) == 1 else f"{key} [{system}]"
+            ax.plot([i for i, _ in series], [m for _, m in series], marker="o", label=label)
+            bad = [(i, m) for i, m in series if key in flagged_cases(runs[i])]
+            if bad:
+                ax.scatter([i for i, _ in bad], [m for _, m in bad], marker="x", s=120,
+                           color="red", zorder=5, label=flag_label)
+                flag_label = "_nolegend_"
     labels = [f"{str(r.attrs.get('git_commit', '?'))[:10]}\n"
               f"{str(r.attrs.get('created_utc', '?'))[:10]}" for r in runs]
     ax.set_xticks(range(len(runs)), labels, fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("median step time (s)")
+    if all(m > 0 for pts in table.values() for _, m in pts):
+        ax.set_yscale("log")
+    ax.set_ylabel("median step time (s)" if metric == "time_median_s" else metric)
     ax.set_xlabel("run (oldest first)")
     ax.grid(True, which="both", alpha=0.3)
-    if len(table) <= 12:
+    if len(table) * len(systems) <= 12:
         ax.legend(fontsize=7)
-    ax.set_title(f"median step time over {len(runs)} runs")
+    ax.set_title(f"{metric} over {len(runs)} runs, {len(systems)} system(s)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -110,6 +168,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--case", default=None, metavar="REGEX",
                         help="only cases whose <bench>/<case> name matches this regular "
                              "expression (re.search)")
+    parser.add_argument("--metric", default="time_median_s",
+                        help="case attribute to track (default time_median_s; e.g. busbw_GBps)")
     parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
                         help="also write a PNG of the median step time per case over runs")
     parser.add_argument("--include-partial", action="store_true",
@@ -134,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print("error: no results files found", file=sys.stderr)
         return 1
-    table = case_history(runs, pattern)
+    table = case_history(runs, pattern, args.metric)
     if not table:
         print("error: no case matches", file=sys.stderr)
         return 1
-    print_history(runs, table)
+    print_history(runs, table, args.metric)
     if args.plot:
-        plot_history(runs, table, args.plot)
+        plot_history(runs, table, args.plot, args.metric)
     return 0
 
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/model/planning.hpp"
 #include "common/model.hpp"
 #include "kernels/core/dtype.hpp"
 
@@ -19,6 +20,7 @@ struct Params {
   double flops = 989e12, bw = 450e9;
   std::string dtype = "bf16";
   bool causal = false, swiglu = false;
+  int layers = 1;
 };
 
 void line(const char* what, double v, const char* unit) {
@@ -92,6 +94,12 @@ void print_moe(const Params& p, double e) {
        m::moe_aux_loss(uniform.data(), uniform.data(), p.experts, 1e-2), "");
 }
 
+suite::plan::Inputs plan_inputs(const Params& p, double e) {
+  return {p.s,     p.b,   p.h,   p.a,       p.kv,     p.d_ff > 0 ? p.d_ff : 4 * p.h,
+          p.t,     p.n_c, p.n_e, p.experts, p.k,      p.tokens,
+          p.flops, p.bw,  e,     p.causal,  p.swiglu, p.layers};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,10 +135,13 @@ int main(int argc, char** argv) {
   app.add_flag("--swiglu", p.swiglu, "SwiGLU experts (6 h d_ff FLOPs per pair)");
   app.add_option("--capacity-factor", p.capacity_factor, "CF: expert capacity factor")
       ->capture_default_str();
+  app.add_option("--layers,-L", p.layers,
+                 "L: layers of the model; every section also prints totals over L layers")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (p.t < 1 || p.n_c < 1 || p.n_e < 1 || p.experts < 1 || p.kv <= 0 || p.flops <= 0 ||
-      p.bw <= 0) {
-    std::fprintf(stderr, "error: degrees, head counts and rates must be positive\n");
+      p.bw <= 0 || p.layers < 1) {
+    std::fprintf(stderr, "error: degrees, head counts, rates and layers must be positive\n");
     return 2;
   }
   double e = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.dtype)));
@@ -138,5 +149,11 @@ int main(int argc, char** argv) {
   if (section == "all" || section == "ring") print_ring(p, e);
   if (section == "all" || section == "ulysses") print_ulysses(p, e);
   if (section == "all" || section == "moe") print_moe(p, e);
+  const auto plan = plan_inputs(p, e);
+  std::printf("\nPlanning: times at F and W, totals over L layers\n");
+  if (section == "all" || section == "sp") suite::plan::print_sp_plan(plan);
+  if (section == "all" || section == "ring") suite::plan::print_ring_plan(plan);
+  if (section == "all" || section == "ulysses") suite::plan::print_ulysses_plan(plan);
+  if (section == "all" || section == "moe") suite::plan::print_moe_plan(plan);
   return 0;
 }

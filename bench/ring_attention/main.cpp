@@ -3,6 +3,7 @@
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -38,7 +39,6 @@ suite::ring::RingSweep make_sweep(const RingOptions& o) {
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
   s.head_dim = o.head_dim;
   s.batch = o.batch;
-  s.cp = o.cp;
   s.attn_kernel = parse_attn_kernel_flag(o.attn_kernel);
   s.poll_progress = o.cpu_progress == "poll";
   return s;
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"poll", "none"}))
         ->capture_default_str();
   };
+  def.group_size = [&](int world) { return suite::resolve_group_size(o.cp, world, "--cp"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ring::ring_cases(ctx, make_sweep(o));
   };

@@ -202,8 +202,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   };
 
   const std::int64_t q_bytes = cfg.c * cfg.q_row() * static_cast<std::int64_t>(m.e);
-  m.q = upload(
-      attention_input(seed, InputTensor::q, q_positions_, cfg.batch, cfg.heads, cfg.head_dim));
+  m.q = input(InputTensor::q, cfg.heads);
   m.o = device.alloc(static_cast<std::size_t>(q_bytes));
   {
     auto k =

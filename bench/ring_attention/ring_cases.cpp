@@ -12,7 +12,6 @@
 #include "bench/ring_attention/ring_reference.hpp"
 #include "common/attention_select.hpp"
 #include "common/errors.hpp"
-#include "common/group_comm.hpp"
 #include "common/model.hpp"
 #include "common/rank_gather.hpp"
 #include "common/record_access.hpp"
@@ -269,8 +268,8 @@ std::shared_ptr<Comm> borrow(Comm& c) {
 }  // namespace
 
 std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
-  const int world = ctx.mpi.size();
-  const int cp = resolve_group_size(sweep.cp, world, "--cp");
+  // The context-parallel group is ctx.comm: the job, or its group of --cp consecutive ranks.
+  const int world = ctx.mpi.size(), cp = ctx.comm.size();
   make_attention_engine(ctx.device, ctx.dtype, sweep.attn_kernel);  // refuses what cannot run
   std::vector<RingConfig> configs;
   for (Variant variant : sweep.variants)
@@ -303,9 +302,7 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
                              std::to_string(ctx.comm.max_count()) + "; use --transport nccl");
           configs.push_back(cfg);
         }
-  // The context-parallel group: the job itself, or groups of cp consecutive ranks.
-  std::shared_ptr<Comm> group =
-      cp == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cp));
+  std::shared_ptr<Comm> group = borrow(ctx.comm);
   std::vector<CaseSpec> specs;
   for (const RingConfig& cfg : configs) {
     CaseSpec spec;

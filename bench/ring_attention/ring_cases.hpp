@@ -20,13 +20,12 @@ struct RingSweep {
   std::vector<bool> causal;
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;
-  int cp = 0;  // group size; 0 = all ranks
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
   bool poll_progress = true;
 };
 
-// Validates every case for this job (UsageError) and builds them. Collective: may create the
-// context-parallel group communicator.
+// Validates every case for this job (UsageError) and builds them; ctx.comm is the
+// context-parallel group (the job, or --cp consecutive ranks: BenchDefinition::group_size).
 std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep);
 
 void print_ring_table(const std::vector<CaseRecord>& records);

@@ -6,6 +6,7 @@
 #include "bench/sp_tp/layer_cases.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -22,6 +23,7 @@ struct SpTpOptions {
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
   std::string attn_kernel = "auto";
+  int tp = 0;  // TP group size; 0 = all ranks
 };
 
 suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
@@ -93,7 +95,9 @@ int main(int argc, char** argv) {
   suite::BenchDefinition def;
   def.name = "sp_tp";
   def.description =
-      "Megatron sequence parallelism vs tensor parallelism over a TP group of all ranks.\n"
+      "Megatron sequence parallelism vs tensor parallelism over TP groups of --tp consecutive "
+      "ranks\n"
+      "(default: one group of all ranks; with smaller groups all of them run each case at once).\n"
       "collectives mode: one all-reduce (TP) against reduce-scatter + all-gather (SP) of the same "
       "n bytes,\n"
       "for a sweep of sizes and for the activation size s*b*h; time, algbw/busbw, bytes per rank\n"
@@ -140,6 +144,11 @@ int main(int argc, char** argv) {
                    "suite (the suite's flash kernel). Recorded as attn_kernel / attn_library")
         ->check(CLI::IsMember({"auto", "cudnn", "suite"}))
         ->capture_default_str();
+    app.add_option("--tp", o.tp,
+                   "t: TP group size, groups of consecutive ranks all running each case at "
+                   "once (e.g. 8 = one node of 8 GPUs in a job of 16); 0 = all ranks. Step "
+                   "time stays the max over all ranks")
+        ->capture_default_str();
     app.add_option("--activation-case", o.activation_case,
                    "1: add a case of n = s*b*h elements (one layer's all-reduce); 0: sweep only")
         ->capture_default_str();
@@ -152,6 +161,9 @@ int main(int argc, char** argv) {
       specs.insert(specs.end(), layer.begin(), layer.end());
     }
     return specs;
+  };
+  def.group_size = [&](int world_size) {
+    return suite::resolve_group_size(o.tp, world_size, "--tp");
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::sp_tp::print_collective_table(records);

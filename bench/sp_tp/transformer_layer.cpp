@@ -215,12 +215,12 @@ std::vector<double> TransformerLayer::to_host(const Buffer& b) const {
 std::vector<double> TransformerLayer::gathered_output() {
   std::vector<double> local = to_host(out_);
   if (variant_ == Variant::tp) return local;
-  // Gathered on the host: a check must not need device memory beyond the layer's own. The
-  // layer's group is the whole job (rank order = row-shard order).
+  // Gathered on the host: a check must not need device memory beyond the layer's own. Over
+  // the layer's group (rank order in the group = row-shard order).
   std::vector<double> full(local.size() * static_cast<std::size_t>(comm_.size()));
   SUITE_MPI_CHECK(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE,
                                 full.data(), static_cast<int>(local.size()), MPI_DOUBLE,
-                                MPI_COMM_WORLD));
+                                comm_.mpi_comm()));
   return full;
 }
 

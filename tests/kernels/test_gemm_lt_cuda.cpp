@@ -44,7 +44,9 @@ TEST_P(GemmLtCuda, MatchesCpuReferenceTwice) {
     }
   }
   // Dense bf16 / fp32 problems are cuBLASLt's bread and butter: no fallback expected.
-  if (dense) EXPECT_EQ(lt.fallbacks(), 0);
+  if (dense) {
+    EXPECT_EQ(lt.fallbacks(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmLtCuda,

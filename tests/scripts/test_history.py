@@ -52,3 +52,29 @@ def test_partial_files_only_on_request(results_writer, tmp_path):
     assert "commit_partial" not in run_script("history.py", tmp_path).stdout
     proc = run_script("history.py", tmp_path, "--include-partial")
     assert "commit_partial" in proc.stdout and "not complete" in proc.stderr
+
+
+def test_one_line_per_system_and_flagged_runs(results_writer, tmp_path):
+    import json
+
+    runs = [("r1.h5", "2025-01-01T00:00:00Z", "c1", 1.0, "nvlink"),
+            ("r2.h5", "2025-01-02T00:00:00Z", "c2", 1.0, "net"),
+            ("r3.h5", "2025-01-03T00:00:00Z", "c3", 1.5, "nvlink")]
+    for name, when, commit, scale, link in runs:
+        results_writer(name, "sp_tp", sp_tp_cases(scale=scale), created_utc=when,
+                       git_commit=commit, file_attrs={"link": link})
+    (tmp_path / "r3.compare.json").write_text(json.dumps(
+        {"verdict": "regression", "regressions": ["sp_tp/allreduce_fp32_n1024"],
+         "check_failures": []}))
+    out = tmp_path / "h.png"
+    proc = run_script("history.py", tmp_path, "--case", "allreduce_fp32_n1024$", "--plot", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "[compare: regression]" in proc.stdout
+    block = proc.stdout.split("sp_tp/allreduce_fp32_n1024\n")[1]
+    systems = re.findall(r"system (\S+)", block)
+    assert systems == ["cpu_x4_nvlink_mpi_cpu_fp32", "cpu_x4_net_mpi_cpu_fp32"]
+    nvlink = block.split("system cpu_x4_net")[0]
+    assert re.search(r"c3 .*\+50\.0%  FLAGGED", nvlink) and nvlink.count("FLAGGED") == 1
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    proc = run_script("history.py", tmp_path, "--metric", "busbw_GBps", "--case", "n1024$")
+    assert proc.returncode == 0 and "(busbw_GBps)" in proc.stdout

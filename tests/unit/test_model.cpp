@@ -84,3 +84,15 @@ TEST(ModelMoe, BytesFlopsRatioCapacityAux) {
   double skew_f[4] = {1, 0, 0, 0}, skew_p[4] = {0.7, 0.1, 0.1, 0.1};
   EXPECT_DOUBLE_EQ(m::moe_aux_loss(skew_f, skew_p, 4, 1e-2), 1e-2 * 4 * 0.7);
 }
+
+TEST(ModelPlanning, FusedNoParallelismAndLayerFlops) {
+  // s=1024 b=1 h=512 a=8: no parallelism with a fused kernel keeps 34 sbh, the unfused 5as/h more.
+  m::Activation x{1024, 1, 512, 8, 1};
+  EXPECT_DOUBLE_EQ(m::act_bytes_no_parallel_flash(x), 34 * 524288.0);
+  EXPECT_DOUBLE_EQ(m::act_bytes_no_parallel(x) - m::act_bytes_no_parallel_flash(x), 80 * 524288.0);
+  // 24 sbh^2 + 4 s^2 b h = 24*1024*512^2 + 4*1024^2*512; causal halves the attention part; /t.
+  const double matmul = 24.0 * 1024 * 512 * 512, attention = 4.0 * 1024 * 1024 * 512;
+  EXPECT_DOUBLE_EQ(m::layer_flops_per_rank(x, false), matmul + attention);
+  m::Activation t4{1024, 1, 512, 8, 4};
+  EXPECT_DOUBLE_EQ(m::layer_flops_per_rank(t4, true), (matmul + attention / 2) / 4);
+}

@@ -1,0 +1,22 @@
+// The model as a planning tool: times at the given F (FLOP/s) and W (bytes/s) for every
+// section, whole-model totals over --layers L, and one machine-readable `prediction:` line per
+// section (scripts/sweep.py reads it in its dry-run). Forward pass unless said otherwise.
+#pragma once
+
+namespace suite::plan {
+
+struct Inputs {
+  double s, b, h, a, kv, d_ff;  // d_ff > 0
+  int t, n_c, n_e, experts;
+  double k, tokens;
+  double flops, bw, e;
+  bool causal, swiglu;
+  int layers;
+};
+
+void print_sp_plan(const Inputs& in);
+void print_ring_plan(const Inputs& in);
+void print_ulysses_plan(const Inputs& in);
+void print_moe_plan(const Inputs& in);
+
+}  // namespace suite::plan

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Baseline registry: reference results files under results/baselines/, keyed by system.
+
+A system is what must agree for two runs' times to be comparable: the device names, the
+world size, the link preset (`link`), the transport, the backend and the dtype. A baseline is
+stored as `results/baselines/<system key>/<bench>[_<mode>].h5`; lookup reads the attributes of
+every file in the registry (so a file under any folder name is found by what it holds) and
+picks, among the files of the same system and bench, the one sharing most cases with the run
+(newest first on a tie).
+
+    baselines.py list [--registry DIR]            every baseline and its system key
+    baselines.py add RUN.h5 [--registry DIR]      store a run as the baseline of its system
+    baselines.py find RUN.h5 [--registry DIR]     print the baseline compare.py would pick
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from suite_results import Results, cli_warnings, read_results  # noqa: E402
+
+DEFAULT_REGISTRY = Path(__file__).resolve().parents[1] / "results" / "baselines"
+SYSTEM_KEYS = ("device_names", "world_size", "link", "transport", "backend", "dtype")
+
+
+def run_dtype(res: Results) -> str:
+    """The file's `dtype`, or (older files) the dtype its cases agree on."""
+    if res.attrs.get("dtype"):
+        return str(res.attrs["dtype"])
+    found = {str(c.params.get("dtype")) for c in res.cases.values() if c.params.get("dtype")}
+    return found.pop() if len(found) == 1 else "mixed"
+
+
+def system_of(res: Results) -> dict[str, str]:
+    """The attributes that define a system (see SYSTEM_KEYS), as strings."""
+    system = {k: str(res.attrs.get(k, "?")) for k in SYSTEM_KEYS if k != "dtype"}
+    system["dtype"] = run_dtype(res)
+    return system
+
+
+def system_key(res: Results) -> str:
+    """A folder name for the system, e.g. `NVIDIA-H100-80GB-HBM3_x8_nvlink_nccl_cuda_bf16`."""
+    s = system_of(res)
+    text = "_".join([s["device_names"], f"x{s['world_size']}", s["link"], s["transport"],
+                     s["backend"], s["dtype"]])
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")
+
+
+def run_label(res: Results) -> str:
+    """`<bench>` or `<bench>_<mode>` when every case has the same `mode` parameter."""
+    bench = str(res.attrs.get("bench", "run"))
+    modes = {str(c.params.get("mode")) for c in res.cases.values() if c.params.get("mode")}
+    return f"{bench}_{modes.pop()}" if len(modes) == 1 else bench
+
+
+@dataclass
+class Choice:
+    path: Path
+    results: Results
+    shared_cases: int
+
+
+def entries(registry: Path) -> list[Results]:
+    """Every complete results file in the registry (attributes only)."""
+    found = []
+    for path in sorted(Path(registry).rglob("*.h5")):
+        try:
+            found.append(read_results(path, load_datasets=False, warn=False))
+        except OSError:
+            continue
+    return found
+
+
+def find_baseline(run: Results, registry: Path = DEFAULT_REGISTRY) -> Choice | None:
+    """The baseline for `run`: same system and bench, most cases in common, newest first."""
+    system, bench = system_of(run), run.attrs.get("bench")
+    best: Choice | None = None
+    for base in entries(registry):
+        if base.attrs.get("bench") != bench or system_of(base) != system:
+            continue
+        if base.path.resolve() == Path(run.path).resolve():
+            continue
+        shared = len(set(base.cases) & set(run.cases))
+        if shared == 0:
+            continue
+        newer = best is not None and shared == best.shared_cases and (
+            str(base.attrs.get("created_utc", "")) > str(best.results.attrs.get("created_utc", "")))
+        if best is None or shared > best.shared_cases or newer:
+            best = Choice(base.path, base, shared)
+    return best
+
+
+def add_baseline(run_path: Path, registry: Path = DEFAULT_REGISTRY, force: bool = False) -> Path:
+    """Copies a complete run into `<registry>/<system key>/<label>.h5`; returns the new path."""
+    run = read_results(run_path, load_datasets=False, warn=False)
+    if not run.complete:
+        raise ValueError(f"{run_path}: not a complete run; only complete runs become baselines")
+    dest = Path(registry) / system_key(run) / f"{run_label(run)}.h5"
+    if dest.exists() and not force:
+        raise FileExistsError(f"{dest} exists (--force replaces it)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run_path, dest)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("list", "add", "find"))
+    parser.add_argument("run", nargs="?", type=Path, help="results file (add, find)")
+    parser.add_argument("--registry", type=Path, default=DEFAULT_REGISTRY,
+                        help="registry folder (default results/baselines)")
+    parser.add_argument("--force", action="store_true", help="add: replace an existing baseline")
+    args = parser.parse_args(argv)
+    cli_warnings()
+    if args.command == "list":
+        for res in entries(args.registry):
+            print(f"{system_key(res):<50} {res.attrs.get('bench', '?'):<16} "
+                  f"{len(res.cases):>4} cases  {res.attrs.get('created_utc', '?')}  {res.path}")
+        return 0
+    if args.run is None or not args.run.exists():
+        print(f"error: {args.command} needs an existing results file", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "add":
+            print(add_baseline(args.run, args.registry, args.force))
+            return 0
+        choice = find_baseline(read_results(args.run, load_datasets=False, warn=False),
+                               args.registry)
+    except (ValueError, FileExistsError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if choice is None:
+        print(f"no baseline in {args.registry} for this system", file=sys.stderr)
+        return 1
+    print(choice.path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

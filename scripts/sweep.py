@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Submit a sweep of Slurm jobs: benchmark x values (block sizes, sequence lengths, tokens)
+x link presets x node counts, one job per cell or one job array, each cell through the
+benchmark's script in slurm/ (slurm/lib/run_bench.sh does the run and the compare step).
+
+    scripts/sweep.py ring_attention --values 4K,8K,16K --link nvlink,net --nodes 1,2 --dry-run
+    scripts/sweep.py moe --values 2K,8K --axis SKEW=none,zipf,hot --link nvlink-ib --nodes 2 --array
+
+--dry-run prints every job (its sbatch command line) and, per cell, what build/bin/model
+predicts (forward time of --layers layers per rank, bytes per rank, memory) at the rates
+given with --flops and --bw (or per link with --link-bw), before anything is submitted.
+An unknown link preset, a node count the benchmark has no script for, or a bad value list
+is an error (exit 2) and nothing is submitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from link_presets import PresetError, resolve  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """How a case set is swept: the variable of the job script that takes the swept value, the
+    `model` section, and the model flags matching run_bench.sh's sizes (gpu, cpu mode)."""
+
+    variable: str
+    what: str
+    section: str
+    model_gpu: tuple[str, ...]
+    model_cpu: tuple[str, ...]
+
+
+BENCHES = {
+    "sp_tp": Bench("SEQ", "s (activation-sized case)", "sp",
+                   ("--hidden", "8192", "--heads", "64", "--batch", "1"),
+                   ("--hidden", "64", "--heads", "1", "--batch", "1")),
+    "sp_tp_layer": Bench("SEQ", "s (sequence length)", "sp",
+                         ("--hidden", "8192", "--heads", "64", "--batch", "1"),
+                         ("--hidden", "512", "--heads", "8", "--batch", "1")),
+    "ring_attention": Bench("BLOCK", "c (tokens per rank)", "ring",
+                            ("--hidden", "8192", "--heads", "64", "--kv-heads", "8", "--causal"),
+                            ("--hidden", "256", "--heads", "4", "--kv-heads", "2", "--causal")),
+    "ulysses": Bench("SEQ", "s (sequence length)", "ulysses",
+                     ("--hidden", "8192", "--heads", "64", "--kv-heads", "8", "--causal"),
+                     ("--hidden", "256", "--heads", "4", "--kv-heads", "4", "--causal")),
+    "moe": Bench("TOKENS", "T (tokens per rank)", "moe",
+                 ("--hidden", "4096", "--d-ff", "14336", "--experts", "64", "--top-k", "2",
+                  "--swiglu"),
+                 ("--hidden", "64", "--d-ff", "128", "--experts", "8", "--top-k", "2",
+                  "--swiglu")),
+}
+
+SCALE = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+class SweepError(ValueError):
+    """Bad input: reported as one `error:` line, exit 2, nothing submitted."""
+
+
+def parse_number(text: str) -> int:
+    m = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
+    if not m:
+        raise SweepError(f"not a number: {text!r} (digits with an optional K, M or G)")
+    return int(m.group(1)) * SCALE[m.group(2)]
+
+
+def parse_values(text: str) -> list[int]:
+    """The suite's sweep syntax: `a,b,c`, `begin:end:xFACTOR`, `begin:end:+STEP`."""
+    values: list[int] = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        if ":" not in item:
+            values.append(parse_number(item))
+            continue
+        parts = item.split(":")
+        if len(parts) != 3 or not parts[2][:1] in ("x", "+"):
+            raise SweepError(f"bad range {item!r}: begin:end:xFACTOR or begin:end:+STEP")
+        begin, end = parse_number(parts[0]), parse_number(parts[1])
+        step = parse_number(parts[2][1:])
+        if begin > end or begin <= 0 or (parts[2][0] == "x" and step < 2) or step < 1:
+            raise SweepError(f"bad range {item!r}")
+        v = begin
+        while v <= end:
+            values.append(v)
+            v = v * step if parts[2][0] == "x" else v + step
+    if not values:
+        raise SweepError("--values names nothing")
+    return values
+
+
+def format_value(n: int) -> str:
+    for suffix in ("G", "M", "K"):
+        if n % SCALE[suffix] == 0:
+            return f"{n // SCALE[suffix]}{suffix}"
+    return str(n)
+
+
+@dataclass
+class Cell:
+    index: int
+    bench: str
+    value: int
+    link: str
+    nodes: int
+    ranks: int
+    script: Path
+    env: dict[str, str]
+    prediction: dict[str, float] | None = None
+    note: str = ""
+    sbatch: list[str] = field(default_factory=list)
+
+
+def script_for(bench: str, nodes: int) -> Path:
+    name = f"{bench}.sbatch" if nodes == 1 else f"{bench}_multinode.sbatch"
+    path = REPO / "slurm" / name
+    if not path.exists():
+        raise SweepError(f"{bench} has no job script for {nodes} nodes (slurm/{name}); "
+                         f"{'it runs inside one node' if nodes > 1 else ''}".rstrip("; "))
+    return path
+
+
+def group_degree(args: argparse.Namespace, ranks: int, nodes: int) -> int:
+    """The method's group size the job will use (sp: TP, ring/ulysses: CP, moe: EP)."""
+    if args.bench.startswith("sp_tp"):
+        if args.group:
+            return args.group
+        return ranks // nodes if nodes > 1 else ranks  # multi-node sp_tp: TP inside a node
+    return args.group or ranks
+
+
+def model_command(args: argparse.Namespace, cell: Cell, bw: float | None) -> list[str]:
+    spec = BENCHES[cell.bench]
+    deg = str(group_degree(args, cell.ranks, cell.nodes))
+    cmd = [str(args.model), "--section", spec.section, "--layers", str(args.layers),
+           "--dtype", "fp32" if args.cpu else "bf16",
+           *(spec.model_cpu if args.cpu else spec.model_gpu)]
+    if spec.section == "sp":
+        cmd += ["--seq", str(cell.value), "--tp", deg]
+    elif spec.section == "ring":
+        cmd += ["--seq", str(cell.value * int(deg)), "--cp", deg]
+    elif spec.section == "ulysses":
+        cmd += ["--seq", str(cell.value), "--cp", deg]
+    else:
+        cmd += ["--tokens", str(cell.value), "--ep", deg]
+    if args.flops:
+        cmd += ["--flops", f"{args.flops:g}"]
+    if bw:
+        cmd += ["--bw", f"{bw:g}"]
+    return cmd + shlex.split(args.model_args)
+
+
+def predict(cmd: list[str]) -> tuple[dict[str, float] | None, str]:
+    """Runs `model` and reads its `prediction:` line; (None, why) when it cannot."""
+    if not Path(cmd[0]).exists():
+        return None, f"{cmd[0]} is not built"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        return None, f"model failed: {proc.stderr.strip() or proc.stdout.strip()}"
+    for line in proc.stdout.splitlines():
+        if line.startswith("prediction:"):
+            pairs = dict(p.split("=", 1) for p in line.split()[1:])
+            return {k: float(v) for k, v in pairs.items() if k != "section"}, ""
+    return None, "model printed no prediction line"
+
+
+def link_bandwidths(text: str) -> dict[str, float]:
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError as err:
+            raise SweepError(f"--link-bw: {item!r} is not NAME=BYTES_PER_S") from err
+    return out
+
+
+def extra_axes(items: list[str]) -> list[dict[str, str]]:
+    """`--axis NAME=a,b` options as the product of their settings: [{NAME: a, ...}, ...]."""
+    settings: list[list[tuple[str, str]]] = []
+    for item in items:
+        name, _, values = item.partition("=")
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or not values.strip(","):
+            raise SweepError(f"--axis {item!r}: NAME=v1,v2 with an upper-case job variable")
+        if name in ("LINK", "SUITE_MODE", "TRANSPORT"):
+            raise SweepError(f"--axis {name}: set by the sweep itself (--link, --cpu, --transport)")
+        settings.append([(name, v) for v in values.split(",") if v])
+    return [dict(combo) for combo in itertools.product(*settings)]
+
+
+def build_cells(args: argparse.Namespace) -> list[Cell]:
+    if args.bench not in BENCHES:
+        raise SweepError(f"unknown benchmark {args.bench!r}; known: {', '.join(BENCHES)}")
+    spec = BENCHES[args.bench]
+    values = parse_values(args.values)
+    links = [s.strip() for s in args.link.split(",") if s.strip()]
+    transport = "mpi" if args.cpu else args.transport
+    for link in links:
+        try:
+            resolve(link, transport)
+        except PresetError as err:
+            raise SweepError(str(err)) from err
+    try:
+        nodes_list = [int(n) for n in args.nodes.split(",")]
+    except ValueError as err:
+        raise SweepError(f"--nodes: {args.nodes!r} is not a list of integers") from err
+    if not links or not nodes_list or min(nodes_list) < 1:
+        raise SweepError("--link and --nodes must name at least one preset / positive count")
+    bws = link_bandwidths(args.link_bw)
+    unknown = set(bws) - set(links)
+    if unknown:
+        raise SweepError(f"--link-bw names presets not swept: {', '.join(sorted(unknown))}")
+    axes = extra_axes(args.axis)
+    cells = []
+    for nodes in nodes_list:
+        script = script_for(args.bench, nodes)
+        for link in links:
+            for value, extra in itertools.product(values, axes):
+                env = {"LINK": link, spec.variable: str(value), **extra}
+                if args.cpu:
+                    env["SUITE_MODE"] = "cpu"
+                else:
+                    env["TRANSPORT"] = args.transport
+                if args.group:
+                    env[{"sp": "TP", "ring": "CP", "ulysses": "CP", "moe": "EP"}[spec.section]] = \
+                        str(args.group)
+                cell = Cell(len(cells), args.bench, value, link, nodes,
+                            nodes * args.tasks_per_node, script, env)
+                if args.group and cell.ranks % args.group:
+                    raise SweepError(f"--group {args.group} does not divide {cell.ranks} ranks")
+                cells.append(cell)
+    return cells
+
+
+def sbatch_base(args: argparse.Namespace, cell: Cell) -> list[str]:
+    cmd = [args.sbatch, f"--nodes={cell.nodes}", f"--ntasks-per-node={args.tasks_per_node}",
+           f"--gpus-per-node={0 if args.cpu else args.tasks_per_node}"]
+    return cmd + shlex.split(args.sbatch_args)
+
+
+def per_cell_commands(args: argparse.Namespace, cells: list[Cell]) -> list[list[str]]:
+    cmds = []
+    for cell in cells:
+        exports = ",".join(f"{k}={v}" for k, v in cell.env.items())
+        spec = BENCHES[args.bench]
+        extra = "".join(f"-{k.lower()}{v}" for k, v in cell.env.items()
+                        if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable))
+        name = f"{args.bench}-{spec.variable.lower()}{format_value(cell.value)}{extra}" \
+               f"-{cell.link}-n{cell.nodes}"
+        cell.sbatch = [*sbatch_base(args, cell), f"--job-name={name}",
+                       f"--export=ALL,{exports}", str(cell.script)]
+        cmds.append(cell.sbatch)
+    return cmds
+
+
+def array_commands(args: argparse.Namespace, cells: list[Cell],
+                   sweep_dir: Path) -> list[list[str]]:
+    """One array per (script, node count); the cells file holds each task's variables."""
+    groups: dict[tuple[Path, int], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.script, cell.nodes), []).append(cell)
+    cmds = []
+    for (script, nodes), group in groups.items():
+        cells_file = sweep_dir / f"{script.stem}_n{nodes}.cells"
+        for task, cell in enumerate(group):
+            cell.note = f"array task {task} of {cells_file.name}"
+        cmd = [*sbatch_base(args, group[0]), f"--array=0-{len(group) - 1}",
+               f"--job-name={args.bench}-sweep-n{nodes}",
+               f"--export=ALL,SUITE_SWEEP_CELLS={cells_file}", str(script)]
+        for cell in group:
+            cell.sbatch = cmd
+        cmds.append((cmd, cells_file, group))
+    return cmds
+
+
+def write_cells_file(path: Path, group: list[Cell]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(" ".join(f"{k}={v}" for k, v in c.env.items()) + "\n"
+                            for c in group))
+
+
+def fmt(x: float | None, unit: str) -> str:
+    return "-" if x is None else f"{x:.3g}{unit}"
+
+
+def print_plan(args: argparse.Namespace, cells: list[Cell]) -> None:
+    spec = BENCHES[args.bench]
+    print(f"{args.bench}: {len(cells)} cell(s): {spec.what} x link x nodes; model: forward "
+          f"of {args.layers} layer(s) per rank\n")
+    header = ("cell", "nodes", "ranks", "link", spec.variable, "axes", "pred_step_s",
+              "pred_bytes/rank", "pred_memory", "note")
+    rows = []
+    for c in cells:
+        p = c.prediction or {}
+        axes = " ".join(f"{k}={v}" for k, v in c.env.items()
+                        if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable)) or "-"
+        rows.append((str(c.index), str(c.nodes), str(c.ranks), c.link, format_value(c.value), axes,
+                     fmt(p.get("step_s"), " s"), fmt(p.get("bytes_per_rank"), " B"),
+                     fmt(p.get("memory_bytes"), " B") if p.get("memory_bytes") else "-", c.note))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bench", help=f"case set: {', '.join(BENCHES)}")
+    parser.add_argument("--values", required=True,
+                        help="the swept value per cell: sp_tp/ulysses s, ring_attention c, moe "
+                             "T; list a,b,c or range begin:end:xF (K/M/G = 1024 powers)")
+    parser.add_argument("--axis", action="append", default=[], metavar="NAME=v1,v2",
+                        help="a further axis of job variables (slurm/README.md), e.g. "
+                             "SKEW=none,zipf,hot for moe or SIZES=1M,1G for sp_tp; repeatable; "
+                             "the model's prediction does not depend on it")
+    parser.add_argument("--link", default="nvlink", help="link presets, comma-separated")
+    parser.add_argument("--nodes", default="1", help="node counts, comma-separated")
+    parser.add_argument("--tasks-per-node", type=int, default=8,
+                        help="ranks (GPUs) per node (default 8)")
+    parser.add_argument("--group", type=int, default=0,
+                        help="group size passed as TP/CP/EP (default: the script's)")
+    parser.add_argument("--transport", default="nccl", choices=("nccl", "mpi"))
+    parser.add_argument("--cpu", action="store_true",
+                        help="CPU mode (SUITE_MODE=cpu, MPI, no GPUs requested)")
+    parser.add_argument("--array", action="store_true",
+                        help="one job array per script and node count instead of a job per cell")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the jobs and the model's predictions, submit nothing")
+    parser.add_argument("--layers", type=int, default=1, help="model layers for the prediction")
+    parser.add_argument("--flops", "-F", type=float, default=None,
+                        help="F for the model (FLOP/s; default: model's)")
+    parser.add_argument("--bw", "-W", type=float, default=None,
+                        help="W for the model (B/s; default: model's)")
+    parser.add_argument("--link-bw", default="",
+                        help="W per preset, e.g. nvlink=4.5e11,net=2.5e10 (overrides --bw)")
+    parser.add_argument("--model-args", default="",
+                        help="extra model flags, e.g. '--hidden 4096 --heads 32'")
+    parser.add_argument("--model", type=Path, default=REPO / "build" / "bin" / "model",
+                        help="the model executable (default build/bin/model)")
+    parser.add_argument("--sbatch", default="sbatch", help="sbatch command (default sbatch)")
+    parser.add_argument("--sbatch-args", default="",
+                        help="extra sbatch flags for every job, e.g. '--partition=gpu --time=1:00:00'")
+    parser.add_argument("--sweep-dir", type=Path, default=None,
+                        help="where array cell files go (default results/slurm/sweeps/<UTC>)")
+    args = parser.parse_args(argv)
+    if args.tasks_per_node < 1 or args.layers < 1 or args.group < 0:
+        parser.error("--tasks-per-node and --layers must be >= 1, --group >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cells = build_cells(args)
+    except SweepError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    bws = link_bandwidths(args.link_bw)
+    for cell in cells:
+        cell.prediction, why = predict(model_command(args, cell, bws.get(cell.link, args.bw)))
+        if why:
+            cell.note = why
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    sweep_dir = args.sweep_dir or REPO / "results" / "slurm" / "sweeps" / stamp
+    if args.array:
+        arrays = array_commands(args, cells, sweep_dir)
+        commands = [cmd for cmd, _, _ in arrays]
+    else:
+        commands = per_cell_commands(args, cells)
+    print_plan(args, cells)
+    print(f"\n{len(commands)} sbatch command(s){' (dry run: nothing submitted)' if args.dry_run else ''}:")
+    for cmd in commands:
+        print("  " + shlex.join(cmd))
+    if args.dry_run:
+        return 0
+    if args.array:
+        for _, cells_file, group in arrays:
+            write_cells_file(cells_file, group)
+    failed = 0
+    for cmd in commands:
+        proc = subprocess.run([cmd[0], "--parsable", *cmd[1:]], capture_output=True, text=True,
+                              cwd=REPO)
+        if proc.returncode != 0:
+            failed += 1
+            print(f"error: sbatch failed ({proc.returncode}): {proc.stderr.strip()}",
+                  file=sys.stderr)
+        else:
+            print(f"submitted: {proc.stdout.strip()}")  # the job id (--parsable)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

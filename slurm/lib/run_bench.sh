@@ -1,0 +1,159 @@
+# Shared driver of the job scripts in slurm/: sourced by each <bench>.sbatch, which only sets
+# the Slurm resources and calls `suite_main <case set> <default link preset>`.
+#
+# One job = one benchmark run: resolve the link preset into NCCL / Open MPI variables, launch
+# one rank per GPU (srun --mpi=pmix, or mpirun), write the results file into a per-job folder,
+# then (optionally) compare it with the matching baseline and leave the verdict beside it.
+#
+# Variables (sbatch --export=ALL,NAME=value,...):
+#   SUITE_SWEEP_CELLS  (set by scripts/sweep.py --array) file whose line N holds the variables
+#                 of array task N, e.g. `LINK=net BLOCK=4096`
+#   SUITE_MODE    gpu (default) or cpu: the CPU backend with small sizes (CI, laptops)
+#   LINK          link preset of slurm/link_presets.json (default: the script's); an unknown
+#                 preset fails the job before anything runs
+#   TRANSPORT     nccl (default on gpu) or mpi; cpu mode always uses mpi
+#   LAUNCHER      srun (default; srun --mpi=$SRUN_MPI, default pmix) or mpirun
+#   BIN_DIR       where the executables are (default build/bin)
+#   RESULTS_ROOT  parent of the per-job folders (default results/slurm)
+#   ARGS          extra benchmark flags, appended (a flag given twice takes its last value)
+#   COMPARE       auto (default: compare when a baseline matches), 1 (a missing baseline is an
+#                 error), 0 (no compare step); BASELINES: the registry (results/baselines);
+#                 COMPARE_ARGS: extra compare.py flags (e.g. --threshold 0.1)
+#   PLOT          1 to write plots beside the results (default 1 on gpu, 0 on cpu)
+#   PYTHON        interpreter with scripts/requirements.txt (default .venv/bin/python)
+#   Per benchmark: SIZES SEQ HIDDEN TP (sp_tp), BLOCK CP LAYOUT (ring_attention), SEQ DEGREE CP
+#   (ulysses), TOKENS EXPERTS SKEW EP (moe): see suite_case_args below.
+
+suite_die() {
+  echo "error: $*" >&2
+  exit 2
+}
+
+# The benchmark flags of one case set in one mode, on stdout (one per line).
+suite_case_args() {
+  local set=$1 mode=$2
+  case "$set:$mode" in
+    sp_tp:gpu)
+      printf '%s\n' --mode collectives --sizes "${SIZES:-1M:1G:x2}" --seq "${SEQ:-8192}" \
+        --batch 1 --hidden "${HIDDEN:-8192}" --tp "${TP:-0}" ;;
+    sp_tp:cpu)
+      printf '%s\n' --mode collectives --sizes "${SIZES:-1K:64K:x4}" --seq "${SEQ:-64}" --batch 1 \
+        --hidden 64 --tp "${TP:-0}" --iters 5 --warmup 1 ;;
+    sp_tp_layer:gpu)
+      printf '%s\n' --mode layer --seq "${SEQ:-8192}" --batch 1 --hidden "${HIDDEN:-8192}" \
+        --heads 64 --variants tp,tp_sp --attention fused,unfused --tp "${TP:-0}" ;;
+    sp_tp_layer:cpu)
+      printf '%s\n' --mode layer --seq "${SEQ:-32}" --batch 1 --hidden 512 --heads 8 --tp "${TP:-0}" \
+        --iters 3 --warmup 1 ;;
+    ring_attention:gpu)
+      printf '%s\n' --block "${BLOCK:-1K:16K:x2}" --layout "${LAYOUT:-contiguous,zigzag}" \
+        --variant ring --causal 0,1 --heads 64 --kv-heads 8 --head-dim 128 --batch 1 \
+        --cp "${CP:-0}" ;;
+    ring_attention:cpu)
+      printf '%s\n' --block "${BLOCK:-32,64}" --layout "${LAYOUT:-contiguous,zigzag}" \
+        --variant ring --causal 1 --heads 4 --kv-heads 2 --head-dim 64 --batch 1 \
+        --cp "${CP:-0}" --iters 3 --warmup 1 ;;
+    ulysses:gpu)
+      printf '%s\n' --seq "${SEQ:-32K:256K:x2}" --heads 64 --kv-heads 8 --head-dim 128 \
+        --batch 1 --causal 1 --ulysses-degree "${DEGREE:-8}" --cp "${CP:-0}" ;;
+    ulysses:cpu)
+      printf '%s\n' --seq "${SEQ:-256}" --heads 4 --kv-heads 4 --head-dim 64 --batch 1 \
+        --causal 1 --ulysses-degree "${DEGREE:-4}" --cp "${CP:-0}" --iters 3 --warmup 1 ;;
+    moe:gpu)
+      printf '%s\n' --tokens "${TOKENS:-4096}" --hidden 4096 --ffn-hidden 14336 \
+        --experts "${EXPERTS:-64}" --top-k 2 --mlp swiglu --skew "${SKEW:-none}" \
+        --capacity-factor 1.25 --ep "${EP:-0}" ;;
+    moe:cpu)
+      printf '%s\n' --tokens "${TOKENS:-64}" --hidden 64 --ffn-hidden 128 \
+        --experts "${EXPERTS:-8}" --top-k 2 --mlp swiglu --skew "${SKEW:-none}" \
+        --capacity-factor 1.25 --ep "${EP:-0}" --iters 3 --warmup 1 ;;
+    *) suite_die "no case set '$set' in mode '$mode' (slurm/lib/run_bench.sh)" ;;
+  esac
+}
+
+# suite_main <case set> <default link preset>
+suite_main() {
+  set -euo pipefail
+  local set=$1 default_link=$2
+  local root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
+  cd "$root"
+  # A job array from scripts/sweep.py --array: line N of the cells file holds task N's variables.
+  if [[ -n ${SUITE_SWEEP_CELLS:-} && -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    local cell kv
+    cell=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$SUITE_SWEEP_CELLS")
+    [[ -n $cell ]] || suite_die "no line for array task $SLURM_ARRAY_TASK_ID in $SUITE_SWEEP_CELLS"
+    for kv in $cell; do export "${kv?}"; done
+  fi
+  local bench=${set%_layer}  # sp_tp_layer runs the sp_tp executable
+  local mode=${SUITE_MODE:-gpu}
+  [[ $mode == gpu || $mode == cpu ]] || suite_die "SUITE_MODE must be gpu or cpu, not '$mode'"
+  local python=${PYTHON:-.venv/bin/python}
+  [[ -x $python ]] || python=python3
+  local bin="${BIN_DIR:-build/bin}/$bench"
+  [[ -x $bin ]] || suite_die "$bin is not built (make build, or set BIN_DIR)"
+
+  local transport backend dtype
+  if [[ $mode == cpu ]]; then
+    transport=mpi backend=cpu dtype=fp32
+  else
+    transport=${TRANSPORT:-nccl} backend=cuda dtype=${DTYPE:-bf16}
+  fi
+  local link=${LINK:-$default_link}
+  local preset
+  preset=$("$python" scripts/link_presets.py "$link" --transport "$transport" --shell) ||
+    suite_die "link preset '$link' (see: python3 scripts/link_presets.py --list)"
+  eval "$preset"  # exports the preset's variables and SUITE_LINK_ENV (recorded in the results)
+
+  local job=${SLURM_JOB_ID:-local$$}
+  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  local dir="${RESULTS_ROOT:-results/slurm}/${SLURM_JOB_NAME:-$set}-$job"
+  mkdir -p "$dir"
+  local out="$dir/$set.h5"
+
+  local -a args launch
+  local case_args
+  case_args=$(suite_case_args "$set" "$mode") || exit 2
+  mapfile -t args <<<"$case_args"
+  # shellcheck disable=SC2206  # ARGS is a flag string meant to split on spaces
+  args+=(--backend "$backend" --transport "$transport" --dtype "$dtype" --link "$link"
+         --timeout "${TIMEOUT:-900}" --out "$out" ${ARGS:-})
+  if [[ ${LAUNCHER:-srun} == srun ]]; then
+    launch=(srun --mpi="${SRUN_MPI:-pmix}")
+  elif [[ ${LAUNCHER} == mpirun ]]; then
+    launch=(mpirun -np "${SLURM_NTASKS:-1}")  # Open MPI reads the allocation from Slurm
+    [[ $mode == cpu ]] && launch+=(--oversubscribe)
+  else
+    suite_die "LAUNCHER must be srun or mpirun, not '$LAUNCHER'"
+  fi
+
+  {
+    echo "job $job on ${SLURM_JOB_NODELIST:-$(hostname)}: $set ($mode), link $link"
+    echo "link env: ${SUITE_LINK_ENV:-<library defaults>}"
+    echo "+ ${launch[*]} $bin ${args[*]}"
+  } | tee "$dir/job.txt"
+  local rc=0
+  "${launch[@]}" "$bin" "${args[@]}" || rc=$?
+  if [[ $rc -eq 0 && ! -f $out ]]; then  # e.g. a launch failure the launcher reported as 0
+    echo "error: the benchmark wrote no $out" >&2
+    rc=3
+  fi
+  echo "benchmark exit status: $rc" | tee -a "$dir/job.txt"
+
+  if [[ $rc -eq 0 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then
+    "$python" scripts/plot.py "$out" --out "$dir/plots" || echo "warning: plotting failed"
+  fi
+  local compare=${COMPARE:-auto}
+  if [[ $rc -eq 0 && $compare != 0 ]]; then
+    local -a cmp=("$python" scripts/compare.py "$out" --registry "${BASELINES:-results/baselines}"
+                  --verdict "$dir/$set.compare.json")
+    [[ $compare == 1 ]] && cmp+=(--require-baseline)
+    # shellcheck disable=SC2206
+    cmp+=(${COMPARE_ARGS:-})
+    local crc=0
+    "${cmp[@]}" >"$dir/$set.compare.txt" 2>&1 || crc=$?
+    cat "$dir/$set.compare.txt"
+    echo "compare exit status: $crc (verdict in $dir/$set.compare.json)" | tee -a "$dir/job.txt"
+    [[ $crc -eq 2 ]] && rc=2
+  fi
+  return "$rc"
+}

@@ -1,0 +1,58 @@
+"""baselines.py: registry keyed by system; the baseline picked for a run."""
+
+from __future__ import annotations
+
+import baselines
+from suite_results import read_results
+from synthetic_results import run_script, sp_tp_cases
+
+
+def _read(path):
+    return read_results(path, load_datasets=False, warn=False)
+
+
+def test_add_stores_under_the_system_key(results_writer, tmp_path):
+    run = results_writer("run.h5", "sp_tp", sp_tp_cases(mode="collectives"),
+                         file_attrs={"link": "nvlink", "dtype": "fp32"})
+    registry = tmp_path / "reg"
+    proc = run_script("baselines.py", "add", run, "--registry", registry)
+    assert proc.returncode == 0, proc.stderr
+    stored = registry / "cpu_x4_nvlink_mpi_cpu_fp32" / "sp_tp_collectives.h5"
+    assert proc.stdout.strip() == str(stored) and stored.is_file()
+    # a second add of the same system needs --force
+    assert run_script("baselines.py", "add", run, "--registry", registry).returncode == 2
+    assert run_script("baselines.py", "add", run, "--registry", registry, "--force").returncode == 0
+    listing = run_script("baselines.py", "list", "--registry", registry).stdout
+    assert "cpu_x4_nvlink_mpi_cpu_fp32" in listing and "sp_tp" in listing
+
+
+def test_incomplete_run_is_not_a_baseline(results_writer, tmp_path):
+    run = results_writer("run.h5", "sp_tp", sp_tp_cases()[:2], partial=True)
+    proc = run_script("baselines.py", "add", run, "--registry", tmp_path / "reg")
+    assert proc.returncode == 2 and "not a complete run" in proc.stderr
+
+
+def test_find_matches_system_bench_and_cases(results_writer, tmp_path):
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    cases = sp_tp_cases()
+    # Same bench, other systems: another link, another world size, another dtype.
+    results_writer("reg/other_link.h5", "sp_tp", cases, file_attrs={"link": "net"})
+    results_writer("reg/other_ws.h5", "sp_tp", sp_tp_cases(world_size=8), world_size=8)
+    results_writer("reg/other_dtype.h5", "sp_tp", cases, file_attrs={"dtype": "fp64"})
+    # Same system: one sharing 2 cases, an older and a newer one sharing all 8.
+    results_writer("reg/few.h5", "sp_tp", cases[:2], created_utc="2025-03-01T00:00:00Z")
+    results_writer("reg/old.h5", "sp_tp", cases, created_utc="2025-01-01T00:00:00Z")
+    newest = results_writer("reg/new.h5", "sp_tp", cases, created_utc="2025-02-01T00:00:00Z")
+    run = results_writer("run.h5", "sp_tp", cases, created_utc="2025-04-01T00:00:00Z")
+    choice = baselines.find_baseline(_read(run), reg)
+    assert choice is not None and choice.path == newest and choice.shared_cases == 8
+    assert run_script("baselines.py", "find", run, "--registry", reg).stdout.strip() == str(newest)
+    other = results_writer("run_tcp.h5", "sp_tp", cases, file_attrs={"link": "tcp"})
+    assert baselines.find_baseline(_read(other), reg) is None
+    assert run_script("baselines.py", "find", other, "--registry", reg).returncode == 1
+
+
+def test_system_key_uses_case_dtype_for_older_files(results_writer):
+    run = results_writer("old.h5", "sp_tp", sp_tp_cases())  # no file attribute dtype
+    assert baselines.system_of(_read(run))["dtype"] == "fp32"

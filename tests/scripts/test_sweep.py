@@ -1,0 +1,133 @@
+"""sweep.py: the matrix it plans, the model's predictions in the dry-run, preset errors, and what
+it hands to sbatch (a stand-in sbatch records its arguments)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+import sweep
+from synthetic_results import run_script
+
+FAKE_MODEL = """#!/bin/sh
+echo "model $*" >> "{log}"
+echo "prediction: section=x step_s=0.25 bytes_per_rank=1.5e+09 memory_bytes=2e+06"
+"""
+FAKE_SBATCH = """#!/bin/sh
+echo "$*" >> "{log}"
+echo "$$"
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    model_log, sbatch_log = tmp_path / "model.log", tmp_path / "sbatch.log"
+    model = _exe(tmp_path / "model", FAKE_MODEL.format(log=model_log))
+    sbatch_cmd = _exe(tmp_path / "sbatch", FAKE_SBATCH.format(log=sbatch_log))
+    return model, model_log, sbatch_cmd, sbatch_log
+
+
+def test_values_syntax():
+    assert sweep.parse_values("4K:16K:x2") == [4096, 8192, 16384]
+    assert sweep.parse_values("1,3:7:+2") == [1, 3, 5, 7]
+    for bad in ("", "8K:1K:x2", "1:4:x1", "abc", "1:2"):
+        with pytest.raises(sweep.SweepError):
+            sweep.parse_values(bad)
+
+
+def test_dry_run_prints_every_cell_with_its_prediction(fakes):
+    model, model_log, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "ring_attention", "--values", "4K,8K", "--link", "nvlink,net",
+                      "--nodes", "1,2", "--model", model, "--sbatch", sbatch_cmd, "--layers", "4",
+                      "--link-bw", "net=2.5e10", "-F", "6e14", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    rows = re.findall(r"^(\d+)\s+(\d)\s+(\d+)\s+(\S+)\s+(\S+)\s+-\s+0\.25 s\s+1\.5e\+09 B", proc.stdout,
+                      flags=re.M)
+    assert len(rows) == 8  # 2 values x 2 presets x 2 node counts
+    assert {(n, r) for _, n, r, _, _ in rows} == {("1", "8"), ("2", "16")}
+    assert "8 sbatch command(s) (dry run: nothing submitted)" in proc.stdout
+    assert proc.stdout.count("slurm/ring_attention_multinode.sbatch") == 4
+    assert "--export=ALL,LINK=net,BLOCK=8192,TRANSPORT=nccl" in proc.stdout
+    assert not sbatch_log.exists()
+    calls = model_log.read_text().splitlines()
+    assert len(calls) == 8
+    # ring: s = c x N_c with N_c = all ranks; W per preset where given, else the model's
+    assert any("--seq 65536 --cp 16" in c and "--bw 2.5e+10" in c for c in calls)
+    assert any("--seq 32768 --cp 8" in c and "--bw" not in c for c in calls)
+    assert all("--layers 4" in c and "--flops 6e+14" in c for c in calls)
+
+
+def test_dry_run_with_the_real_model():
+    model = Path(os.environ.get("SUITE_BIN_DIR", "build/bin")) / "model"
+    if not model.exists():
+        pytest.skip(f"{model} is not built")
+    proc = run_script("sweep.py", "moe", "--values", "1K,4K", "--model", model, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    steps = [float(x) for x in re.findall(r"^\d+\s+1\s+8\s+nvlink\s+\S+\s+-\s+(\S+) s", proc.stdout,
+                                          flags=re.M)]
+    assert len(steps) == 2 and 0 < steps[0] < steps[1]  # 4x the tokens, more time
+
+
+def test_unknown_preset_and_missing_script_are_errors(fakes):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "moe", "--values", "1K", "--link", "nvlink,warp", "--model",
+                      model, "--sbatch", sbatch_cmd)
+    assert proc.returncode == 2 and "unknown link preset 'warp'" in proc.stderr
+    proc = run_script("sweep.py", "ulysses", "--values", "4K", "--nodes", "2", "--model", model,
+                      "--sbatch", sbatch_cmd)
+    assert proc.returncode == 2 and "runs inside one node" in proc.stderr
+    assert run_script("sweep.py", "nope", "--values", "1").returncode == 2
+    assert not sbatch_log.exists()
+
+
+def test_submits_one_job_per_cell(fakes):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "sp_tp", "--values", "1K,2K", "--link", "tcp", "--cpu",
+                      "--tasks-per-node", "4", "--model", model, "--sbatch", sbatch_cmd)
+    assert proc.returncode == 0, proc.stderr
+    calls = sbatch_log.read_text().splitlines()
+    assert len(calls) == 2 and all(c.startswith("--parsable --nodes=1 --ntasks-per-node=4 "
+                                                 "--gpus-per-node=0") for c in calls)
+    assert "--export=ALL,LINK=tcp,SEQ=2048,SUITE_MODE=cpu" in calls[1]
+    assert proc.stdout.count("submitted: ") == 2
+
+
+def test_array_writes_one_cells_line_per_task(fakes, tmp_path):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "moe", "--values", "1K,2K", "--link", "nvlink,pcie-host",
+                      "--nodes", "1,2", "--array", "--model", model, "--sbatch", sbatch_cmd,
+                      "--sweep-dir", tmp_path / "sw")
+    assert proc.returncode == 0, proc.stderr
+    calls = sbatch_log.read_text().splitlines()
+    assert len(calls) == 2  # one array per script / node count
+    assert "--array=0-3" in calls[0] and calls[0].endswith("slurm/moe.sbatch")
+    assert calls[1].endswith("slurm/moe_multinode.sbatch") and "--nodes=2" in calls[1]
+    lines = (tmp_path / "sw" / "moe_n1.cells").read_text().splitlines()
+    assert lines == ["LINK=nvlink TOKENS=1024 TRANSPORT=nccl", "LINK=nvlink TOKENS=2048 TRANSPORT=nccl",
+                     "LINK=pcie-host TOKENS=1024 TRANSPORT=nccl",
+                     "LINK=pcie-host TOKENS=2048 TRANSPORT=nccl"]
+
+
+def test_extra_axis_multiplies_the_cells(fakes):
+    model, model_log, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "moe", "--values", "1K,2K", "--axis", "SKEW=none,zipf,hot",
+                      "--model", model, "--sbatch", sbatch_cmd)
+    assert proc.returncode == 0, proc.stderr
+    calls = sbatch_log.read_text().splitlines()
+    assert len(calls) == 6 and len(model_log.read_text().splitlines()) == 6
+    assert any("--job-name=moe-tokens2K-skewzipf-nvlink-n1" in c and "SKEW=zipf" in c
+               for c in calls)
+    assert "--export=ALL,LINK=nvlink,TOKENS=1024,SKEW=hot,TRANSPORT=nccl" in proc.stdout
+    bad = run_script("sweep.py", "moe", "--values", "1K", "--axis", "LINK=net", "--model", model,
+                     "--sbatch", sbatch_cmd)
+    assert bad.returncode == 2 and "set by the sweep itself" in bad.stderr

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""The job scripts of slurm/ under a real Slurm: a one-node cluster on localhost (slurmctld,
+slurmd, munge from Debian's packages, installed when missing and root), every script
+submitted in CPU mode with small sizes, then the results files, their cluster attributes and
+the compare step's verdicts checked. Everything it starts is stopped at the end.
+
+Exit 0 pass, 1 fail, 77 skip (not root and Slurm missing, packages not installable, or the
+daemons cannot start here).
+
+    test_slurm_real.py --bin-dir build/bin --python .venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from link_presets import env_string, resolve  # noqa: E402
+from local_slurm import LocalSlurm, Unavailable, ensure_packages  # noqa: E402
+
+SKIP = 77
+RANKS = 4
+JOBS_BUDGET_S = 360  # all job waits together; with apt (300 s at most) under ctest's TIMEOUT
+
+# (label, sbatch script, case set (results file stem), benchmark binary, extra environment,
+# extra sbatch flags). Multi-node scripts run on the one node (--nodes=1 overrides).
+JOBS = [
+    ("sp_tp_tcp_groups", "sp_tp_multinode.sbatch", "sp_tp", "sp_tp",
+     {"LINK": "tcp", "TP": "2"}, ["--nodes=1"]),
+    ("sp_tp_layer_mpirun", "sp_tp_layer.sbatch", "sp_tp_layer", "sp_tp", {"LAUNCHER": "mpirun"}, []),
+    ("ring_attention", "ring_attention.sbatch", "ring_attention", "ring_attention", {}, []),
+    # The multi-node scripts default to nvlink-ib, which forces Open MPI's UCX PML: absent on
+    # a CI machine without InfiniBand, so they run with presets this machine has.
+    ("ring_attention_multinode", "ring_attention_multinode.sbatch", "ring_attention",
+     "ring_attention", {"LINK": "net"}, ["--nodes=1"]),
+    ("ulysses", "ulysses.sbatch", "ulysses", "ulysses", {}, []),
+    ("moe", "moe.sbatch", "moe", "moe", {}, []),
+    ("moe_multinode", "moe_multinode.sbatch", "moe", "moe", {"LINK": "pcie-host"}, ["--nodes=1"]),
+]
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond: bool, msg: str) -> None:
+    if not cond:
+        raise Failure(msg)
+
+
+class Run:
+    def __init__(self, slurm: LocalSlurm, tmp: Path, bin_dir: Path, python: Path):
+        self.slurm, self.tmp, self.bin_dir = slurm, tmp, bin_dir
+        self.env = {"SUITE_ROOT": str(REPO), "SUITE_MODE": "cpu", "BIN_DIR": str(bin_dir),
+                    "RESULTS_ROOT": str(tmp / "results"), "PYTHON": str(python),
+                    "BASELINES": str(tmp / "registry-empty"),
+                    "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        (tmp / "out").mkdir()
+        (tmp / "registry-empty").mkdir()
+        self.jobs: dict[str, tuple[str, str, str]] = {}  # job id -> (label, script, case set)
+
+    def submit(self, label: str, script: str, case_set: str, env: dict[str, str],
+               flags: list[str]) -> str:
+        args = ["--gpus-per-node=0", f"--ntasks-per-node={RANKS}", "--nodes=1", "--time=5",
+                f"--output={self.tmp}/out/%x-%j.out", "--export=ALL", *flags,
+                str(REPO / "slurm" / script)]
+        job = self.slurm.sbatch(args, cwd=self.tmp, env={**self.env, **env})
+        self.jobs[job] = (label, script, case_set)
+        print(f"submitted {label}: job {job} ({script})", flush=True)
+        return job
+
+    def output(self, job: str) -> str:
+        found = list((self.tmp / "out").glob(f"*-{job}.out"))
+        return found[0].read_text(errors="replace") if found else "(no job output)"
+
+    def results_file(self, job: str) -> Path:
+        _, script, case_set = self.jobs[job]
+        return self.tmp / "results" / f"{script.removesuffix('.sbatch')}-{job}" / f"{case_set}.h5"
+
+    def verdict(self, job: str) -> dict:
+        path = self.results_file(job).with_name(self.jobs[job][2] + ".compare.json")
+        expect(path.is_file(), f"job {job}: no compare verdict {path}\n{self.output(job)}")
+        return json.loads(path.read_text())
+
+    def wait_ok(self, jobs: list[str], timeout: float) -> None:
+        states = self.slurm.wait(jobs, timeout)
+        for job, (state, code) in states.items():
+            expect(state == "COMPLETED" and code == "0:0",
+                   f"job {job} ({self.jobs[job][0]}) ended {state} {code}:\n{self.output(job)}")
+
+    def check_results(self, job: str, link: str, group_size: int = RANKS) -> Path:
+        """Complete file, every check passed, and the cluster attributes of the job."""
+        path = self.results_file(job)
+        expect(path.is_file(), f"job {job}: no results file {path}\n{self.output(job)}")
+        with h5py.File(path) as f:
+            a = f.attrs
+            expect(a["complete"] == 1, f"{path}: not complete")
+            expect(a["slurm_job_id"] == job, f"{path}: slurm_job_id {a['slurm_job_id']!r} != {job}")
+            expect(a["slurm_nodelist"] == self.slurm.host, f"{path}: slurm_nodelist {a['slurm_nodelist']!r}")
+            expect(a["link"] == link, f"{path}: link {a['link']!r} != {link}")
+            want_env = env_string(resolve(link, "mpi"))
+            expect(a["link_env"] == want_env, f"{path}: link_env {a['link_env']!r} != {want_env!r}")
+            expect(a["world_size"] == RANKS and a["group_size"] == group_size,
+                   f"{path}: world {a['world_size']} group {a['group_size']}")
+            bench = a["bench"]
+            expect(len(f[bench]) > 0, f"{path}: no cases")
+            for name, case in f[bench].items():
+                expect(case.attrs["check_passed"] == 1, f"{path}: {name} check failed")
+                expect(case["time_s"].shape[1] == RANKS, f"{path}: {name} time_s shape")
+        print(f"  ok: {self.jobs[job][0]}: {path.name}, {len(h5py.File(path)[bench])} cases, "
+              f"link {link}, group {group_size}", flush=True)
+        return path
+
+
+def scaled_copy(src: Path, dest: Path, factor: float) -> None:
+    """A copy of a run whose step times are all `factor` times the original."""
+    shutil.copyfile(src, dest)
+    with h5py.File(dest, "r+") as f:
+        for bench in [k for k in f if k != "ranks"]:
+            for case in f[bench].values():
+                case["time_s"][...] = case["time_s"][()] * factor
+                for key in list(case.attrs):
+                    if key.startswith("time_") and key.endswith("_s"):
+                        case.attrs[key] = case.attrs[key] * factor
+
+
+def scenario(run: Run) -> None:
+    tmp, python = run.tmp, run.env["PYTHON"]
+    # 1. sp_tp with an empty registry: the compare step says there is no baseline.
+    first = run.submit("sp_tp", "sp_tp.sbatch", "sp_tp", {}, [])
+    # An unknown preset fails the job before the benchmark starts, with no results file.
+    bad = run.submit("bad_preset", "sp_tp.sbatch", "sp_tp", {"LINK": "no-such-link"}, [])
+    run.wait_ok([first], 150)
+    base = run.check_results(first, "nvlink")
+    expect(run.verdict(first)["verdict"] == "no-baseline", "empty registry: verdict is not no-baseline")
+    state, code = run.slurm.wait([bad], 60)[bad]
+    expect(state == "FAILED" and code.startswith("2"), f"unknown preset: job ended {state} {code}")
+    expect("unknown link preset 'no-such-link'" in run.output(bad), "unknown preset: no message")
+    expect(not run.results_file(bad).parent.exists(), "unknown preset: a results folder was made")
+    print("  ok: unknown link preset refused")
+
+    # 2. Registries built from the first run: the run itself, and one 1000x faster.
+    same, fast = tmp / "registry-same", tmp / "registry-fast"
+    add = [python, str(REPO / "scripts" / "baselines.py"), "add", str(base), "--registry"]
+    stored = subprocess.run(add + [str(same)], capture_output=True, text=True, check=True).stdout.strip()
+    fast_run = tmp / "fast.h5"
+    scaled_copy(base, fast_run, 1e-3)
+    subprocess.run(add[:3] + [str(fast_run), "--registry", str(fast)], check=True, capture_output=True)
+    relaxed = {"COMPARE": "1", "COMPARE_ARGS": "--threshold 0.9 --noise-k 3"}
+    jobs = {"same": run.submit("compare_same", "sp_tp.sbatch", "sp_tp",
+                               {**relaxed, "BASELINES": str(same)}, []),
+            "fast": run.submit("compare_fast", "sp_tp.sbatch", "sp_tp",
+                               {**relaxed, "BASELINES": str(fast)}, [])}
+    present, skipped = [], []
+    for label, script, case_set, binary, env, flags in JOBS:
+        if not (run.bin_dir / binary).exists():
+            skipped.append(f"{label} ({binary} is not built)")
+            continue
+        present.append((run.submit(label, script, case_set, env, flags), env))
+    for line in skipped:
+        print(f"  skip: {line}")
+    # A sweep through the launcher as a job array: 2 sizes x 2 presets, CPU mode.
+    sweep = subprocess.run(
+        [python, str(REPO / "scripts" / "sweep.py"), "sp_tp", "--values", "32,64", "--link",
+         "nvlink,tcp", "--cpu", "--array", f"--tasks-per-node={RANKS}", "--sweep-dir",
+         str(tmp / "sweep"), "--model", str(run.bin_dir / "model"),
+         "--sbatch-args", f"--time=5 --output={tmp}/out/%x-%A_%a.out"],
+        capture_output=True, text=True, env={**run.slurm.env, **run.env}, timeout=120)
+    expect(sweep.returncode == 0, f"sweep.py failed:\n{sweep.stdout}\n{sweep.stderr}")
+    array = sweep.stdout.split("submitted: ")[-1].split()[0].split(";")[0]
+    tasks = [f"{array}_{i}" for i in range(4)]
+    run.wait_ok(list(jobs.values()) + [j for j, _ in present], 200)
+    states = run.slurm.wait(tasks, 200)
+    expect(all(s == "COMPLETED" for s, _ in states.values()), f"sweep array ended {states}")
+
+    v_same, v_fast = run.verdict(jobs["same"]), run.verdict(jobs["fast"])
+    expect(v_same["baseline"] == stored, f"registry pick {v_same['baseline']} != {stored}")
+    expect(v_same["verdict"] in ("ok", "regression") and v_same["cases"],
+           f"same-system compare: {v_same}")
+    expect(v_fast["verdict"] == "regression" and len(v_fast["regressions"]) == len(v_fast["cases"]),
+           f"1000x slower than the baseline but verdict {v_fast['verdict']}: {v_fast['regressions']}")
+    expect(all(c["ratio"] > 2 for c in v_fast["cases"]),  # 1000x planted, loaded CI varies
+           f"ratios of the 1000x case: {[c['ratio'] for c in v_fast['cases']]}")
+    print(f"  ok: compare step picked {Path(stored).parent.name}; verdicts "
+          f"{v_same['verdict']} (same system) and {v_fast['verdict']} (planted 1000x)")
+    run.check_results(jobs["same"], "nvlink")
+    for job, env in present:
+        run.check_results(job, env.get("LINK", "nvlink"), int(env.get("TP", RANKS)))
+    for i, task in enumerate(tasks):
+        run.jobs[task] = (f"sweep task {i}", "sp_tp.sbatch", "sp_tp")
+        path = tmp / "results" / f"sp_tp-sweep-n1-{task}" / "sp_tp.h5"
+        expect(path.is_file(), f"sweep task {task}: no {path}\n{sweep.stdout}")
+        with h5py.File(path) as f:
+            seq, link = (32, 64)[i % 2], ("nvlink", "tcp")[i // 2]
+            expect(f.attrs["link"] == link and f.attrs["slurm_array_task"] == str(i),
+                   f"{path}: link {f.attrs['link']} task {f.attrs['slurm_array_task']}")
+            expect(f"rs_ag_fp32_act_s{seq}_b1_h64" in f["sp_tp"], f"{path}: no s={seq} case")
+    print(f"  ok: sweep.py --array: 4 tasks, values x presets as planned")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin-dir", type=Path, required=True)
+    parser.add_argument("--python", type=Path, default=Path(sys.executable))
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+    bin_dir = args.bin_dir.resolve()
+    if not (bin_dir / "sp_tp").exists():
+        print(f"FAIL: {bin_dir}/sp_tp is not built")
+        return 1
+    # A SIGTERM (ctest, a CI runner) unwinds through the finally below, which stops Slurm.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    tmp = Path(tempfile.mkdtemp(prefix="suite_slurm_"))
+    os.chmod(tmp, 0o755)
+    start = time.monotonic()
+    slurm = LocalSlurm(tmp / "slurm", cpus=2 * RANKS)
+    status = 0
+    try:
+        ensure_packages(tmp / "apt.log")
+        slurm.start()
+        print(f"slurm up on {slurm.host} in {time.monotonic() - start:.0f} s", flush=True)
+        slurm.deadline = time.monotonic() + JOBS_BUDGET_S
+        scenario(Run(slurm, tmp, bin_dir, args.python.absolute()))
+        print(f"PASS slurm_real in {time.monotonic() - start:.0f} s")
+    except Unavailable as err:
+        print(f"SKIP: a local Slurm cannot run here: {err}")
+        status = SKIP
+    except (Failure, RuntimeError, TimeoutError, subprocess.CalledProcessError) as err:
+        print(f"FAIL: {err}\n{slurm.logs()}")
+        status = 1
+    finally:
+        slurm.stop()
+        if args.keep or status == 1:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
