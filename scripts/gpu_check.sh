@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine (one GPU), after scripts/gpu_bundle.sh packed .gpu/ here: CUDA
 # kernel tests against their CPU references, the kernel rates (F), and a small run of every
-# benchmark on the GPU, then a short table. Logs and results go to $OUT (or gpu_out/).
-# Sized to finish in about 5 minutes; each step has its own time limit.
+# benchmark on the GPU, then a short table. The log and one archive of every results file go to
+# $OUT (or gpu_out/): the device tool returns at most 8 files. Each step has its own time limit,
+# and the whole check a budget (GPU_CHECK_BUDGET seconds, default 540, under the device tool's
+# 10-minute command limit): a step that would overrun it is cut short or skipped, so the summary
+# and the archive are always written. Most important first: kernels, the peer, then the methods.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=$root/.gpu
 OUT=${OUT:-$root/gpu_out}
-mkdir -p "$OUT"
+R=$OUT/results  # archived into $OUT/gpu_results.tgz at the end
+mkdir -p "$OUT" "$R"
 log=$OUT/gpu_check.log
+budget_end=$((SECONDS + ${GPU_CHECK_BUDGET:-540}))
 PY=${PYTHON:-python3}
 [ -d "$B/bin" ] || { echo "no .gpu bundle: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
 
@@ -30,6 +35,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_
 status=()
 step() {  # step NAME SECONDS COMMAND...
   local name=$1 limit=$2; shift 2
+  local left=$((budget_end - SECONDS - 30))  # 30 s kept for the summary and the archive
+  if [ "$left" -lt 20 ]; then
+    status+=("$(printf '%-22s skipped: the GPU_CHECK_BUDGET is spent' "$name")")
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   echo "== $name: $*" | tee -a "$log"
   local t0=$SECONDS
   timeout "$limit" "$@" >>"$log" 2>&1
@@ -41,52 +52,53 @@ run=(mpirun --oversubscribe)
 sp=("$B/bin/sp_tp" --backend cuda --timeout 120 --link local --warmup 3)
 
 step kernel_tests_cuda 240 "$B/bin/kernel_tests_cuda" --gtest_brief=1
-step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --benchmark_out="$OUT/kernel_bench.json" \
+step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --benchmark_out="$R/kernel_bench.json" \
   --benchmark_out_format=json
-# One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
-step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
-  --out "$OUT/sp_tp_nccl1.h5"
-# Two ranks sharing the GPU through MPI (host-staged or CUDA-aware): the real t = 2 algorithms.
-step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1M:64M:x8 --iters 10 \
-  --out "$OUT/sp_tp_mpi2.h5"
-# The layer in bf16: Megatron-like width on one rank, and TP vs TP+SP on two ranks.
+# PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
+step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$R/torch_peer.json"
+# The layer in bf16 at Megatron-like width on one rank (its attention kernel: auto).
 step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 --seq 4096 \
-  --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$OUT/layer1.h5"
-step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
-  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$OUT/layer2.h5"
+  --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$R/layer1.h5"
 # The layer on the suite's own flash kernel (the step above uses auto: cuDNN when built with it).
 step layer_bf16_1rank_suite 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
   --seq 4096 --batch 1 --hidden 4096 --heads 32 --attention fused --attn-kernel suite --iters 10 \
-  --out "$OUT/layer1_suite.h5"
-# PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
-step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$OUT/torch_peer.json"
-
+  --out "$R/layer1_suite.h5"
 # Ring attention: one rank on NCCL (a one-round ring: the attention path and its check), and the
 # real ring on two and four ranks sharing the GPU through MPI (host-staged), bf16, every layout.
 ra=("$B/bin/ring_attention" --backend cuda --timeout 120 --link local --warmup 2 --iters 5 --dtype bf16)
 step ring_nccl_1rank 90 "${run[@]}" -np 1 "${ra[@]}" --transport nccl --block 1K:8K:x2 --layout contiguous \
-  --heads 32 --kv-heads 8 --head-dim 128 --out "$OUT/ring1.h5"
-step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 512:4K:x2 \
-  --layout contiguous,zigzag,striped --variant ring,allgather --heads 16 --head-dim 128 --out "$OUT/ring2.h5"
+  --heads 32 --kv-heads 8 --head-dim 128 --out "$R/ring1.h5"
+step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 1K,4K \
+  --layout contiguous,zigzag,striped --variant ring,allgather --heads 16 --head-dim 128 --out "$R/ring2.h5"
 step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K --layout contiguous,zigzag \
-  --heads 16 --kv-heads 4 --head-dim 64 --out "$OUT/ring4.h5"
-
+  --heads 16 --kv-heads 4 --head-dim 64 --out "$R/ring4.h5"
 # Ulysses, the hybrid and the ring side by side: four ranks sharing the GPU through MPI (bf16).
 step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \
-  --ulysses-degree all --layout zigzag --out "$OUT/ulysses4.h5"
+  --ulysses-degree all --layout zigzag --out "$R/ulysses4.h5"
 # MoE in bf16, two ranks sharing the GPU over MPI: uniform and zipf routing, dropless and CF 1.25,
 # each checked against the host reference (sized so that the reference stays a few seconds).
 step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
   --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
-  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --iters 10 --out "$OUT/moe2.h5"
+  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --iters 10 --out "$R/moe2.h5"
+# One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
+step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
+  --out "$R/sp_tp_nccl1.h5"
+# Two ranks sharing the GPU through MPI (host-staged or CUDA-aware): the real t = 2 algorithms.
+step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1M:64M:x8 --iters 10 \
+  --out "$R/sp_tp_mpi2.h5"
+# TP vs TP+SP on two ranks sharing the GPU.
+step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
+  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$R/layer2.h5"
 
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob
-files=("$OUT"/*.h5)
+files=("$R"/*.h5)
 if [ ${#files[@]} -gt 0 ]; then $PY "$root/scripts/summary.py" "${files[@]}" 2>&1 | tee -a "$log"; fi
-if [ -f "$OUT/torch_peer.json" ]; then
-  $PY "$root/scripts/peer_ratios.py" "$OUT/kernel_bench.json" "$OUT/torch_peer.json" \
-    --layer "$OUT/layer1.h5" "$OUT/layer1_suite.h5" 2>&1 | tee -a "$log"
+if [ -f "$R/torch_peer.json" ]; then
+  $PY "$root/scripts/peer_ratios.py" "$R/kernel_bench.json" "$R/torch_peer.json" \
+    --layer "$R/layer1.h5" "$R/layer1_suite.h5" 2>&1 | tee -a "$log"
 fi
+tar czf "$OUT/gpu_results.tgz" -C "$OUT" results && rm -rf "$R"
+echo "results: $OUT/gpu_results.tgz ($(du -h "$OUT/gpu_results.tgz" | cut -f1)), log: $log"
