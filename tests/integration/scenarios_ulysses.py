@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
 from scenarios_ring import attention  # noqa: E402
 
 BIN = "ulysses"
@@ -117,14 +117,7 @@ def scenario_bad_input(env: Env) -> None:
         "beyond the K/V heads": (["--kv-heads", "2", "--ulysses-degree", "4"], "--kv-replicate"),
         "unsupported head dim": (["--head-dim", "80"], "64 or 128"),
     }
-    for what, (args, needle) in cases.items():
-        out = env.workdir / "bad.h5"
-        proc = env.mpirun(4, BIN, "--backend", "cpu", "--out", str(out), "--iters", "2", *args, timeout=60)
-        expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}, expected 2", proc)
-        expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line", proc)
-        expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
-        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: results file left", proc)
-        print(f"  ok: {what}")
+    expect_refused(env, BIN, cases)
 
 
 def scenario_plots(env: Env) -> None:
