@@ -6,6 +6,7 @@
 #include "bench/moe/moe_report.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -63,7 +64,6 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   s.alphas = parse_numbers(o.alpha, "--alpha");
   s.hot_factors = parse_numbers(o.hot, "--hot-factor");
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
-  s.ep = o.ep;
   return s;
 }
 
@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
                    "groups run the case at once, step time is the max over all ranks")
         ->capture_default_str();
   };
+  def.group_size = [&](int world) { return suite::resolve_group_size(o.ep, world, "--ep"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::moe::moe_cases(ctx, make_sweep(o));
   };

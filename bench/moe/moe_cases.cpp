@@ -8,7 +8,6 @@
 #include "bench/moe/moe_reference.hpp"
 #include "bench/moe/moe_report.hpp"
 #include "common/errors.hpp"
-#include "common/group_comm.hpp"
 #include "common/mpi_env.hpp"
 
 namespace suite::moe {
@@ -21,9 +20,7 @@ class MoeCase final : public BenchCase {
   MoeCase(BenchContext& ctx, MoeConfig cfg) : ctx_(ctx), cfg_(cfg) {}
 
   void setup() override {
-    // Collective over the job first, so that no rank is left waiting in it.
-    if (cfg_.n_e != ctx_.comm.size()) owned_comm_ = make_group_comm(ctx_, cfg_.n_e);
-    Comm& group = owned_comm_ ? *owned_comm_ : ctx_.comm;
+    Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
     ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
     first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
     layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_);
@@ -135,7 +132,6 @@ class MoeCase final : public BenchCase {
 
   BenchContext& ctx_;
   MoeConfig cfg_;
-  std::unique_ptr<Comm> owned_comm_;
   std::unique_ptr<MoeOps> ops_;
   std::unique_ptr<MoeLayer> layer_;
   std::int64_t first_token_ = 0;
@@ -187,7 +183,7 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
 }  // namespace
 
 std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
-  const int n_e = resolve_group_size(sweep.ep, ctx.mpi.size(), "--ep");
+  const int n_e = ctx.comm.size();
   std::vector<CaseSpec> specs;
   for (auto T : sweep.tokens)
     for (auto E : sweep.experts)

@@ -16,7 +16,6 @@ struct MoeSweep {
   std::vector<std::int64_t> experts;
   std::vector<Skew> skews;
   std::vector<double> alphas, hot_factors, capacity_factors;
-  int ep = 0;  // --ep: 0 = all ranks
 };
 
 // Validates every point (UsageError naming the first bad one) and builds the cases.
