@@ -130,6 +130,7 @@ class MpiComm final : public Comm {
                       DType t) override {
     SUITE_CHECK(!exchange_.active, "start_exchange while another exchange is in flight");
     std::size_t n = count_elems * dtype_size(t);
+    exchange_.t0 = Clock::now();  // the staging copies belong to the exchange's duration
     // Device buffers: the synchronisation in stage_into also guarantees that the compute that
     // last read `recv` (the previous round's) is done before MPI or the staging copy writes it.
     exchange_.staged = stage_into(exchange_staging_, send, n, recv, n, t, false);
@@ -138,7 +139,6 @@ class MpiComm final : public Comm {
     exchange_.done_in_progress = false;
     exchange_.recv_dst = recv;
     exchange_.bytes = n;
-    exchange_.t0 = Clock::now();
     SUITE_MPI_CHECK(MPI_Irecv(exchange_.staged.recv, as_int(count_elems), mpi_type(t), from,
                               kRingTag, comm_, &exchange_.requests[0]));
     SUITE_MPI_CHECK(MPI_Isend(exchange_.staged.send, as_int(count_elems), mpi_type(t), to, kRingTag,
@@ -162,8 +162,10 @@ class MpiComm final : public Comm {
     }
     // The received block goes to a buffer no kernel is reading (double buffering), so the
     // copy need not wait for the compute queued on the device's stream.
-    if (exchange_.staged.staged)
+    if (exchange_.staged.staged) {
       device_.copy_from_host_concurrent(exchange_.recv_dst, exchange_.staged.recv, exchange_.bytes);
+      exchange_.t_done = Clock::now();
+    }
     exchange_.active = false;
     log_.push_back({std::chrono::duration<double>(exchange_.t_done - exchange_.t0).count(),
                     exchange_.done_in_progress});

@@ -14,9 +14,9 @@ grep -q '^SUITE_HAVE_CUDNN_FOUND:INTERNAL=ON' build-gpu/CMakeCache.txt ||
   echo "gpu_bundle: cuDNN or its frontend headers not found: no cuDNN attention in this bundle" \
        "(scripts/setup.sh installs the headers)" >&2
 cmake --build build-gpu -j "$(nproc)" --target sp_tp ring_attention ulysses moe harness_overhead model kernel_bench \
-  kernel_tests_cuda kernel_tests
+  kernel_tests_cuda kernel_tests comm_tests
 rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/wheels"
-for b in sp_tp ring_attention ulysses moe model kernel_bench kernel_tests_cuda kernel_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
+for b in sp_tp ring_attention ulysses moe model kernel_bench kernel_tests_cuda kernel_tests comm_tests; do cp "build-gpu/bin/$b" "$bundle/bin/"; done
 # Libraries: everything ldd resolves except the C runtime, CUDA (the GPU machine has its own;
 # cuDNN from its nvidia.cudnn package, NVRTC from the toolkit) and MPI (the wheel brings it).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda|libcublas|libnccl|libcudnn|libnvrtc|libmpi|libopen-|libhwloc|libevent)'

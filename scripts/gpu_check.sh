@@ -52,6 +52,10 @@ run=(mpirun --oversubscribe)
 sp=("$B/bin/sp_tp" --backend cuda --timeout 120 --link local --warmup 3)
 
 step kernel_tests_cuda 240 "$B/bin/kernel_tests_cuda" --gtest_brief=1
+# The ring exchange on every transport: NCCL on its own stream (one rank, to itself), MPI on GPU
+# buffers (two ranks sharing the GPU).
+step comm_tests_1rank 60 "${run[@]}" -np 1 "$B/bin/comm_tests"
+step comm_tests_2ranks 60 "${run[@]}" -np 2 "$B/bin/comm_tests"
 step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --benchmark_out="$R/kernel_bench.json" \
   --benchmark_out_format=json
 # PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).

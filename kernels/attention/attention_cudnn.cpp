@@ -161,7 +161,9 @@ class CudnnEngine final : public AttentionEngine {
       throw std::invalid_argument("cudnn attention: causal mask hint on a non-causal block");
     if (p.cq == 0) return;
     std::optional<std::string> why = cudnn_unsupported_reason(p, mask, dtype_);
-    if (!why && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o)))
+    // The frontend declares 16-byte alignment on every tensor, the stats too, and the backend
+    // does not check: a ring segment's lse can start mid-vector.
+    if (!why && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) && aligned16(lse)))
       why = "a pointer not 16-byte aligned";
     const CachedGraph* cached = nullptr;
     if (!why) {

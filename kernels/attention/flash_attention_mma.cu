@@ -350,7 +350,15 @@ void launch(cudaStream_t stream, const AttentionParams& p, const void* q, const 
             float* lse) {
   constexpr int smem = mma_smem_bytes(D, kBr, kBc);
   auto* kernel = flash_mma_kernel<D>;
-  SUITE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // Once per device and head dim: the ring launches this kernel many times per step.
+  thread_local int opted_in_device = -1;
+  int dev = 0;
+  SUITE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (opted_in_device != dev) {
+    SUITE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    opted_in_device = dev;
+  }
   const dim3 grid(static_cast<unsigned>(tile_count(p.cq, kBr)), static_cast<unsigned>(p.heads));
   const float scale_log2 = static_cast<float>(p.softmax_scale) * kLog2e;
   kernel<<<grid, kThreads, smem, stream>>>(
@@ -363,13 +371,18 @@ bool aligned16(const void* ptr) {
   return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
 }
 
-// Compute capability of the current device, major * 10 + minor.
+// Compute capability of the current device, major * 10 + minor (asked once per device).
 int current_sm() {
-  int dev = 0, major = 0, minor = 0;
+  thread_local int cached_device = -1, cached_sm = 0;
+  int dev = 0;
   SUITE_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev == cached_device) return cached_sm;
+  int major = 0, minor = 0;
   SUITE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   SUITE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major * 10 + minor;
+  cached_device = dev;
+  cached_sm = major * 10 + minor;
+  return cached_sm;
 }
 
 }  // namespace
