@@ -21,7 +21,7 @@ from suite_results import Case
 
 ULYSSES_NEEDS = ("u", "n_c", "s", "causal", "time_median_s", "bytes_sent_per_rank",
                  "pred_bytes_sent_per_rank")
-PHASES = ("pack", "a2a_qkv", "attention", "a2a_out", "unpack")
+PHASES = ("pack", "a2a_q", "a2a_k", "a2a_v", "attention", "a2a_out", "unpack")
 
 Title = Callable[[str], str]
 

@@ -71,10 +71,11 @@ void UlyssesAttention::step(PhaseTimer& phases) {
   });
   // Block i received comes from member i: its t tokens, so the receive buffers are the group's
   // C tokens in order, exactly as the ring attention holds them ([K | V] for K and V).
-  phases.time("a2a_qkv", [&] {
-    group_.all_to_all(q_send_.data(), ring_->q_buffer(), q_block, cfg_.dtype);
-    auto* kv = static_cast<std::byte*>(ring_->kv_buffer());
-    group_.all_to_all(k_send_.data(), kv, kv_block, cfg_.dtype);
+  auto* kv = static_cast<std::byte*>(ring_->kv_buffer());
+  phases.time("a2a_q",
+              [&] { group_.all_to_all(q_send_.data(), ring_->q_buffer(), q_block, cfg_.dtype); });
+  phases.time("a2a_k", [&] { group_.all_to_all(k_send_.data(), kv, kv_block, cfg_.dtype); });
+  phases.time("a2a_v", [&] {
     group_.all_to_all(v_send_.data(), kv + cfg_.u * kv_block * e, kv_block, cfg_.dtype);
   });
   phases.time("attention", [&] { ring_->step(ring::Mode::overlapped, nullptr); });

@@ -24,7 +24,8 @@ class UlyssesAttention {
   UlyssesAttention(const UlyssesConfig& cfg, Device& device, Comm& group, Comm& ring,
                    kernels::AttentionEngine& engine, std::uint64_t seed);
 
-  // One forward step; phases: pack, a2a_qkv, attention (with the ring's exchanges), a2a_out,
+  // One forward step; phases: pack, a2a_q, a2a_k, a2a_v, attention (with the ring's
+  // exchanges), a2a_out,
   // unpack (the pure ring, u = 1, has attention only).
   void step(PhaseTimer& phases);
 

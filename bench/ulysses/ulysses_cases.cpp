@@ -104,12 +104,15 @@ class UlyssesCase final : public BenchCase {
         if (n == name) return v;
       return NAN;
     };
-    const double qkv = u * (q_block + 2 * kv_block), out = u * q_block;
     const double f = model::busbw_factor_rs_ag_a2a(cfg_.u);
-    a.emplace_back("a2a_qkv_algbw_GBps", qkv / phase("a2a_qkv") / 1e9);
-    a.emplace_back("a2a_qkv_busbw_GBps", qkv / phase("a2a_qkv") / 1e9 * f);
-    a.emplace_back("a2a_out_algbw_GBps", out / phase("a2a_out") / 1e9);
-    a.emplace_back("a2a_out_busbw_GBps", out / phase("a2a_out") / 1e9 * f);
+    for (const auto& [name, block] : {std::pair<const char*, double>{"q", q_block},
+                                      {"k", kv_block},
+                                      {"v", kv_block},
+                                      {"out", q_block}}) {
+      const double algbw = u * block / phase(std::string("a2a_") + name) / 1e9;
+      a.emplace_back(std::string("a2a_") + name + "_algbw_GBps", algbw);
+      a.emplace_back(std::string("a2a_") + name + "_busbw_GBps", algbw * f);
+    }
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("check_tolerance", ring::reference_tolerance(cfg_.dtype));
@@ -273,9 +276,10 @@ void print_ulysses_table(const std::vector<CaseRecord>& records) {
     const double passed = attr_number(r, "check_passed");
     std::printf("%-42s %10.1f %9.1f %9.1f %10.1f %9.1f %9.1f %12.0f %12.0f %12.0f %12.0f %6s\n",
                 r.name.c_str(), us(r, "time_median_s"), us(r, "phase_pack_median_s"),
-                us(r, "phase_a2a_qkv_median_s"), us(r, "phase_attention_median_s"),
-                us(r, "phase_a2a_out_median_s"), us(r, "phase_unpack_median_s"),
-                attr_number(r, "ulysses_bytes_sent_per_rank"),
+                us(r, "phase_a2a_q_median_s") + us(r, "phase_a2a_k_median_s") +
+                    us(r, "phase_a2a_v_median_s"),
+                us(r, "phase_attention_median_s"), us(r, "phase_a2a_out_median_s"),
+                us(r, "phase_unpack_median_s"), attr_number(r, "ulysses_bytes_sent_per_rank"),
                 attr_number(r, "pred_ulysses_bytes_sent_per_rank"),
                 attr_number(r, "ring_bytes_sent_per_rank"),
                 attr_number(r, "pred_ring_bytes_sent_per_rank"),

@@ -53,7 +53,7 @@ def check_file(path: Path, ranks: int, e: int) -> dict[str, h5py.AttributeManage
             expect(list(np.ravel(g["ulysses_bytes_sent"][()])) == [uly] * ranks, f"{name}: a2a bytes {g['ulysses_bytes_sent'][()]} != {uly}")
             expect(list(np.ravel(g["ring_bytes_sent"][()])) == [ring] * ranks, f"{name}: ring bytes {g['ring_bytes_sent'][()]} != {ring}")
             if int(a["u"]) > 1:
-                for phase in ("pack", "a2a_qkv", "attention", "a2a_out", "unpack"):
+                for phase in ("pack", "a2a_q", "a2a_k", "a2a_v", "attention", "a2a_out", "unpack"):
                     expect(g[f"phase_{phase}_s"].shape == (3, ranks), f"{name}: phase {phase} missing")
                 if not a["kv_replicated"]:
                     expect(np.isclose(a["pred_ulysses_bytes_no_replication"], uly), f"{name}: METHODS.md form differs")
