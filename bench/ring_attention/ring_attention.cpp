@@ -70,7 +70,33 @@ struct RingAttention::Impl {
   std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
   std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
   std::vector<char> written;  // per (batch, query segment): running result holds a partial
-  std::vector<std::unique_ptr<IntervalTimer>> compute_timers, wait_timers;
+  // One recorded step's per-round timers, resolved only by collect_times(), so no host
+  // synchronisation sits inside a timed step. Reused after each collection.
+  struct StepRecord {
+    std::vector<std::unique_ptr<IntervalTimer>> compute, wait;
+    std::vector<char> computed, waited;
+    std::size_t first_exchange = 0, exchanges = 0;
+  };
+  std::vector<StepRecord> records;
+  std::size_t recorded = 0;          // records in use since the last collection
+  std::size_t exchanges_logged = 0;  // exchanges in the transport's log since it was cleared
+
+  StepRecord& next_record(int rounds) {
+    if (recorded == records.size()) {
+      StepRecord r;
+      for (int k = 0; k < rounds; ++k) {
+        r.compute.push_back(dev.make_timer());
+        r.wait.push_back(dev.make_timer());
+      }
+      records.push_back(std::move(r));
+    }
+    StepRecord& r = records[recorded++];
+    r.computed.assign(static_cast<std::size_t>(rounds), 0);
+    r.waited.assign(static_cast<std::size_t>(rounds), 0);
+    r.first_exchange = exchanges_logged;
+    r.exchanges = 0;
+    return r;
+  }
 
   std::byte* at(const Buffer& b, std::int64_t elems, std::size_t elem_size) const {
     return b.as<std::byte>() + elems * static_cast<std::int64_t>(elem_size);
@@ -242,10 +268,6 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     scratch_bytes_ = lse_run_bytes + static_cast<std::int64_t>(m.lse_part.bytes()) + pos_total +
                      pos_bytes(cfg.s());
   }
-  for (int r = 0; r < rounds(); ++r) {
-    m.compute_timers.push_back(device.make_timer());
-    m.wait_timers.push_back(device.make_timer());
-  }
   if (cfg.poll_progress) engine.set_progress_hook([&comm] { comm.progress(); });
   device.synchronize();
 }
@@ -282,26 +304,38 @@ std::int64_t RingAttention::fallbacks() const {
   return impl_->engine.fallbacks();
 }
 
-void RingAttention::step(Mode mode, RoundTimes* times) {
+void RingAttention::step(Mode mode, bool record_times) {
   Impl& m = *impl_;
   const RingConfig& cfg = m.cfg;
   const int R = rounds();
-  std::vector<char> computed(R, 0), waited(R, 0);
   std::fill(m.written.begin(), m.written.end(), 0);
-  m.comm.clear_exchange_log();
+  if (m.recorded == 0) {  // nothing waits to be collected: the transport's log starts afresh
+    m.comm.clear_exchange_log();
+    m.exchanges_logged = 0;
+  }
+  Impl::StepRecord* rec = record_times ? &m.next_record(R) : nullptr;
+  // Timers of this step's round k, or none when not recording.
+  auto compute_timer = [&](int k) { return rec ? rec->compute[k].get() : nullptr; };
+  auto wait_timer = [&](int k) { return rec ? rec->wait[k].get() : nullptr; };
+  auto start = [](IntervalTimer* t) {
+    if (t) t->start();
+  };
+  auto stop = [](IntervalTimer* t, std::vector<char>* ran, int k) {
+    if (!t) return;
+    t->stop();
+    (*ran)[k] = 1;
+  };
 
   if (cfg.variant == Variant::allgather) {
     if (mode != Mode::compute_only) {
-      m.wait_timers[0]->start();
+      start(wait_timer(0));
       m.gather_all();
-      m.wait_timers[0]->stop();
-      waited[0] = 1;
+      if (rec) stop(wait_timer(0), &rec->waited, 0);
     }
     if (mode != Mode::transfer_only) {
-      m.compute_timers[0]->start();
+      start(compute_timer(0));
       m.attend_gathered();
-      m.compute_timers[0]->stop();
-      computed[0] = 1;
+      if (rec) stop(compute_timer(0), &rec->computed, 0);
     }
   } else {
     // The ring overwrites its slots with other ranks' blocks: start from this rank's own.
@@ -314,39 +348,53 @@ void RingAttention::step(Mode mode, RoundTimes* times) {
       const Buffer& incoming = m.slot[(k + 1) % 2];
       const bool send = mode != Mode::compute_only && k < R - 1;  // no send in the last round
       if (send) {
-        if (mode == Mode::transfer_only) m.wait_timers[k]->start();
+        if (mode == Mode::transfer_only) start(wait_timer(k));
         m.comm.start_exchange(cur.data(), next, incoming.data(), prev,
                               static_cast<std::size_t>(cfg.kv_block_elems()), cfg.dtype);
+        ++m.exchanges_logged;
       }
       if (mode != Mode::transfer_only) {
-        m.compute_timers[k]->start();
+        start(compute_timer(k));
         m.ring_round(ring_source(m.rank, k, m.n), cur);
-        m.compute_timers[k]->stop();
-        computed[k] = 1;
+        if (rec) stop(compute_timer(k), &rec->computed, k);
       }
       if (send) {
-        if (mode != Mode::transfer_only) m.wait_timers[k]->start();
+        if (mode != Mode::transfer_only) start(wait_timer(k));
         m.comm.finish_exchange();
-        m.wait_timers[k]->stop();
-        waited[k] = 1;
+        if (rec) stop(wait_timer(k), &rec->waited, k);
       }
     }
   }
-  if (!times) return;
-  times->compute_s.assign(R, 0.0);
-  times->wait_s.assign(R, 0.0);
-  times->transfer_s.assign(R, 0.0);
-  times->completed_during_compute = 0;
-  for (int k = 0; k < R; ++k) {
-    if (computed[k]) times->compute_s[k] = m.compute_timers[k]->seconds();
-    if (waited[k]) times->wait_s[k] = m.wait_timers[k]->seconds();
-  }
+  if (rec) rec->exchanges = m.exchanges_logged - rec->first_exchange;
+}
+
+std::vector<RoundTimes> RingAttention::collect_times() {
+  Impl& m = *impl_;
+  const int R = rounds();
   const auto log = m.comm.exchange_log();
-  for (std::size_t k = 0; k < log.size() && k < static_cast<std::size_t>(R); ++k) {
-    times->transfer_s[k] = log[k].seconds;
-    times->completed_during_compute += log[k].completed_in_progress ? 1 : 0;
+  std::vector<RoundTimes> out;
+  for (std::size_t i = 0; i < m.recorded; ++i) {
+    Impl::StepRecord& rec = m.records[i];
+    RoundTimes t;
+    t.compute_s.assign(R, 0.0);
+    t.wait_s.assign(R, 0.0);
+    t.transfer_s.assign(R, 0.0);
+    for (int k = 0; k < R; ++k) {
+      if (rec.computed[k]) t.compute_s[k] = rec.compute[k]->seconds();
+      if (rec.waited[k]) t.wait_s[k] = rec.wait[k]->seconds();
+    }
+    // Exchange j of a step is the one that round j started.
+    for (std::size_t j = 0; j < rec.exchanges && rec.first_exchange + j < log.size(); ++j) {
+      t.transfer_s[j] = log[rec.first_exchange + j].seconds;
+      t.completed_during_compute += log[rec.first_exchange + j].completed_in_progress ? 1 : 0;
+    }
+    if (m.cfg.variant == Variant::allgather && rec.waited[0]) t.transfer_s[0] = t.wait_s[0];
+    out.push_back(std::move(t));
   }
-  if (cfg.variant == Variant::allgather && waited[0]) times->transfer_s[0] = times->wait_s[0];
+  m.recorded = 0;
+  m.comm.clear_exchange_log();
+  m.exchanges_logged = 0;
+  return out;
 }
 
 std::vector<std::int64_t> RingAttention::work_pairs() const {

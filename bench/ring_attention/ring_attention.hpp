@@ -36,8 +36,11 @@ class RingAttention {
   RingAttention(const RingAttention&) = delete;
   RingAttention& operator=(const RingAttention&) = delete;
 
-  // One forward step; fills `times` (per round) when given.
-  void step(Mode mode, RoundTimes* times);
+  // One forward step. With record_times, per-round timers are recorded for collect_times().
+  void step(Mode mode, bool record_times = false);
+  // Per-round times of the steps recorded since the last call, in order (waits for their
+  // timers and the transport's exchange log, so call it outside timed regions).
+  std::vector<RoundTimes> collect_times();
 
   // This rank's Q [c, batch, heads, d], own K/V block [K | V] (each [c, batch, kv_heads, d])
   // and output [c, batch, heads, d], in local token order, on the device.

@@ -61,10 +61,8 @@ class RingCase final : public BenchCase {
 
   void step(PhaseTimer&) override {
     const std::int64_t before = cp_->bytes().sent;
-    RoundTimes t;
-    ring_->step(Mode::overlapped, &t);
+    ring_->step(Mode::overlapped, /*record_times=*/true);  // resolved in report(), untimed
     step_bytes_ = cp_->bytes().sent - before;
-    overlapped_.push_back(std::move(t));
   }
 
   CheckOutcome check() override {
@@ -84,12 +82,13 @@ class RingCase final : public BenchCase {
 
   void report(const Measurement& m, CaseRecord& rec) override {
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank(), R = ring_->rounds();
-    const std::size_t warm = std::min<std::size_t>(ctx_.opts.warmup, overlapped_.size());
-    std::vector<RoundTimes> timed(overlapped_.begin() + static_cast<std::ptrdiff_t>(warm),
-                                  overlapped_.end());
+    std::vector<RoundTimes> timed = ring_->collect_times();  // warm-up steps first
+    timed.erase(timed.begin(),
+                timed.begin() + std::min<std::ptrdiff_t>(
+                                    ctx_.opts.warmup, static_cast<std::ptrdiff_t>(timed.size())));
     ModeRuns compute = run_mode(Mode::compute_only, m.iterations);
     ModeRuns transfer = run_mode(Mode::transfer_only, m.iterations);
-    ring_->step(Mode::overlapped, nullptr);  // leave the method's own output for --save-tensors
+    ring_->step(Mode::overlapped);  // leave the method's own output for --save-tensors
 
     // Work: visible pairs per round on this rank; the busiest rank sets each round's time.
     const std::vector<std::int64_t> work = ring_->work_pairs();
@@ -238,17 +237,16 @@ class RingCase final : public BenchCase {
     for (int i = 0; i < ctx_.opts.warmup + iterations; ++i) {
       ctx_.device.synchronize();
       SUITE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-      RoundTimes rt;
       timer->start();
-      ring_->step(mode, &rt);
+      ring_->step(mode, /*record_times=*/i >= ctx_.opts.warmup);
       timer->stop();
       const double t = timer->seconds();
       const double slowest = suite::all_reduce_max(t);
       if (i < ctx_.opts.warmup) continue;
       out.local.push_back(t);
       out.step.push_back(slowest);
-      out.rounds.push_back(std::move(rt));
     }
+    out.rounds = ring_->collect_times();
     return out;
   }
 
@@ -258,7 +256,6 @@ class RingCase final : public BenchCase {
   kernels::AttnKernelChoice choice_;
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<RingAttention> ring_;
-  std::vector<RoundTimes> overlapped_;
   std::int64_t step_bytes_ = 0;
 };
 

@@ -53,7 +53,7 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
 
 void UlyssesAttention::step(PhaseTimer& phases) {
   if (cfg_.u == 1) {
-    phases.time("attention", [&] { ring_->step(ring::Mode::overlapped, nullptr); });
+    phases.time("attention", [&] { ring_->step(ring::Mode::overlapped); });
     return;
   }
   const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
@@ -78,7 +78,7 @@ void UlyssesAttention::step(PhaseTimer& phases) {
   phases.time("a2a_v", [&] {
     group_.all_to_all(v_send_.data(), kv + cfg_.u * kv_block * e, kv_block, cfg_.dtype);
   });
-  phases.time("attention", [&] { ring_->step(ring::Mode::overlapped, nullptr); });
+  phases.time("attention", [&] { ring_->step(ring::Mode::overlapped); });
   // The output's block j (member j's tokens, this rank's heads) goes back to member j.
   phases.time("a2a_out",
               [&] { group_.all_to_all(ring_->o_buffer(), o_recv_.data(), q_block, cfg_.dtype); });
