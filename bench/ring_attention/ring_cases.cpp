@@ -50,19 +50,18 @@ struct ModeRuns {
 
 class RingCase final : public BenchCase {
  public:
-  RingCase(BenchContext& ctx, std::shared_ptr<Comm> cp, RingConfig cfg,
-           kernels::AttnKernelChoice choice)
-      : ctx_(ctx), cp_(std::move(cp)), cfg_(cfg), choice_(choice) {}
+  RingCase(BenchContext& ctx, RingConfig cfg, kernels::AttnKernelChoice choice)
+      : ctx_(ctx), cp_(ctx.comm), cfg_(cfg), choice_(choice) {}
 
   void setup() override {
     engine_ = make_attention_engine(ctx_.device, cfg_.dtype, choice_);
-    ring_ = std::make_unique<RingAttention>(cfg_, ctx_.device, *cp_, *engine_, ctx_.opts.seed);
+    ring_ = std::make_unique<RingAttention>(cfg_, ctx_.device, cp_, *engine_, ctx_.opts.seed);
   }
 
   void step(PhaseTimer&) override {
-    const std::int64_t before = cp_->bytes().sent;
+    const std::int64_t before = cp_.bytes().sent;
     ring_->step(Mode::overlapped, /*record_times=*/true);  // resolved in report(), untimed
-    step_bytes_ = cp_->bytes().sent - before;
+    step_bytes_ = cp_.bytes().sent - before;
   }
 
   CheckOutcome check() override {
@@ -176,9 +175,9 @@ class RingCase final : public BenchCase {
     a.emplace_back("transfer_done_during_compute_fraction",
                    observable ? done_early / exchanges : NAN);
     a.emplace_back("overlap_mechanism",
-                   cp_->overlap_mechanism() + (cfg_.poll_progress || ctx_.backend != Backend::cpu
-                                                   ? ""
-                                                   : " (polling off: --cpu-progress none)"));
+                   cp_.overlap_mechanism() + (cfg_.poll_progress || ctx_.backend != Backend::cpu
+                                                  ? ""
+                                                  : " (polling off: --cpu-progress none)"));
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("attn_fallback_blocks",
@@ -206,7 +205,7 @@ class RingCase final : public BenchCase {
   // [ranks, n] rows, read in rank order within a group, are the sequence from token 0.
   std::vector<SavedTensor> tensors() override {
     if (cfg_.c * cfg_.q_row() > kMaxSavedPerRank) return {};
-    const int me = cp_->rank();
+    const int me = cp_.rank();
     const std::int64_t c = cfg_.c, lr = cfg_.batch * cfg_.heads;
     // This rank's lse in token-major [c, batch, heads] order.
     const std::vector<double> lse = ring_->lse();
@@ -251,18 +250,13 @@ class RingCase final : public BenchCase {
   }
 
   BenchContext& ctx_;
-  std::shared_ptr<Comm> cp_;
+  Comm& cp_;  // the context-parallel group: ctx.comm (BenchDefinition::group_size)
   RingConfig cfg_;
   kernels::AttnKernelChoice choice_;
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<RingAttention> ring_;
   std::int64_t step_bytes_ = 0;
 };
-
-// A Comm that is the job's own: shared_ptr without ownership.
-std::shared_ptr<Comm> borrow(Comm& c) {
-  return std::shared_ptr<Comm>(&c, [](Comm*) {});
-}
 
 }  // namespace
 
@@ -301,7 +295,6 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
                              std::to_string(ctx.comm.max_count()) + "; use --transport nccl");
           configs.push_back(cfg);
         }
-  std::shared_ptr<Comm> group = borrow(ctx.comm);
   std::vector<CaseSpec> specs;
   for (const RingConfig& cfg : configs) {
     CaseSpec spec;
@@ -320,8 +313,8 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
         {"head_dim", std::int64_t{cfg.head_dim}},
         {"batch", cfg.batch},
         {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
-    spec.make = [&ctx, group, cfg, choice = sweep.attn_kernel] {
-      return std::make_unique<RingCase>(ctx, group, cfg, choice);
+    spec.make = [&ctx, cfg, choice = sweep.attn_kernel] {
+      return std::make_unique<RingCase>(ctx, cfg, choice);
     };
     spec.console_counters = {"c_star_tokens", "overlap_efficiency"};
     specs.push_back(std::move(spec));
