@@ -24,7 +24,7 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
-// Where the job ran and how its links were set up (Slurm, slurm/link_presets.sh), and the
+// Where the job ran and how its links were set up (Slurm, slurm/link_presets.json), and the
 // benchmark's process groups (consecutive ranks).
 Attributes cluster_attrs(const BenchContext& ctx) {
   const std::int64_t world = ctx.mpi.size(), group = ctx.comm.size();

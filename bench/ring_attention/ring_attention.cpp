@@ -264,9 +264,11 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     m.k_all = device.alloc(static_cast<std::size_t>(half));
     m.v_all = device.alloc(static_cast<std::size_t>(half));
     m.all_pos = upload_pos(gathered_positions(cfg));
-    method_bytes_ = 2 * q_bytes + m.block_bytes() + 2 * m.block_bytes() * cfg.n_c;
-    scratch_bytes_ = lse_run_bytes + static_cast<std::int64_t>(m.lse_part.bytes()) + pos_total +
-                     pos_bytes(cfg.s());
+    // The method keeps Q, O, its own K/V and the N_c gathered blocks; laying them out again in
+    // token order (k_all, v_all) is this implementation's scratch.
+    method_bytes_ = 2 * q_bytes + m.block_bytes() + m.block_bytes() * cfg.n_c;
+    scratch_bytes_ = m.block_bytes() * cfg.n_c + lse_run_bytes +
+                     static_cast<std::int64_t>(m.lse_part.bytes()) + pos_total + pos_bytes(cfg.s());
   }
   if (cfg.poll_progress) engine.set_progress_hook([&comm] { comm.progress(); });
   device.synchronize();

@@ -71,8 +71,7 @@ def check_file(path: Path, ranks: int, cp: int, e: int) -> int:
                 expect(g[t].shape == (rounds, ranks), f"{name}: {t} shape {g[t].shape}")
                 expect(np.all(g[t][()] >= 0), f"{name}: negative {t}")
             expect(g["compute_only_time_s"].shape == (3, ranks), f"{name}: compute_only_time_s shape")
-            if variant == "ring":
-                expect(a["memory_method_bytes"] == a["pred_memory_bytes"], f"{name}: memory {a['memory_method_bytes']} != six blocks {a['pred_memory_bytes']}")
+            expect(a["memory_method_bytes"] == a["pred_memory_bytes"], f"{name}: memory {a['memory_method_bytes']} != predicted {a['pred_memory_bytes']}")
             if cp > 1:
                 expect(a["measured_W_Bps"] > 0 and a["measured_F_flops"] > 0 and a["c_star_tokens"] > 0, f"{name}: F, W, c*")
     return n_cases
