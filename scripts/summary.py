@@ -15,6 +15,26 @@ def verdict(case: suite_results.Case) -> str:
     return {1: "ok", 0: "FAIL", -1: "off"}.get(case.check_passed, "?")
 
 
+# Figures worth a glance where a case has them (ring attention's F, W and overlap bound; which
+# attention kernel ran), printed before the measured/predicted pairs.
+KEY_FIGURES = (
+    ("attn_kernel", "kernel={}"),
+    ("measured_F_flops", "F={:.3g}FLOP/s"),
+    ("measured_W_Bps", "W={:.3g}B/s"),
+    ("c_star_tokens", "c*={:.0f}"),
+    ("overlapped_over_compute_only", "overlapped/compute={:.2f}"),
+)
+
+
+def format_key_figures(case: suite_results.Case) -> str:
+    parts = []
+    for name, fmt in KEY_FIGURES:
+        if name in case.attrs:
+            value = case.attrs[name]
+            parts.append(fmt.format(value if isinstance(value, str) else float(value)))
+    return (" " + " ".join(parts)) if parts else ""
+
+
 def format_pairs(case: suite_results.Case, limit: int) -> str:
     """`x=measured/predicted` for the first `limit` predicted figures."""
     parts = []
@@ -33,7 +53,7 @@ def summarize(path: Path, limit: int) -> bool:
             busbw = case.attrs.get("busbw_GBps")
             extra = f" busbw={float(busbw):.2f}GB/s" if busbw is not None else ""
             print(f"  {case.name:<58} {median * 1e6 if median else float('nan'):>12.1f} us  {verdict(case):>4}"
-                  f"{extra}  {format_pairs(case, limit)}")
+                  f"{extra}{format_key_figures(case)}  {format_pairs(case, limit)}")
             ok &= case.check_passed != 0
     return ok
 

@@ -1,0 +1,34 @@
+"""summary.py: one line per case with the verdict, key figures and measured/predicted pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from synthetic_results import rank_times, run_script, write_results
+
+
+def ring_case(name: str, check: int) -> dict:
+    return {"name": name, "params": {"c": 1024, "layout": "zigzag"},
+            "time_s": rank_times(2e-3, world_size=2),
+            "attrs": {"check_passed": check, "attn_kernel": "cudnn", "measured_F_flops": 4.5e14,
+                      "measured_W_Bps": 2.5e10, "c_star_tokens": 36000.0,
+                      "overlapped_over_compute_only": 1.25,
+                      "bytes_sent_per_rank_per_layer": 100.0,
+                      "pred_bytes_sent_per_rank_per_layer": 100.0}}
+
+
+def test_ring_key_figures_and_pairs(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_a", 1)], world_size=2)
+    proc = run_script("summary.py", path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if "ring_a" in l)
+    for text in ("ok", "kernel=cudnn", "F=4.5e+14FLOP/s", "W=2.5e+10B/s", "c*=36000",
+                 "overlapped/compute=1.25", "bytes_sent_per_rank_per_layer=100/100"):
+        assert text in line, f"{text!r} not in {line!r}"
+
+
+def test_failed_check_sets_exit_status(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_bad", 0)], world_size=2)
+    proc = run_script("summary.py", path)
+    assert proc.returncode == 1
+    assert "FAIL" in next(l for l in proc.stdout.splitlines() if "ring_bad" in l)
