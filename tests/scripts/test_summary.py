@@ -21,7 +21,7 @@ def test_ring_key_figures_and_pairs(tmp_path: Path) -> None:
     path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_a", 1)], world_size=2)
     proc = run_script("summary.py", path)
     assert proc.returncode == 0, proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if "ring_a" in l)
+    line = next(l for l in proc.stdout.splitlines() if l.strip().startswith("ring_a "))
     for text in ("ok", "kernel=cudnn", "F=4.5e+14FLOP/s", "W=2.5e+10B/s", "c*=36000",
                  "overlapped/compute=1.25", "bytes_sent_per_rank_per_layer=100/100"):
         assert text in line, f"{text!r} not in {line!r}"
@@ -31,4 +31,4 @@ def test_failed_check_sets_exit_status(tmp_path: Path) -> None:
     path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_bad", 0)], world_size=2)
     proc = run_script("summary.py", path)
     assert proc.returncode == 1
-    assert "FAIL" in next(l for l in proc.stdout.splitlines() if "ring_bad" in l)
+    assert "FAIL" in next(l for l in proc.stdout.splitlines() if l.strip().startswith("ring_bad "))
