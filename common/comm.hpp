@@ -58,7 +58,9 @@ class Comm {
                             const std::vector<std::size_t>& send_displs, void* recv,
                             const std::vector<std::size_t>& recv_counts,
                             const std::vector<std::size_t>& recv_displs, DType t) = 0;
-  // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`;
+  // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`.
+  // `send` must have no pending writer on the device's stream (its producer has finished);
+  // `recv` may still be read by work already queued there (the exchange waits for that);
   // finish_exchange() waits for both (MPI: on the host; NCCL: the exchange runs on the
   // transport's own stream, ordered after the work already queued on the device's stream, and
   // finish makes later work on the device's stream wait for it). One exchange in flight.

@@ -131,9 +131,7 @@ class MpiComm final : public Comm {
     SUITE_CHECK(!exchange_.active, "start_exchange while another exchange is in flight");
     std::size_t n = count_elems * dtype_size(t);
     exchange_.t0 = Clock::now();  // the staging copies belong to the exchange's duration
-    // Device buffers: the synchronisation in stage_into also guarantees that the compute that
-    // last read `recv` (the previous round's) is done before MPI or the staging copy writes it.
-    exchange_.staged = stage_into(exchange_staging_, send, n, recv, n, t, false);
+    exchange_.staged = stage_exchange(send, recv, n);
     exchange_.active = true;
     exchange_.done = false;
     exchange_.done_in_progress = false;
@@ -160,8 +158,8 @@ class MpiComm final : public Comm {
       SUITE_MPI_CHECK(MPI_Waitall(2, exchange_.requests, MPI_STATUSES_IGNORE));
       mark_done(false);
     }
-    // The received block goes to a buffer no kernel is reading (double buffering), so the
-    // copy need not wait for the compute queued on the device's stream.
+    // Into a buffer that only the work queued before start_exchange read: the copy waits for
+    // that work (mark_queued_work), not for the attention queued since.
     if (exchange_.staged.staged) {
       device_.copy_from_host_concurrent(exchange_.recv_dst, exchange_.staged.recv, exchange_.bytes);
       exchange_.t_done = Clock::now();
@@ -216,21 +214,32 @@ class MpiComm final : public Comm {
   // unless the library is CUDA-aware (and, for reductions, the type is not bf16).
   Staged stage(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
                DType t, bool reduces) {
-    return stage_into(staging_, send, send_bytes, recv, recv_bytes, t, reduces);
-  }
-
-  // The ring exchange stages into its own area, so collectives issued while it is in flight
-  // cannot overwrite it.
-  Staged stage_into(Buffer& staging, const void* send, std::size_t send_bytes, void* recv,
-                    std::size_t recv_bytes, DType t, bool reduces) {
     if (!on_device_) return {send, recv, false};
     device_.synchronize();  // the kernels that produced `send` must be done before MPI reads it
     if (cuda_aware_ && !(reduces && t == DType::bf16)) return {send, recv, false};
     std::size_t need = send_bytes + recv_bytes;
-    if (staging.bytes() < need) staging = device_.alloc_host(need);
-    auto* host = staging.as<std::byte>();
+    if (staging_.bytes() < need) staging_ = device_.alloc_host(need);
+    auto* host = staging_.as<std::byte>();
     device_.copy_to_host(host, send, send_bytes);
     return {host, host + send_bytes, true};
+  }
+
+  // The ring exchange on GPU buffers. CUDA-aware: MPI may write `recv` as soon as the receive
+  // is posted, so the kernels queued so far (the last reader of `recv`) must finish first.
+  // Host-staged: nothing waits for the queued kernels. `send` (ready by contract) is copied
+  // out on the side stream while they run, and the copy back into `recv` in finish_exchange
+  // waits only for the work queued up to now, not for the attention queued after this call.
+  Staged stage_exchange(const void* send, void* recv, std::size_t n) {
+    if (!on_device_) return {send, recv, false};
+    if (cuda_aware_) {
+      device_.synchronize();
+      return {send, recv, false};
+    }
+    if (exchange_staging_.bytes() < 2 * n) exchange_staging_ = device_.alloc_host(2 * n);
+    auto* host = exchange_staging_.as<std::byte>();
+    device_.mark_queued_work();
+    device_.copy_to_host_concurrent(host, send, n);
+    return {host, host + n, true};
   }
 
   void unstage(const Staged& s, void* recv, std::size_t recv_bytes) {
@@ -242,7 +251,7 @@ class MpiComm final : public Comm {
   bool cuda_aware_ = false;
   MPI_Op bf16_sum_op_ = MPI_OP_NULL;
   Buffer staging_;
-  Buffer exchange_staging_;
+  Buffer exchange_staging_;  // its own, so collectives issued meanwhile cannot overwrite it
   Exchange exchange_;
   std::vector<ExchangeTiming> log_;
 };

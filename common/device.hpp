@@ -58,11 +58,16 @@ class Device {
   virtual Buffer alloc_host(std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) = 0;
   virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t bytes) = 0;
-  // The same on a second stream that does not wait for the work queued on stream(): for a
-  // transfer into a buffer no queued kernel touches (the ring's incoming block). Returns when
-  // the copy is done.
+  // Copies on a second stream, for transfers that overlap the work queued on stream() (the
+  // ring's host-staged exchange). Both return when the copy is done.
+  // To the host: `dev_src` must have no pending writer on stream().
+  virtual void copy_to_host_concurrent(void* host_dst, const void* dev_src, std::size_t bytes) = 0;
+  // To the device: first waits for the work that was queued on stream() when
+  // mark_queued_work() was last called (e.g. the kernel that last read `dev_dst`), not for
+  // anything queued since.
   virtual void copy_from_host_concurrent(void* dev_dst, const void* host_src,
                                          std::size_t bytes) = 0;
+  virtual void mark_queued_work() = 0;
   // Device-to-device copy, ordered on stream() (asynchronous on CUDA).
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
   // Bytes this process could still allocate with alloc() (CUDA: free device memory; CPU:

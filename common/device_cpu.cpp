@@ -42,9 +42,13 @@ class CpuDevice final : public Device {
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
+  void copy_to_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
+    copy_to_host(dst, src, bytes);
+  }
   void copy_from_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
     copy_from_host(dst, src, bytes);
   }
+  void mark_queued_work() override {}
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
     copy_from_host(dst, src, bytes);
   }

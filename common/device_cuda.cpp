@@ -45,6 +45,8 @@ class CudaDevice final : public Device {
     SUITE_CUDA_CHECK(cudaSetDevice(ordinal_));
     SUITE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SUITE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    SUITE_CUDA_CHECK(cudaEventCreateWithFlags(&marked_, cudaEventDisableTiming));
+    SUITE_CUDA_CHECK(cudaEventRecord(marked_, stream_));  // an empty mark: nothing to wait for
     cudaDeviceProp prop{};
     SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = prop.name;
@@ -55,6 +57,7 @@ class CudaDevice final : public Device {
     }
   }
   ~CudaDevice() override {
+    cudaEventDestroy(marked_);
     cudaStreamDestroy(side_stream_);
     cudaStreamDestroy(stream_);
   }
@@ -84,10 +87,16 @@ class CudaDevice final : public Device {
     SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  void copy_to_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, side_stream_));
+    SUITE_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
+  }
   void copy_from_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, marked_, 0));
     SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, side_stream_));
     SUITE_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
   }
+  void mark_queued_work() override { SUITE_CUDA_CHECK(cudaEventRecord(marked_, stream_)); }
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
     if (bytes)
       SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -107,6 +116,7 @@ class CudaDevice final : public Device {
   int ordinal_;
   cudaStream_t stream_{};
   cudaStream_t side_stream_{};  // staging copies that must not wait for stream_'s kernels
+  cudaEvent_t marked_{};        // mark_queued_work(): what copy_from_host_concurrent waits for
   std::string name_;
   std::string uuid_;
 };

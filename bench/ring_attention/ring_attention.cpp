@@ -60,8 +60,8 @@ struct RingAttention::Impl {
   std::size_t e, lse_e;
 
   Buffer q, o, o_part, lse_run, lse_part;
-  Buffer slot[2];       // ring: the block in use and the one arriving
-  Buffer kv_local;      // this rank's own K/V (restored into slot 0 before each ring step)
+  Buffer slot[2];       // ring: from round 1 on, the block in use and the one arriving
+  Buffer kv_local;      // this rank's own K/V: used and sent in round 0, kept for backward
   Buffer gathered;      // all-gather: [n_c][K | V] as the collective delivers it
   Buffer k_all, v_all;  // all-gather: K and V of all s tokens, laid out for one attention
   Buffer q_pos;
@@ -340,13 +340,11 @@ void RingAttention::step(Mode mode, bool record_times) {
       if (rec) stop(compute_timer(0), &rec->computed, 0);
     }
   } else {
-    // The ring overwrites its slots with other ranks' blocks: start from this rank's own.
-    if (mode != Mode::compute_only)
-      m.dev.copy_on_device(m.slot[0].data(), m.kv_local.data(),
-                           static_cast<std::size_t>(m.block_bytes()));
     const int next = (m.rank + 1) % m.n, prev = (m.rank - 1 + m.n) % m.n;
     for (int k = 0; k < R; ++k) {
-      const Buffer& cur = mode == Mode::compute_only ? m.kv_local : m.slot[k % 2];
+      // Round 0 uses (and sends) this rank's own block, which no pending work writes; later
+      // rounds the block that arrived in the round before.
+      const Buffer& cur = mode == Mode::compute_only || k == 0 ? m.kv_local : m.slot[k % 2];
       const Buffer& incoming = m.slot[(k + 1) % 2];
       const bool send = mode != Mode::compute_only && k < R - 1;  // no send in the last round
       if (send) {

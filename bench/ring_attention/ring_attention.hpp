@@ -63,7 +63,8 @@ class RingAttention {
   // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
   // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).
   std::int64_t method_bytes() const { return method_bytes_; }
-  // Bytes of the benchmark's scratch: partial output and lse, positions, the pristine K/V.
+  // Bytes of the rest: partial output and lse, positions, and this rank's own K/V (the ring
+  // sends it in round 0; a training step keeps it for backward).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
   // Blocks whose mask the kernel could not express (vendor kernels fall back to the suite's).
   std::int64_t fallbacks() const;

@@ -43,7 +43,9 @@ std::vector<float> exchange_once(Device& device, Comm& comm, bool poll) {
   device.copy_to_host(got.data(), recv.data(), recv.bytes());
   const auto log = comm.exchange_log();
   EXPECT_EQ(log.size(), 1u);
-  if (!log.empty()) EXPECT_GE(log[0].seconds, 0.0);
+  if (!log.empty()) {
+    EXPECT_GE(log[0].seconds, 0.0);
+  }
   EXPECT_EQ(comm.bytes().sent, n > 1 ? static_cast<std::int64_t>(kCount * sizeof(float)) : 0);
   return got;
 }
