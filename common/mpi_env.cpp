@@ -87,4 +87,10 @@ double all_reduce_max(double v, MPI_Comm comm) {
   return out;
 }
 
+std::vector<std::int64_t> all_reduce_max(std::vector<std::int64_t> v, MPI_Comm comm) {
+  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T,
+                                MPI_MAX, comm));
+  return v;
+}
+
 }  // namespace suite

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,5 +49,8 @@ std::vector<std::string> all_gather_strings(const std::string& mine,
 
 // Collective max / sum of a double over the communicator.
 double all_reduce_max(double v, MPI_Comm comm = MPI_COMM_WORLD);
+// Element-wise max over the communicator of equal-length integer vectors (counts, bytes).
+std::vector<std::int64_t> all_reduce_max(std::vector<std::int64_t> v,
+                                         MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace suite

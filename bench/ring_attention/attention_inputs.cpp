@@ -1,5 +1,6 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 
+#include "common/typed_host.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::ring {
@@ -18,6 +19,14 @@ std::vector<double> attention_input(std::uint64_t seed, InputTensor which,
       out[t * row + j] = 2.0 * static_cast<double>(bits >> 11) * 0x1.0p-53 - 1.0;
     }
   return out;
+}
+
+std::vector<double> stored_attention_input(std::uint64_t seed, InputTensor which,
+                                           const std::vector<std::int64_t>& positions,
+                                           std::int64_t batch, int heads, int head_dim, DType t) {
+  const auto v = attention_input(seed, which, positions, batch, heads, head_dim);
+  const auto bytes = encode(v, t);
+  return decode(bytes.data(), v.size(), t);
 }
 
 }  // namespace suite::ring

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/core/dtype.hpp"
+
 namespace suite::ring {
 
 enum class InputTensor : std::uint64_t { q = 1, k = 2, v = 3 };
@@ -14,5 +16,10 @@ enum class InputTensor : std::uint64_t { q = 1, k = 2, v = 3 };
 std::vector<double> attention_input(std::uint64_t seed, InputTensor which,
                                     const std::vector<std::int64_t>& positions, std::int64_t batch,
                                     int heads, int head_dim);
+
+// The same values as a run in element type `t` stores them (rounded), for references.
+std::vector<double> stored_attention_input(std::uint64_t seed, InputTensor which,
+                                           const std::vector<std::int64_t>& positions,
+                                           std::int64_t batch, int heads, int head_dim, DType t);
 
 }  // namespace suite::ring

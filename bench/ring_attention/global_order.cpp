@@ -6,7 +6,6 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "common/errors.hpp"
-#include "common/typed_host.hpp"
 
 namespace suite::ring {
 namespace {
@@ -49,10 +48,8 @@ std::vector<double> stored_input_slice(std::uint64_t seed, int which_tensor, int
   std::vector<std::int64_t> mine(static_cast<std::size_t>(tokens_per_rank));
   for (std::int64_t i = 0; i < tokens_per_rank; ++i)
     mine[static_cast<std::size_t>(i)] = group_rank * tokens_per_rank + i;
-  auto v =
-      attention_input(seed, static_cast<InputTensor>(which_tensor), mine, batch, heads, head_dim);
-  auto bytes = encode(v, t);
-  return decode(bytes.data(), v.size(), t);
+  return stored_attention_input(seed, static_cast<InputTensor>(which_tensor), mine, batch, heads,
+                                head_dim, t);
 }
 
 }  // namespace suite::ring

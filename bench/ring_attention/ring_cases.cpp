@@ -21,13 +21,6 @@ namespace {
 
 constexpr std::int64_t kMaxSavedPerRank = 1 << 20;  // elements, as --help says
 
-template <class T>
-std::vector<T> all_reduce_max(std::vector<T> v, MPI_Datatype type) {
-  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), type, MPI_MAX,
-                                MPI_COMM_WORLD));
-  return v;
-}
-
 // Per round, the median over iterations of one series of RoundTimes.
 std::vector<double> round_medians(const std::vector<RoundTimes>& runs,
                                   std::vector<double> RoundTimes::*series, int rounds) {
@@ -94,14 +87,12 @@ class RingCase final : public BenchCase {
     std::int64_t my_pairs = 0;
     for (auto w : work)
       my_pairs += w;
-    const std::vector<std::int64_t> busiest = all_reduce_max(work, MPI_INT64_T);
-    const std::int64_t max_pairs =
-        all_reduce_max(std::vector<std::int64_t>{my_pairs}, MPI_INT64_T)[0];
+    const std::vector<std::int64_t> busiest = all_reduce_max(work);
+    const std::int64_t max_pairs = all_reduce_max(std::vector<std::int64_t>{my_pairs})[0];
     const double flops_per_pair = 4.0 * cfg_.head_dim * cfg_.heads;
     const double e = static_cast<double>(cfg_.elem());
     const double block_bytes = static_cast<double>(cfg_.kv_block_elems()) * e;
-    const double step_bytes =
-        all_reduce_max(std::vector<std::int64_t>{step_bytes_}, MPI_INT64_T)[0];
+    const double step_bytes = all_reduce_max(std::vector<std::int64_t>{step_bytes_})[0];
 
     const double t_over = m.step.median, t_comp = compute.median(), t_xfer = transfer.median();
     const double F = flops_per_pair * static_cast<double>(max_pairs) / t_comp;
@@ -181,7 +172,7 @@ class RingCase final : public BenchCase {
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("attn_fallback_blocks",
-                   all_reduce_max(std::vector<std::int64_t>{ring_->fallbacks()}, MPI_INT64_T)[0]);
+                   all_reduce_max(std::vector<std::int64_t>{ring_->fallbacks()})[0]);
     a.emplace_back("check_tolerance", reference_tolerance(cfg_.dtype));
 
     auto table = [&](const char* name, const std::vector<double>& mine, std::size_t rows) {

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "bench/ring_attention/attention_inputs.hpp"
-#include "common/typed_host.hpp"
 #include "kernels/attention/attention_cpu.hpp"
 
 namespace suite::ring {
@@ -12,12 +11,6 @@ namespace {
 
 constexpr double kMaxReferenceFlops = 4e10;  // a few seconds of the CPU kernel in double
 constexpr double kMaxReferenceBytes = 4e9;
-
-// The values the run actually stored: drawn in double, rounded to the element type.
-std::vector<double> stored(std::vector<double> v, DType t) {
-  auto bytes = encode(v, t);
-  return decode(bytes.data(), v.size(), t);
-}
 
 }  // namespace
 
@@ -54,18 +47,18 @@ ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint
   std::vector<std::int64_t> all(static_cast<std::size_t>(cfg.s()));
   for (std::int64_t i = 0; i < cfg.s(); ++i)
     all[static_cast<std::size_t>(i)] = i;
-  const auto k = stored(
-      attention_input(seed, InputTensor::k, all, cfg.batch, cfg.kv_heads, cfg.head_dim), cfg.dtype);
-  const auto v = stored(
-      attention_input(seed, InputTensor::v, all, cfg.batch, cfg.kv_heads, cfg.head_dim), cfg.dtype);
+  const auto k = stored_attention_input(seed, InputTensor::k, all, cfg.batch, cfg.kv_heads,
+                                        cfg.head_dim, cfg.dtype);
+  const auto v = stored_attention_input(seed, InputTensor::v, all, cfg.batch, cfg.kv_heads,
+                                        cfg.head_dim, cfg.dtype);
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   const std::int64_t q_head_row = static_cast<std::int64_t>(cfg.heads) * cfg.head_dim;
 
   for (const Segment& seg : segments) {
     const std::vector<std::int64_t> pos(positions.begin() + seg.local_offset,
                                         positions.begin() + seg.local_offset + seg.count);
-    const auto q = stored(
-        attention_input(seed, InputTensor::q, pos, cfg.batch, cfg.heads, cfg.head_dim), cfg.dtype);
+    const auto q = stored_attention_input(seed, InputTensor::q, pos, cfg.batch, cfg.heads,
+                                          cfg.head_dim, cfg.dtype);
     std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(cfg.heads * seg.count));
     for (std::int64_t bi = 0; bi < cfg.batch; ++bi) {
       auto p = kernels::make_attention_params(seg.count, cfg.s(), cfg.heads, cfg.kv_heads,

@@ -28,11 +28,6 @@ struct Groups {
   std::shared_ptr<Comm> ulysses, ring;
 };
 
-std::int64_t all_max(std::int64_t v) {
-  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
-  return v;
-}
-
 class UlyssesCase final : public BenchCase {
  public:
   UlyssesCase(BenchContext& ctx, Groups groups, UlyssesConfig cfg, kernels::AttnKernelChoice k)
@@ -88,15 +83,19 @@ class UlyssesCase final : public BenchCase {
                              static_cast<double>(cfg_.group_tokens()) * b *
                              cfg_.kv_heads_per_rank() * d * e;
     auto& a = rec.attrs;
-    a.emplace_back("ulysses_bytes_sent_per_rank", static_cast<double>(all_max(ulysses_bytes_)));
+    a.emplace_back(
+        "ulysses_bytes_sent_per_rank",
+        static_cast<double>(all_reduce_max(std::vector<std::int64_t>{ulysses_bytes_})[0]));
     a.emplace_back("pred_ulysses_bytes_sent_per_rank", pred_uly);
     // METHODS.md's form (no replication): 4 (u-1)/u * 2 (u t) h / u for MHA, K and V / g.
     a.emplace_back("pred_ulysses_bytes_no_replication",
                    model::ulysses_bytes_per_layer(u * t, h, cfg_.u, g, e) * b);
-    a.emplace_back("ring_bytes_sent_per_rank", static_cast<double>(all_max(ring_bytes_)));
+    a.emplace_back("ring_bytes_sent_per_rank",
+                   static_cast<double>(all_reduce_max(std::vector<std::int64_t>{ring_bytes_})[0]));
     a.emplace_back("pred_ring_bytes_sent_per_rank", pred_ring);
     a.emplace_back("bytes_sent_per_rank",
-                   static_cast<double>(all_max(ulysses_bytes_ + ring_bytes_)));
+                   static_cast<double>(
+                       all_reduce_max(std::vector<std::int64_t>{ulysses_bytes_ + ring_bytes_})[0]));
     a.emplace_back("pred_bytes_sent_per_rank", pred_uly + pred_ring);
     // nccl-tests conventions: algbw = bytes per rank incl. its own block / time; busbw x (u-1)/u.
     auto phase = [&](const std::string& name) -> double {
