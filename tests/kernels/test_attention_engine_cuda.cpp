@@ -10,35 +10,18 @@
 
 #include "kernels/attention/attention_cpu.hpp"
 #include "kernels/attention/attention_engine.hpp"
+#include "tests/kernels/attention_blocks.hpp"
 #include "tests/kernels/cuda_test_util.hpp"
 #include "tests/kernels/kernel_test_util.hpp"
 
 namespace suite::kernels {
 namespace {
 
+using test::Block;
+using test::block_for;
 using test::DeviceBuffer;
-
-enum class Kind { full, full_causal_offdiag, top_left, bottom_right, zigzag, striped, masked };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::full:
-      return "full";
-    case Kind::full_causal_offdiag:
-      return "offdiag";
-    case Kind::top_left:
-      return "topleft";
-    case Kind::bottom_right:
-      return "bottomright";
-    case Kind::zigzag:
-      return "zigzag";
-    case Kind::striped:
-      return "striped";
-    case Kind::masked:
-      return "masked";
-  }
-  return "?";
-}
+using test::Kind;
+using test::kind_name;
 
 struct EngineCase {
   AttnKernelChoice choice;
@@ -47,37 +30,6 @@ struct EngineCase {
   std::int64_t cq, ck;
   int a, nkv, d;
 };
-
-// Positions, causal flag and the mask hint a caller with this layout would pass.
-struct Block {
-  std::vector<std::int64_t> qp, kp;
-  bool causal;
-  BlockMask hint;
-};
-
-Block block_for(const EngineCase& c) {
-  using test::iota_positions;
-  switch (c.kind) {
-    case Kind::full:
-      return {iota_positions(c.cq), iota_positions(c.ck), false, BlockMask::full};
-    case Kind::full_causal_offdiag:  // a ring step whose keys all precede its queries
-      return {iota_positions(c.cq, c.ck), iota_positions(c.ck), true, BlockMask::full};
-    case Kind::top_left:
-      return {iota_positions(c.cq), iota_positions(c.ck), true, BlockMask::causal_top_left};
-    case Kind::bottom_right:
-      return {iota_positions(c.cq, c.ck - c.cq), iota_positions(c.ck), true,
-              BlockMask::causal_bottom_right};
-    case Kind::zigzag:
-      return {test::block_positions(test::Layout::zigzag, 2, 4, c.cq),
-              test::block_positions(test::Layout::zigzag, 1, 4, c.ck), true, BlockMask::positions};
-    case Kind::striped:  // query rank 1, key rank 2: the strictly-lower diagonal
-      return {test::block_positions(test::Layout::striped, 1, 4, c.cq),
-              test::block_positions(test::Layout::striped, 2, 4, c.ck), true, BlockMask::positions};
-    case Kind::masked:  // every key after every query
-      return {iota_positions(c.cq), iota_positions(c.ck, c.cq + 5), true, BlockMask::positions};
-  }
-  return {};
-}
 
 std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info);
 
@@ -90,7 +42,7 @@ TEST_P(EngineCuda, MatchesCpuReference) {
   if (c.choice == AttnKernelChoice::cudnn) GTEST_SKIP() << "this build has no cuDNN";
 #endif
   std::unique_ptr<AttentionEngine> engine = make_cuda_attention_engine(nullptr, c.t, c.choice);
-  const Block blk = block_for(c);
+  const Block blk = block_for(c.kind, c.cq, c.ck);
   auto p = make_attention_params(c.cq, c.ck, c.a, c.nkv, c.d, blk.causal);
   p.ld_q += 8;  // strided rows, as inside a packed qkv tensor
   p.ld_o += 16;
@@ -105,32 +57,12 @@ TEST_P(EngineCuda, MatchesCpuReference) {
                   dkp.as<std::int64_t>(), d_o.get(), d_lse.get());
   SUITE_CUDA_CHECK(cudaDeviceSynchronize());
 
-  std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-      o(o0.size(), 0.0), lse(static_cast<std::size_t>(c.a) * c.cq);
-  cpu::attention_reference<double>(p, qd.data(), kd.data(), vd.data(), blk.qp.data(), blk.kp.data(),
-                                   o.data(), lse.data());
-  const std::vector<float> got = test::download(c.t, d_o, o.size());
-  const std::vector<float> got_lse = test::download_raw<float>(d_lse, lse.size());
-  // Tensor-core kernels round P to bf16 before P V: up to eps * max|v| on top of o's rounding.
-  const double eps = test::storage_eps(c.t);
-  const double vmax = test::max_abs(vd);
-  for (int h = 0; h < c.a; ++h) {
-    for (std::int64_t i = 0; i < c.cq; ++i) {
-      for (int e = 0; e < c.d; ++e) {
-        const std::size_t idx = i * p.ld_o + h * c.d + e;
-        ASSERT_FALSE(std::isnan(got[idx])) << "o row " << i << " head " << h;
-        ASSERT_NEAR(got[idx], o[idx], eps * (std::abs(o[idx]) + 2 * vmax) + 3e-5)
-            << engine->name() << " o row " << i << " head " << h << " col " << e;
-      }
-      const double ref = lse[h * c.cq + i];
-      const float g = got_lse[h * c.cq + i];
-      if (std::isinf(ref)) {
-        ASSERT_EQ(g, -INFINITY) << "lse row " << i << " head " << h;
-      } else {
-        ASSERT_NEAR(g, ref, 1e-3 * std::max(1.0, std::abs(ref))) << "lse row " << i;
-      }
-    }
-  }
+  const std::vector<float> got = test::download(c.t, d_o, o0.size());
+  const std::vector<float> got_lse =
+      test::download_raw<float>(d_lse, static_cast<std::size_t>(c.a) * c.cq);
+  test::expect_matches_reference(p, blk, q, k, v, got, got_lse, test::storage_eps(c.t),
+                                 engine->name());
+  if (HasFatalFailure()) return;
   // cuDNN runs every block it can express (certainly the 64-multiple shapes the benchmarks
   // use; odd sizes may find no engine and fall back, which the output check above covers);
   // positions-only masks always go to the suite's kernel.
@@ -153,8 +85,7 @@ std::vector<EngineCase> engine_cases() {
   std::vector<EngineCase> cases;
   for (AttnKernelChoice ch : {AttnKernelChoice::suite, AttnKernelChoice::cudnn}) {
     for (int d : {64, 128}) {
-      for (Kind kind : {Kind::full, Kind::full_causal_offdiag, Kind::top_left, Kind::bottom_right,
-                        Kind::zigzag, Kind::striped, Kind::masked}) {
+      for (Kind kind : test::kAllKinds) {
         cases.push_back({ch, DType::bf16, kind, 128, 128, 4, 4, d});
       }
       // Odd sizes and GQA.

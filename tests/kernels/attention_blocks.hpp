@@ -1,0 +1,110 @@
+// The mask kinds a ring or Ulysses step hands an attention kernel (full, causal top-left /
+// bottom-right, zig-zag and striped position sets, fully masked), and the check of a kernel's
+// o and lse against the double-precision reference. Shared by the CUDA engine tests and the
+// emulated tensor-core kernel tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_cpu.hpp"
+#include "kernels/attention/attention_engine.hpp"
+#include "tests/kernels/kernel_test_util.hpp"
+
+namespace suite::kernels::test {
+
+enum class Kind { full, full_causal_offdiag, top_left, bottom_right, zigzag, striped, masked };
+
+inline const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::full:
+      return "full";
+    case Kind::full_causal_offdiag:
+      return "offdiag";
+    case Kind::top_left:
+      return "topleft";
+    case Kind::bottom_right:
+      return "bottomright";
+    case Kind::zigzag:
+      return "zigzag";
+    case Kind::striped:
+      return "striped";
+    case Kind::masked:
+      return "masked";
+  }
+  return "?";
+}
+
+inline constexpr Kind kAllKinds[] = {Kind::full,     Kind::full_causal_offdiag,
+                                     Kind::top_left, Kind::bottom_right,
+                                     Kind::zigzag,   Kind::striped,
+                                     Kind::masked};
+
+// Positions, causal flag and the mask hint a caller with this layout would pass.
+struct Block {
+  std::vector<std::int64_t> qp, kp;
+  bool causal;
+  BlockMask hint;
+};
+
+inline Block block_for(Kind kind, std::int64_t cq, std::int64_t ck) {
+  switch (kind) {
+    case Kind::full:
+      return {iota_positions(cq), iota_positions(ck), false, BlockMask::full};
+    case Kind::full_causal_offdiag:  // a ring step whose keys all precede its queries
+      return {iota_positions(cq, ck), iota_positions(ck), true, BlockMask::full};
+    case Kind::top_left:
+      return {iota_positions(cq), iota_positions(ck), true, BlockMask::causal_top_left};
+    case Kind::bottom_right:
+      return {iota_positions(cq, ck - cq), iota_positions(ck), true,
+              BlockMask::causal_bottom_right};
+    case Kind::zigzag:
+      return {block_positions(Layout::zigzag, 2, 4, cq), block_positions(Layout::zigzag, 1, 4, ck),
+              true, BlockMask::positions};
+    case Kind::striped:  // query rank 1, key rank 2: the strictly-lower diagonal
+      return {block_positions(Layout::striped, 1, 4, cq),
+              block_positions(Layout::striped, 2, 4, ck), true, BlockMask::positions};
+    case Kind::masked:  // every key after every query
+      return {iota_positions(cq), iota_positions(ck, cq + 5), true, BlockMask::positions};
+  }
+  return {};
+}
+
+// o (row stride p.ld_o) and lse [heads, cq] against attention_reference<double> on the same
+// inputs q, k, v (already rounded to the storage type, unit roundoff eps). Tensor-core kernels
+// round P to bf16 before P V: up to eps * max|v| on top of o's own rounding.
+inline void expect_matches_reference(const AttentionParams& p, const Block& blk,
+                                     const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, const std::vector<float>& got_o,
+                                     const std::vector<float>& got_lse, double eps,
+                                     const std::string& what) {
+  std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+      o(got_o.size(), 0.0), lse(static_cast<std::size_t>(p.heads) * p.cq);
+  cpu::attention_reference<double>(p, qd.data(), kd.data(), vd.data(), blk.qp.data(), blk.kp.data(),
+                                   o.data(), lse.data());
+  const double vmax = max_abs(vd);
+  for (int h = 0; h < p.heads; ++h) {
+    for (std::int64_t i = 0; i < p.cq; ++i) {
+      for (int e = 0; e < p.head_dim; ++e) {
+        const std::size_t idx = i * p.ld_o + h * p.head_dim + e;
+        ASSERT_FALSE(std::isnan(got_o[idx])) << what << " o row " << i << " head " << h;
+        ASSERT_NEAR(got_o[idx], o[idx], eps * (std::abs(o[idx]) + 2 * vmax) + 3e-5)
+            << what << " o row " << i << " head " << h << " col " << e;
+      }
+      const double ref = lse[h * p.cq + i];
+      const float g = got_lse[h * p.cq + i];
+      if (std::isinf(ref)) {
+        ASSERT_EQ(g, -INFINITY) << what << " lse row " << i << " head " << h;
+      } else {
+        ASSERT_NEAR(g, ref, 1e-3 * std::max(1.0, std::abs(ref))) << what << " lse row " << i;
+      }
+    }
+  }
+}
+
+}  // namespace suite::kernels::test

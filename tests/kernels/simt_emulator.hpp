@@ -1,0 +1,61 @@
+// A small SIMT emulator for running a CUDA kernel's block body on the CPU: every thread of a
+// block is a cooperative fiber, and the fibers switch only at barriers (block or warp), so a
+// run is deterministic. Warp collectives (shuffles, mma, ldmatrix) are built on a warp
+// exchange; cp.async copies are queued and land eagerly (at issue) or as late as the kernel
+// allows (at its wait_group), so a read before the wait or a refill during another warp's
+// read shows up as wrong results. Shared and global accesses of the emulated primitives are
+// bounds- and alignment-checked; violations and deadlocks (a barrier not every thread
+// reaches) are collected as errors instead of crashing the test.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace suite::kernels::test::simt {
+
+enum class CopyTiming { eager, deferred };
+
+struct Region {
+  const void* base;
+  std::size_t bytes;
+};
+
+// One block of `threads` threads (a multiple of 32). Only one block runs at a time.
+class BlockRun {
+ public:
+  BlockRun(int threads, CopyTiming timing, Region shared, std::vector<Region> globals);
+  ~BlockRun();
+  BlockRun(const BlockRun&) = delete;
+  BlockRun& operator=(const BlockRun&) = delete;
+
+  // Runs body(tid) on every thread to completion (or to a deadlock, recorded as an error).
+  void run(const std::function<void(int tid)>& body);
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+  std::vector<std::string> errors_;
+};
+
+// Called from inside a running body (the current fiber's thread):
+int thread_id();
+void sync_threads();
+// Warp exchange: publishes `bytes` from `mine` for this lane, waits for the warp, and returns
+// the 32 lanes' published records (valid until this lane's next exchange).
+const unsigned char* warp_exchange(const void* mine, std::size_t bytes);
+constexpr std::size_t kExchangeBytes = 64;  // the largest record a lane may publish
+
+void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_bytes);
+void cp_async_commit();
+void cp_async_wait(int newest_pending_allowed);
+
+// Checked accesses: `what` names the primitive in the error.
+void check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what);
+void check_global(const void* p, std::size_t bytes, std::size_t align, const char* what);
+
+}  // namespace suite::kernels::test::simt
