@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/comm.hpp"
 #include "common/phase_timer.hpp"
 #include "common/results.hpp"
 #include "common/stats.hpp"
@@ -53,6 +54,10 @@ class BenchCase {
   virtual void report(const Measurement&, CaseRecord& rec) { (void)rec; }
   // Inputs/outputs of this rank for --save-tensors (empty when the case is too large).
   virtual std::vector<SavedTensor> tensors() { return {}; }
+  // Cumulative bytes this rank moved on communicators the case made itself (sub-groups other
+  // than ctx.comm, which the harness counts already). The harness adds the timed iterations'
+  // share to bytes_sent / bytes_recv, so those datasets hold all of the step's traffic.
+  virtual ByteCounts own_comm_bytes() const { return {}; }
 };
 
 struct CaseSpec {

@@ -93,10 +93,14 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
 
   PhaseTimer phases(ctx_.device);
   std::vector<double> step_times;
-  std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times);
+  ByteCounts own_at_start;
+  std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times, own_at_start);
 
   // Snapshot before the check, whose own collectives must not count as the step's traffic.
-  const ByteCounts timed_bytes = ctx_.comm.bytes();
+  ByteCounts timed_bytes = ctx_.comm.bytes();
+  const ByteCounts own_at_end = c->own_comm_bytes();
+  timed_bytes.sent += own_at_end.sent - own_at_start.sent;
+  timed_bytes.recv += own_at_end.recv - own_at_start.recv;
   CaseRecord rec{ctx_.bench, spec.name, spec.params, {}, {}, {}, {}};
   Measurement m;
   m.step = summarize(step_times);
@@ -128,7 +132,8 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
 }
 
 std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
-                                        const std::string& label, std::vector<double>& step_times) {
+                                        const std::string& label, std::vector<double>& step_times,
+                                        ByteCounts& own_at_start) {
   Device& dev = ctx_.device;
   try {
     for (int i = 0; i < ctx_.opts.warmup; ++i) {
@@ -139,6 +144,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
     }
     dev.synchronize();
     ctx_.comm.reset_bytes();
+    own_at_start = c.own_comm_bytes();
     auto timer = dev.make_timer();
     std::vector<double> local;
     int i = 0;

@@ -28,8 +28,11 @@ class Harness {
 
  private:
   void run_case(benchmark::State& state, const CaseSpec& spec);
+  // Warm-up, then the timed iterations; own_at_start: the case's own_comm_bytes() when the
+  // timed iterations began.
   std::vector<double> timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
-                                 const std::string& label, std::vector<double>& step_times);
+                                 const std::string& label, std::vector<double>& step_times,
+                                 ByteCounts& own_at_start);
   CheckOutcome agreed_check(BenchCase& c, const std::string& label);
   void fill_tables(BenchCase& c, const std::vector<double>& local_times, const PhaseTimer& phases,
                    const ByteCounts& timed_bytes, CaseRecord& rec);

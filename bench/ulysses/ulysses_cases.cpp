@@ -122,6 +122,18 @@ class UlyssesCase final : public BenchCase {
                               gather_int(ring_bytes_, ranks, rank)});
   }
 
+  // The Ulysses group and the ring across groups, where they are not the job's communicator
+  // (the harness counts that one), each once.
+  ByteCounts own_comm_bytes() const override {
+    ByteCounts total;
+    for (const Comm* c : {groups_.ulysses.get(), groups_.ring.get()}) {
+      if (c == &ctx_.comm || (c == groups_.ring.get() && c == groups_.ulysses.get())) continue;
+      total.sent += c->bytes().sent;
+      total.recv += c->bytes().recv;
+    }
+    return total;
+  }
+
   // Q, K, V and O of this rank's share of its group's sequence, in global token order.
   std::vector<SavedTensor> tensors() override {
     const std::int64_t t = cfg_.tokens_per_rank(), q_row = cfg_.batch * cfg_.heads * cfg_.head_dim;

@@ -52,6 +52,8 @@ def check_file(path: Path, ranks: int, e: int) -> dict[str, h5py.AttributeManage
             expect(a["pred_ulysses_bytes_sent_per_rank"] == uly, f"{name}: predicted a2a bytes {a['pred_ulysses_bytes_sent_per_rank']} != {uly}")
             expect(list(np.ravel(g["ulysses_bytes_sent"][()])) == [uly] * ranks, f"{name}: a2a bytes {g['ulysses_bytes_sent'][()]} != {uly}")
             expect(list(np.ravel(g["ring_bytes_sent"][()])) == [ring] * ranks, f"{name}: ring bytes {g['ring_bytes_sent'][()]} != {ring}")
+            # The harness's dataset counts the step's traffic on every communicator it used.
+            expect(list(np.ravel(g["bytes_sent"][()])) == [uly + ring] * ranks, f"{name}: bytes_sent {g['bytes_sent'][()]} != {uly + ring}")
             if int(a["u"]) > 1:
                 for phase in ("pack", "a2a_q", "a2a_k", "a2a_v", "attention", "a2a_out", "unpack"):
                     expect(g[f"phase_{phase}_s"].shape == (3, ranks), f"{name}: phase {phase} missing")
