@@ -75,6 +75,26 @@ inline Block block_for(Kind kind, std::int64_t cq, std::int64_t ck) {
   return {};
 }
 
+// One block's problem as the tests pose it: strided rows (as inside a packed qkv tensor) and
+// seeded inputs, keys spread wider than queries so the softmax is not flat.
+struct AttentionProblem {
+  Block blk;
+  AttentionParams p;
+  std::vector<float> q, k, v;
+};
+
+inline AttentionProblem make_problem(Kind kind, std::int64_t cq, std::int64_t ck, int heads,
+                                     int kv_heads, int head_dim) {
+  AttentionProblem x{block_for(kind, cq, ck), {}, {}, {}, {}};
+  x.p = make_attention_params(cq, ck, heads, kv_heads, head_dim, x.blk.causal);
+  x.p.ld_q += 8;
+  x.p.ld_o += 16;
+  x.q = random_vector<float>(x.p.cq * x.p.ld_q, 7);
+  x.k = random_vector<float>(x.p.ck * x.p.ld_k, 8, -2, 2);
+  x.v = random_vector<float>(x.p.ck * x.p.ld_v, 9);
+  return x;
+}
+
 // o (row stride p.ld_o) and lse [heads, cq] against attention_reference<double> on the same
 // inputs q, k, v (already rounded to the storage type, unit roundoff eps). Tensor-core kernels
 // round P to bf16 before P V: up to eps * max|v| on top of o's own rounding.

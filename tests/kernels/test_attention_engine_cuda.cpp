@@ -42,13 +42,10 @@ TEST_P(EngineCuda, MatchesCpuReference) {
   if (c.choice == AttnKernelChoice::cudnn) GTEST_SKIP() << "this build has no cuDNN";
 #endif
   std::unique_ptr<AttentionEngine> engine = make_cuda_attention_engine(nullptr, c.t, c.choice);
-  const Block blk = block_for(c.kind, c.cq, c.ck);
-  auto p = make_attention_params(c.cq, c.ck, c.a, c.nkv, c.d, blk.causal);
-  p.ld_q += 8;  // strided rows, as inside a packed qkv tensor
-  p.ld_o += 16;
-  std::vector<float> q = test::random_vector<float>(p.cq * p.ld_q, 7),
-                     k = test::random_vector<float>(p.ck * p.ld_k, 8, -2, 2),
-                     v = test::random_vector<float>(p.ck * p.ld_v, 9);
+  test::AttentionProblem x = test::make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+  const AttentionParams& p = x.p;
+  const Block& blk = x.blk;
+  std::vector<float>&q = x.q, &k = x.k, &v = x.v;
   std::vector<float> o0(p.cq * p.ld_o, 0.0f);
   DeviceBuffer dq = test::upload(c.t, q), dk = test::upload(c.t, k), dv = test::upload(c.t, v),
                dqp = test::upload_raw(blk.qp), dkp = test::upload_raw(blk.kp),

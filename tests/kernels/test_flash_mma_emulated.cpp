@@ -192,13 +192,10 @@ class FlashMmaEmulated : public ::testing::TestWithParam<MmaCase> {};
 
 TEST_P(FlashMmaEmulated, MatchesReference) {
   const MmaCase c = GetParam();
-  const Block blk = test::block_for(c.kind, c.cq, c.ck);
-  auto p = make_attention_params(c.cq, c.ck, c.a, c.nkv, c.d, blk.causal);
-  p.ld_q += 8;  // strided rows, as inside a packed qkv tensor
-  p.ld_o += 16;
-  std::vector<float> q = test::random_vector<float>(p.cq * p.ld_q, 7),
-                     k = test::random_vector<float>(p.ck * p.ld_k, 8, -2, 2),
-                     v = test::random_vector<float>(p.ck * p.ld_v, 9);
+  test::AttentionProblem x = test::make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+  const AttentionParams& p = x.p;
+  const Block& blk = x.blk;
+  std::vector<float>&q = x.q, &k = x.k, &v = x.v;
   const std::vector<bf16> qb = to_storage(q), kb = to_storage(k), vb = to_storage(v);
   std::vector<bf16> ob(static_cast<std::size_t>(p.cq * p.ld_o), to_bf16(0.0f));
   std::vector<float> lse(static_cast<std::size_t>(c.a) * c.cq, 12345.0f);
