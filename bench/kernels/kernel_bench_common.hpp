@@ -65,8 +65,8 @@ inline std::vector<std::string> parse_attn_kernel_list(const std::string& text) 
   return out;
 }
 
-// Reports achieved FLOP/s (from the manual iteration times), the peak beside it (0 =
-// unknown), and impossible = 1 when the achieved rate exceeds a known peak.
+// Reports achieved FLOP/s (from the manual iteration times) and, where the peak is known
+// (> 0), the peak beside it, the fraction, and impossible = 1 when the rate exceeds it.
 inline void report_rate(benchmark::State& state, double flops_per_iter, double total_seconds,
                         double peak) {
   const double achieved =
@@ -74,11 +74,12 @@ inline void report_rate(benchmark::State& state, double flops_per_iter, double t
                         : 0.0;
   state.counters["FLOP/s"] =
       benchmark::Counter(achieved, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+  state.counters["FLOP_per_iter"] = flops_per_iter;
+  if (peak <= 0) return;  // unknown (a CPU without --peak-gflops): no fraction to print
   state.counters["peak_FLOP/s"] =
       benchmark::Counter(peak, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
-  state.counters["frac_of_peak"] = peak > 0 ? achieved / peak : 0.0;
+  state.counters["frac_of_peak"] = achieved / peak;
   state.counters["impossible"] = impossible_rate(achieved, peak) ? 1.0 : 0.0;
-  state.counters["FLOP_per_iter"] = flops_per_iter;
 }
 
 void register_cpu_cases(double cpu_peak_flops);
