@@ -3,9 +3,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include "common/comm.hpp"
+#include "common/mpi_env.hpp"
 #include "common/version.hpp"
 
 namespace suite {
@@ -36,6 +39,21 @@ Attributes cluster_attrs(const BenchContext& ctx) {
       {"group_count", world / group},
       {"group_layout", std::string("consecutive")},
   };
+}
+
+// Ranks on the busiest host against the hardware threads of the smallest: more ranks than
+// threads on a host (oversubscribed) makes waiting ranks compete with computing ones, so the
+// plots and summaries flag it (collective).
+Attributes placement_attrs(const BenchContext& ctx) {
+  const auto& hosts = ctx.mpi.all_hostnames();
+  const std::string& mine = hosts[static_cast<std::size_t>(ctx.mpi.rank())];
+  const std::int64_t on_my_host = std::count(hosts.begin(), hosts.end(), mine);
+  const std::int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::vector<std::int64_t> worst =
+      all_reduce_max({on_my_host, -threads, on_my_host > threads ? 1 : 0});
+  return {{"ranks_per_host_max", worst[0]},
+          {"cpu_threads_per_host_min", -worst[1]},
+          {"oversubscribed", worst[2]}};
 }
 
 }  // namespace
@@ -76,6 +94,8 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
       {"slurm_job_id", std::string(job ? job : "")},
   };
   for (auto& attr : cluster_attrs(ctx))
+    info.attrs.push_back(std::move(attr));
+  for (auto& attr : placement_attrs(ctx))
     info.attrs.push_back(std::move(attr));
   return info;
 }

@@ -161,8 +161,12 @@ class Results:
     def describe(self) -> str:
         """One line naming bench, backend, transport, link and world size, for titles."""
         a = self.attrs
-        return (f"{a.get('bench', '?')} | {a.get('backend', '?')} / {a.get('transport', '?')}"
+        line = (f"{a.get('bench', '?')} | {a.get('backend', '?')} / {a.get('transport', '?')}"
                 f" | link {a.get('link', '?')} | {a.get('world_size', '?')} ranks")
+        if a.get("oversubscribed") == 1:  # waiting ranks compete with computing ones
+            line += (f" | oversubscribed: {a.get('ranks_per_host_max', '?')} ranks on"
+                     f" {a.get('cpu_threads_per_host_min', '?')} CPU threads")
+        return line
 
 
 def parse_utc(text: Any) -> datetime | None:

@@ -75,6 +75,11 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         for key in ("git_commit", "created_utc", "command_line", "mpi_version", "hostnames", "link"):
             expect(key in a, f"file attribute {key} missing")
         expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
+        # All ranks run on this host: oversubscribed exactly when they outnumber its threads.
+        threads = os.cpu_count() or 1
+        expect((a["ranks_per_host_max"], a["cpu_threads_per_host_min"]) == (ranks, threads),
+               f"placement {a['ranks_per_host_max']} ranks / {a['cpu_threads_per_host_min']} threads")
+        expect(a["oversubscribed"] == int(ranks > threads), f"oversubscribed {a['oversubscribed']}")
         cases = f["sp_tp"]
         expected = {f"{op}_{dtype}_n{label}" for op in ("allreduce", "rs_ag") for label in map(fmt, sizes)}
         missing = expected - set(cases)

@@ -124,3 +124,12 @@ def test_created_and_stem(results_writer):
         res = sr.read_results(path)
     assert res.created.isoformat() == "2025-03-01T12:30:00+00:00"
     assert sr.file_stem(path) == "x"
+
+
+def test_describe_flags_an_oversubscribed_run(results_writer):
+    plain = sr.read_results(results_writer("a.h5", "sp_tp", sp_tp_cases()[:1]))
+    assert "oversubscribed" not in plain.describe()
+    over = sr.read_results(results_writer(
+        "b.h5", "sp_tp", sp_tp_cases()[:1],
+        file_attrs={"oversubscribed": 1, "ranks_per_host_max": 4, "cpu_threads_per_host_min": 2}))
+    assert over.describe().endswith("| oversubscribed: 4 ranks on 2 CPU threads")
