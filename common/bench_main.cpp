@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <ostream>
+#include <regex>
+#include <string>
+
+#include <unistd.h>
 
 #include "common/comm.hpp"
 #include "common/errors.hpp"
@@ -119,22 +124,48 @@ std::optional<std::string> capture(F&& f) {
   return std::nullopt;
 }
 
+// The value of `--name=value` in a, if a is that flag.
+std::optional<std::string> flag_value(const std::string& a, const std::string& name) {
+  const std::string key = name + "=";
+  if (a.rfind(key, 0) != 0) return std::nullopt;
+  return a.substr(key.size());
+}
+
+// Values Google Benchmark would reject by printing its usage on every rank and exiting
+// without MPI_Finalize, or accept and then fail on (a negative repetition count): refused
+// here, with one message, before anything runs.
+void check_benchmark_values(const std::string& a) {
+  static const std::regex kCount("[0-9]{1,9}");
+  for (const char* name : {"--benchmark_format", "--benchmark_out_format"}) {
+    if (auto v = flag_value(a, name); v && *v != "console" && *v != "json" && *v != "csv")
+      throw UsageError(a + ": the format is console, json or csv");
+  }
+  if (auto v = flag_value(a, "--benchmark_repetitions");
+      v && (!std::regex_match(*v, kCount) || std::stol(*v) < 1))
+    throw UsageError(a + ": the repetition count is an integer >= 1");
+  if (auto v = flag_value(a, "--benchmark_filter"); v && !v->empty()) {
+    try {  // compiled as Google Benchmark does (extended syntax, a leading '-' negates)
+      std::regex(v->front() == '-' ? v->substr(1) : *v, std::regex::extended);
+    } catch (const std::regex_error&) {
+      throw UsageError(a + ": not a regular expression");
+    }
+  }
+  if (auto v = flag_value(a, "--benchmark_time_unit");
+      v && *v != "ns" && *v != "us" && *v != "ms" && *v != "s")
+    throw UsageError(a + ": the time unit is ns, us, ms or s");
+}
+
 // Google Benchmark's flags, checked before anything runs: its own parser ignores unknown
-// --benchmark_* names and exits (on rank 0 only) on bad values, which would desynchronise
-// the job and leave a results file behind.
+// --benchmark_* names and exits (on every rank) on bad values, which would leave the job
+// without MPI_Finalize and a results file behind.
 void init_google_benchmark(std::vector<std::string>& flags, int rank) {
   // Only rank 0 may write Google Benchmark's own output file.
   if (rank != 0)
     std::erase_if(flags, [](const std::string& a) { return a.rfind("--benchmark_out=", 0) == 0; });
   for (const auto& a : flags) {
-    for (const char* key : {"--benchmark_format=", "--benchmark_out_format="}) {
-      if (a.rfind(key, 0) != 0) continue;
-      std::string v = a.substr(std::string(key).size());
-      if (v != "console" && v != "json" && v != "csv")
-        throw UsageError(a + ": the format is console, json or csv");
-    }
-    if (a.rfind("--benchmark_out=", 0) == 0) {
-      std::ofstream probe(a.substr(16), std::ios::app);
+    check_benchmark_values(a);
+    if (auto path = flag_value(a, "--benchmark_out")) {
+      std::ofstream probe(*path, std::ios::app);
       if (!probe) throw UsageError(a + ": cannot write that file");
     }
   }
@@ -142,6 +173,42 @@ void init_google_benchmark(std::vector<std::string>& flags, int rank) {
   int argc = static_cast<int>(flags.size());
   benchmark::Initialize(&argc, argv.data());
   if (argc > 1) throw UsageError(std::string("unknown Google Benchmark flag ") + argv[1]);
+}
+
+// With --benchmark_format=json or csv, stdout is Google Benchmark's machine-readable report:
+// the suite's own summary table and results line go to stderr instead, for as long as this
+// lives.
+class HumanOutputAside {
+ public:
+  explicit HumanOutputAside(const std::vector<std::string>& flags) {
+    for (const auto& a : flags)
+      if (auto v = flag_value(a, "--benchmark_format")) machine_readable_ = *v != "console";
+    if (!machine_readable_) return;
+    std::fflush(stdout);
+    saved_ = dup(STDOUT_FILENO);
+    if (saved_ >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~HumanOutputAside() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    dup2(saved_, STDOUT_FILENO);
+    close(saved_);
+  }
+  HumanOutputAside(const HumanOutputAside&) = delete;
+  HumanOutputAside& operator=(const HumanOutputAside&) = delete;
+
+ private:
+  bool machine_readable_ = false;
+  int saved_ = -1;
+};
+
+// The value of the last `--name=value` among flags, or fallback.
+std::string last_flag_value(const std::vector<std::string>& flags, const std::string& name,
+                            const std::string& fallback) {
+  std::string value = fallback;
+  for (const auto& a : flags)
+    if (auto v = flag_value(a, name)) value = *v;
+  return value;
 }
 
 bool wants_list_only(const std::vector<std::string>& flags) {
@@ -255,6 +322,9 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     harness.register_cases(cases);
     std::size_t matched = 0;
     try {
+      harness.expect_runs(
+          last_flag_value(args.benchmark, "--benchmark_filter", ""),
+          std::stoi(last_flag_value(args.benchmark, "--benchmark_repetitions", "1")));
       if (rank == 0) writer->write_run_info(info);
       matched = run_registered(rank);
     } catch (const std::exception& e) {
@@ -273,6 +343,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       return 2;
     }
     if (rank == 0) {
+      HumanOutputAside aside(args.benchmark);
       try {
         if (def.summarize) def.summarize(ctx, harness.records());
         harness.note_skipped_cases(*writer);

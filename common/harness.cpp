@@ -1,9 +1,12 @@
 #include "common/harness.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <regex>
+#include <string>
 #include <thread>
 
 #include "common/errors.hpp"
@@ -55,18 +58,39 @@ Harness::Harness(BenchContext& ctx, ResultsWriter* writer, Watchdog& watchdog)
 void Harness::register_cases(const std::vector<CaseSpec>& specs) {
   total_cases_ += specs.size();
   for (const auto& spec : specs) {
-    benchmark::RegisterBenchmark((ctx_.bench + "/" + spec.name).c_str(),
+    const std::string name = ctx_.bench + "/" + spec.name;
+    benchmark::RegisterBenchmark(name.c_str(),
                                  [this, spec](benchmark::State& st) { run_case(st, spec); })
         ->UseManualTime()
         ->Iterations(ctx_.opts.iters)
         ->Unit(benchmark::kMicrosecond);
+    // The full name Google Benchmark matches its filter against.
+    registered_.push_back(name + "/iterations:" + std::to_string(ctx_.opts.iters) + "/manual_time");
   }
+}
+
+void Harness::expect_runs(const std::string& filter, int repetitions) {
+  std::string spec = filter.empty() || filter == "all" ? "." : filter;
+  const bool negative = spec[0] == '-';
+  if (negative) spec.erase(0, 1);
+  std::regex re;
+  try {
+    re = std::regex(spec, std::regex::extended);
+  } catch (const std::regex_error& e) {
+    throw UsageError("--benchmark_filter=" + filter + ": not a regular expression (" + e.what() +
+                     ")");
+  }
+  std::size_t selected = 0;
+  for (const auto& name : registered_)
+    selected += std::regex_search(name, re) != negative;
+  total_cases_ = selected * static_cast<std::size_t>(std::max(1, repetitions));
 }
 
 void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   const int rank = ctx_.mpi.rank();
   std::string label = "case " + ctx_.bench + "/" + spec.name;
   if (rank == 0) {
+    std::fflush(stdout);  // the previous case's console line first, also when redirected
     std::fprintf(stderr, "[%zu/%zu] %s\n", ++started_, total_cases_, spec.name.c_str());
     std::fflush(stderr);
   }

@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <string>
 #include <vector>
 
 #include "common/bench_case.hpp"
@@ -20,6 +21,11 @@ class Harness {
   Harness(BenchContext& ctx, ResultsWriter* writer, Watchdog& watchdog);
 
   void register_cases(const std::vector<CaseSpec>& specs);
+  // Sets the "[i/N]" progress total to the runs Google Benchmark will make: the registered
+  // cases its --benchmark_filter selects (a regular expression searched in each name, a
+  // leading '-' negating it), times --benchmark_repetitions. Throws UsageError for a filter
+  // that is not a regular expression.
+  void expect_runs(const std::string& filter, int repetitions);
   // Records of the cases written so far (rank 0; attributes and params only are relied on).
   const std::vector<CaseRecord>& records() const { return records_; }
   bool any_check_failed() const { return check_failed_; }
@@ -43,6 +49,7 @@ class Harness {
   Watchdog& watchdog_;
   std::vector<CaseRecord> records_;
   std::vector<std::string> skipped_;
+  std::vector<std::string> registered_;  // Google Benchmark's names of the registered cases
   std::size_t total_cases_ = 0, started_ = 0;
   bool check_failed_ = false;
 };

@@ -144,6 +144,10 @@ def scenario_bad_input(env: Env) -> None:
         "desynchronising gbench flag": (["--benchmark_enable_random_interleaving=true"], "different order"),
         "misspelt gbench flag": (["--benchmark_filtr=rs_ag"], "unknown Google Benchmark flag"),
         "bad gbench format": (["--benchmark_format=xml"], "console, json or csv"),
+        "negative repetitions": (["--benchmark_repetitions=-1"], "integer >= 1"),
+        "no repetitions": (["--benchmark_repetitions=0"], "integer >= 1"),
+        "bad time unit": (["--benchmark_time_unit=xx"], "ns, us, ms or s"),
+        "filter not a regex": (["--benchmark_filter=("], "not a regular expression"),
         "unwritable gbench output": (["--benchmark_out=/proc/no/such/x.json"], "cannot write"),
         "filter matching nothing": (["--benchmark_filter=no_such_case"], "matches none"),
         "output is a directory": (["--out", "/tmp"], "is a directory"),
@@ -317,6 +321,19 @@ def scenario_benchmark_flags(env: Env) -> None:
            f"filter/repetitions gave cases {names}")
     runs = [b["name"] for b in json.loads(gb.read_text())["benchmarks"] if b.get("run_type") == "iteration"]
     expect(len(runs) == 4 and all("rs_ag" in r for r in runs), f"--benchmark_out holds {runs}")
+    # Progress counts the runs the filter and repetitions select.
+    progress = [l.split()[0] for l in proc.stderr.splitlines() if l.startswith("[") and "/4] " in l]
+    expect(progress == [f"[{i}/4]" for i in range(1, 5)], f"progress lines {progress}", proc)
+    # With a machine-readable console format, stdout is that report alone.
+    proc = env.mpirun(2, "sp_tp", "--sizes", "1K", "--activation-case", "0", "--iters", "2",
+                      "--benchmark_format=json", "--out", str(env.workdir / "json.h5"))
+    expect(proc.returncode == 0, "run with --benchmark_format=json failed", proc)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        raise AssertionError(f"stdout is not JSON ({e}):\n{proc.stdout[-500:]}")
+    expect(len(report["benchmarks"]) == 2, f"JSON report holds {len(report['benchmarks'])} runs")
+    expect("results:" in proc.stderr and "SP vs TP" in proc.stderr, "summary missing from stderr", proc)
 
 
 def scenario_failed_check(env: Env) -> None:
