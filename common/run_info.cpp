@@ -92,6 +92,10 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
       {"device_names", join_distinct(info.rank_devices)},
       {"slurm_job_id", std::string(job ? job : "")},
+      // What reproduces the inputs (routing, skew, tensors) and how the run was guarded.
+      {"seed", static_cast<std::int64_t>(ctx.opts.seed)},
+      {"check", std::int64_t{ctx.opts.check}},
+      {"timeout_s", ctx.opts.timeout_s},
   };
   for (auto& attr : cluster_attrs(ctx))
     info.attrs.push_back(std::move(attr));

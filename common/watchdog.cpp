@@ -41,12 +41,14 @@ void Watchdog::watch() {
     if (stop_ || !armed_) continue;
     double idle = std::chrono::duration<double>(Clock::now() - last_).count();
     if (idle > (waiting_ ? 2 : 1) * timeout_s_) {
+      // A rank waiting at a collective points at the others; one that was working is the
+      // one stuck.
+      const char* why = waiting_ ? "another rank probably failed or is stuck before this collective"
+                                 : "this rank made no progress (stuck in its own work)";
       char msg[512];
       std::snprintf(msg, sizeof msg,
-                    "timed out: no progress for %.0f s (--timeout %g) while in %s; another rank "
-                    "probably failed "
-                    "or is stuck before this collective",
-                    idle, timeout_s_, doing_.c_str());
+                    "timed out: no progress for %.0f s (--timeout %g) while in %s; %s", idle,
+                    timeout_s_, doing_.c_str(), why);
       lock.unlock();
       if (may_call_mpi_) SUITE_FATAL(msg);
       std::fprintf(stderr, "[%s] %s\n", rank_label().c_str(), msg);

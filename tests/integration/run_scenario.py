@@ -74,6 +74,7 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         expect(a["transport_detail"] == "host buffers", "transport_detail")
         for key in ("git_commit", "created_utc", "command_line", "mpi_version", "hostnames", "link"):
             expect(key in a, f"file attribute {key} missing")
+        expect((a["seed"], a["check"]) == (1234, 1), f"seed/check attributes {a['seed']}/{a['check']}")
         expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
         # All ranks run on this host: oversubscribed exactly when they outnumber its threads.
         threads = os.cpu_count() or 1
@@ -191,6 +192,8 @@ def scenario_watchdog(env: Env) -> None:
     stuck = [l for l in lines if l.startswith("[rank 2 ")]
     expect(stuck and all("(setup)" in l and "waiting" not in l for l in stuck),
            f"the stalled rank's message does not say it was in set-up: {stuck}", proc)
+    expect(all("this rank made no progress" in l and "another rank" not in l for l in stuck),
+           f"the stalled rank's message blames another rank: {stuck}", proc)
     others = [l for l in lines if not l.startswith("[rank 2 ")]
     expect(all("waiting for the other ranks" in l for l in others), f"waiting ranks look stuck: {others}", proc)
     expect(all("sp_tp/allreduce_fp32_n3K" in l for l in lines), "timeout message does not name the case", proc)
