@@ -63,11 +63,12 @@ int main(int argc, char** argv) {
       "all-to-all, attention (with the ring part) and unpacking; bytes per rank of each part\n"
       "against METHODS.md; a2a algbw/busbw; the output checked against full attention.";
   def.add_options = [&](CLI::App& app) {
-    app.add_option("--seq", o.seq, "s: whole sequence length, list or range")
-        ->capture_default_str();
+    auto* seq = app.add_option("--seq", o.seq, "s: whole sequence length, list or range")
+                    ->capture_default_str();
     app.add_option("--seq-per-rank", o.seq_per_rank,
                    "instead of --seq: tokens per rank, s = value x N_c (s and N_c grow together, "
-                   "bytes per rank stay constant)");
+                   "bytes per rank stay constant)")
+        ->excludes(seq);
     app.add_option("--cp", o.cp,
                    "N_c: context-parallel group sizes (consecutive ranks; all groups run at once), "
                    "list; 0 = all ranks")

@@ -2,9 +2,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/global_order.hpp"
@@ -175,6 +177,22 @@ std::vector<int> allowed_degrees(int n_c, const UlyssesSweep& s) {
   return out;
 }
 
+// Why `--ulysses-degree all` leaves out the degrees u of N_c that the head counts rule out
+// (printed, so a sweep never loses plain Ulysses silently).
+void note_skipped_degrees(int n_c, const UlyssesSweep& s, const std::vector<int>& allowed) {
+  for (int u = 2; u <= n_c; ++u) {
+    if (n_c % u || std::find(allowed.begin(), allowed.end(), u) != allowed.end()) continue;
+    std::string why =
+        s.heads % u
+            ? std::to_string(s.heads) + " query heads do not split " + std::to_string(u) + " ways"
+            : std::to_string(s.kv_heads) + " K/V heads do not split " + std::to_string(u) +
+                  " ways (GQA limit)" +
+                  (s.kv_replicate ? "" : "; --kv-replicate runs it with replicated K/V");
+    std::fprintf(stderr, "note: --ulysses-degree all skips u = %d for N_c = %d: %s\n", u, n_c,
+                 why.c_str());
+  }
+}
+
 }  // namespace
 
 std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep) {
@@ -185,6 +203,7 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
     const int n_c = resolve_group_size(cp_flag, world, "--cp");
     const std::vector<int> degrees =
         sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
+    if (sweep.degrees.empty() && rank == 0) note_skipped_degrees(n_c, sweep, degrees);
     for (int u : degrees)
       for (std::int64_t seq : sweep.seq)
         for (bool causal : sweep.causal)

@@ -80,6 +80,11 @@ def scenario_np4(env: Env) -> None:
     seen = check_file(out, 4, 4)
     expect({int(a["u"]) for a in seen.values()} == {1, 2, 4}, "degrees")
     expect(sum(int(a["u"]) == 2 for a in seen.values()) == 12, "hybrid cases per layout")
+    # The default sweep (all degrees) under a GQA limit says which degree it leaves out.
+    proc = run_ok(env, 4, out, "--seq", "16", "--heads", "4", "--kv-heads", "2")
+    expect({int(a["u"]) for a in check_file(out, 4, 4).values()} == {1, 2}, "degrees under GQA")
+    expect(proc.stderr.count("skips u = 4 for N_c = 4") == 1 and "--kv-replicate" in proc.stderr,
+           "no note on the skipped degree", proc)
     # Beyond the limit: 2 K/V heads on 4 ranks only with replication.
     run_ok(env, 4, out, "--seq", "16", "--heads", "4", "--kv-heads", "2", "--ulysses-degree", "4",
            "--kv-replicate")
@@ -118,6 +123,7 @@ def scenario_bad_input(env: Env) -> None:
         "degree not dividing N_c": (["--ulysses-degree", "3"], "must divide the context-parallel group"),
         "beyond the K/V heads": (["--kv-heads", "2", "--ulysses-degree", "4"], "--kv-replicate"),
         "unsupported head dim": (["--head-dim", "80"], "64 or 128"),
+        "two sequence lengths": (["--seq", "64", "--seq-per-rank", "16"], "excludes"),
     }
     expect_refused(env, BIN, cases)
 
