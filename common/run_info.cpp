@@ -10,6 +10,9 @@
 #include "common/comm.hpp"
 #include "common/mpi_env.hpp"
 #include "common/version.hpp"
+#if defined(SUITE_HAVE_CUDA)
+#include "kernels/gemm/gemm_lt.hpp"
+#endif
 
 namespace suite {
 namespace {
@@ -56,6 +59,15 @@ Attributes placement_attrs(const BenchContext& ctx) {
           {"oversubscribed", worst[2]}};
 }
 
+// The GEMM library behind the layer, MoE and kernel_bench GEMMs on this backend.
+std::string gemm_library(const BenchContext& ctx) {
+#if defined(SUITE_HAVE_CUDA)
+  if (ctx.backend == Backend::cuda) return kernels::cuda::GemmLt::library_version();
+#endif
+  (void)ctx;
+  return "suite CPU kernels";
+}
+
 }  // namespace
 
 std::string utc_now_iso() {
@@ -90,6 +102,7 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
       {"nccl_version",
        ctx.comm.transport() == Transport::nccl ? nccl_version() : std::string("none")},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
+      {"gemm_library", gemm_library(ctx)},
       {"device_names", join_distinct(info.rank_devices)},
       {"slurm_job_id", std::string(job ? job : "")},
       // What reproduces the inputs (routing, skew, tensors) and how the run was guarded.

@@ -75,6 +75,7 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         for key in ("git_commit", "created_utc", "command_line", "mpi_version", "hostnames", "link"):
             expect(key in a, f"file attribute {key} missing")
         expect((a["seed"], a["check"]) == (1234, 1), f"seed/check attributes {a['seed']}/{a['check']}")
+        expect(a["gemm_library"] == "suite CPU kernels", f"gemm_library {a['gemm_library']}")
         expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
         # All ranks run on this host: oversubscribed exactly when they outnumber its threads.
         threads = os.cpu_count() or 1
