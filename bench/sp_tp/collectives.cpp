@@ -75,6 +75,14 @@ class CollectiveCase final : public BenchCase {
     attrs.emplace_back("algbw_GBps", algbw);
     // RS + AG together are an all-reduce, so both variants use the all-reduce bus factor.
     attrs.emplace_back("busbw_GBps", algbw * model::busbw_factor_all_reduce(t));
+    // Each half on its own, as nccl-tests counts it: algbw = n / time (n = the full buffer, the
+    // reduce-scatter's input and the all-gather's output), busbw = algbw (t - 1) / t.
+    for (const auto& [phase, median] : m.phase_median_s) {
+      if (median <= 0) continue;
+      const double phase_algbw = n / median / 1e9;
+      attrs.emplace_back(phase + "_algbw_GBps", phase_algbw);
+      attrs.emplace_back(phase + "_busbw_GBps", phase_algbw * model::busbw_factor_rs_ag_a2a(t));
+    }
     if (size_.s > 0) {
       // A layer's forward has two of these (after attention and after the MLP).
       attrs.emplace_back("layer_bytes_sent_per_rank", 2 * m.bytes_sent_per_iter);

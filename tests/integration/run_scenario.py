@@ -104,6 +104,11 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
             expect(g.attrs["busbw_GBps"] > 0, f"{name}: busbw")
             expect(n % (ranks * e) == 0, f"{name}: size not divisible")
             if g.attrs["op"] == "rs_ag":
+                for half in ("reduce_scatter", "all_gather"):
+                    algbw = n / g.attrs[f"phase_{half}_median_s"] / 1e9
+                    expect(np.isclose(g.attrs[f"{half}_algbw_GBps"], algbw), f"{name}: {half} algbw")
+                    expect(np.isclose(g.attrs[f"{half}_busbw_GBps"], algbw * (ranks - 1) / ranks),
+                           f"{name}: {half} busbw")
                 for phase in ("phase_reduce_scatter_s", "phase_all_gather_s"):
                     expect(g[phase].shape == (iters, ranks), f"{name}: {phase} shape")
                     expect(np.all(g[phase][()] <= times + 1e-6), f"{name}: {phase} longer than the step")
