@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/kernels/device_peak.hpp"
+#include "common/device_peak.hpp"
 #include "kernels/attention/attention_index.hpp"
 
 namespace suite::bench {

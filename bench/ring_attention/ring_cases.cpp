@@ -11,6 +11,7 @@
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
 #include "common/attention_select.hpp"
+#include "common/device_peak.hpp"
 #include "common/errors.hpp"
 #include "common/model.hpp"
 #include "common/rank_gather.hpp"
@@ -143,6 +144,11 @@ class RingCase final : public BenchCase {
                    cfg_.n_c > 1 ? std::clamp(1.0 - (t_over - t_comp) / t_xfer, 0.0, 1.0) : NAN);
     a.emplace_back("pred_time_overlapped_s", pred_over);
     a.emplace_back("measured_F_flops", F);
+    // Beside the device's peak where the suite knows it (GPUs): an F above it is a bug.
+    if (const double peak = gpu_peak_flops(ctx_.device.name(), cfg_.dtype); peak > 0) {
+      a.emplace_back("peak_flops", peak);
+      a.emplace_back("F_impossible", std::int64_t{impossible_rate(F, peak) ? 1 : 0});
+    }
     a.emplace_back("measured_W_Bps", W);
     a.emplace_back("c_star_tokens", c_star);
     a.emplace_back("c_over_c_star", cfg_.c / c_star);

@@ -1,9 +1,9 @@
 // The peak table the kernel benchmark prints beside measured rates.
 #include <gtest/gtest.h>
 
-#include "bench/kernels/device_peak.hpp"
+#include "common/device_peak.hpp"
 
-namespace suite::bench {
+namespace suite {
 namespace {
 
 TEST(DevicePeak, KnownAndUnknownDevices) {
@@ -20,4 +20,4 @@ TEST(DevicePeak, KnownAndUnknownDevices) {
 }
 
 }  // namespace
-}  // namespace suite::bench
+}  // namespace suite

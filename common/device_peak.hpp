@@ -7,7 +7,7 @@
 
 #include "kernels/core/dtype.hpp"
 
-namespace suite::bench {
+namespace suite {
 
 inline double gpu_peak_flops(std::string_view device_name, DType t) {
   auto has = [&](std::string_view s) { return device_name.find(s) != std::string_view::npos; };
@@ -25,4 +25,4 @@ inline bool impossible_rate(double achieved, double peak) {
   return peak > 0 && achieved > peak;
 }
 
-}  // namespace suite::bench
+}  // namespace suite
