@@ -99,13 +99,6 @@ void refuse_shared_gpus(const Device& device) {
             "; use --transport mpi (CUDA-aware or host-staged), or start one rank per GPU");
 }
 
-std::string default_out_path(const std::string& bench) {
-  std::string t = utc_now_iso();
-  t.erase(std::remove(t.begin(), t.end(), ':'), t.end());
-  t.erase(std::remove(t.begin(), t.end(), '-'), t.end());
-  return "results/" + bench + "_" + t + ".h5";
-}
-
 // Every rank reaches the same verdict; rank 0 prints it once. Returns true when all is well.
 bool agreed_ok(const std::optional<std::string>& error, int rank) {
   auto agreed = agree_on_error(error);
@@ -311,7 +304,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       return 0;
     }
     std::unique_ptr<ResultsWriter> writer;
-    std::string out = opts.out.empty() ? default_out_path(def.name) : opts.out;
+    std::string out = opts.out.empty() ? default_results_path(def.name) : opts.out;
     if (!agreed_ok(capture([&] {
                      if (rank == 0) writer = std::make_unique<ResultsWriter>(out);
                    }),

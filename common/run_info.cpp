@@ -1,11 +1,13 @@
 #include "common/run_info.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <algorithm>
 #include <set>
 #include <thread>
+
+#include <unistd.h>
 
 #include "common/comm.hpp"
 #include "common/mpi_env.hpp"
@@ -59,13 +61,13 @@ Attributes placement_attrs(const BenchContext& ctx) {
           {"oversubscribed", worst[2]}};
 }
 
-// The GEMM library behind the layer, MoE and kernel_bench GEMMs on this backend.
-std::string gemm_library(const BenchContext& ctx) {
+// The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU.
+std::string gemm_library_version() {
 #if defined(SUITE_HAVE_CUDA)
-  if (ctx.backend == Backend::cuda) return kernels::cuda::GemmLt::library_version();
+  return kernels::cuda::GemmLt::library_version();
+#else
+  return "none";
 #endif
-  (void)ctx;
-  return "suite CPU kernels";
 }
 
 }  // namespace
@@ -77,6 +79,50 @@ std::string utc_now_iso() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+std::string default_results_path(const std::string& bench) {
+  std::string t = utc_now_iso();
+  t.erase(std::remove(t.begin(), t.end(), ':'), t.end());
+  t.erase(std::remove(t.begin(), t.end(), '-'), t.end());
+  return "results/" + bench + "_" + t + ".h5";
+}
+
+RunInfo single_process_run_info(const std::string& bench, const std::string& command_line,
+                                const std::string& backend, const std::string& device_name) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const bool cuda = backend == "cuda";
+  RunInfo info;
+  info.rank_hosts = {host};
+  info.rank_devices = {device_name};
+  info.attrs = {
+      {"suite_version", std::string(kSuiteVersion)},
+      {"git_commit", std::string(kGitCommit)},
+      {"created_utc", utc_now_iso()},
+      {"command_line", command_line},
+      {"bench", bench},
+      {"world_size", std::int64_t{1}},
+      {"hostnames", std::string(host)},
+      {"backend", backend},
+      {"transport", std::string("none")},
+      {"transport_detail", std::string("one process")},
+      {"link", std::string("none")},
+      {"dtype", std::string("per case")},
+      {"mpi_version", std::string("none")},
+      {"nccl_version", std::string("none")},
+      {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
+      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
+      {"device_names", device_name},
+      {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
+      {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
+      {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
+      {"link_env", env_or_empty("SUITE_LINK_ENV")},
+      {"group_size", std::int64_t{1}},
+      {"group_count", std::int64_t{1}},
+      {"group_layout", std::string("consecutive")},
+  };
+  return info;
 }
 
 RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_line) {
@@ -102,7 +148,7 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
       {"nccl_version",
        ctx.comm.transport() == Transport::nccl ? nccl_version() : std::string("none")},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
-      {"gemm_library", gemm_library(ctx)},
+      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
       {"device_names", join_distinct(info.rank_devices)},
       {"slurm_job_id", std::string(job ? job : "")},
       // What reproduces the inputs (routing, skew, tensors) and how the run was guarded.

@@ -57,8 +57,8 @@ step kernel_tests_cuda 240 "$B/bin/kernel_tests_cuda" --gtest_brief=1
 # buffers (two ranks sharing the GPU).
 step comm_tests_1rank 60 "${run[@]}" -np 1 "$B/bin/comm_tests"
 step comm_tests_2ranks 60 "${run[@]}" -np 2 "$B/bin/comm_tests"
-step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --benchmark_out="$R/kernel_bench.json" \
-  --benchmark_out_format=json
+step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --out="$R/kernel_bench.h5" \
+  --benchmark_out="$R/kernel_bench.json" --benchmark_out_format=json
 # PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
 step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$R/torch_peer.json"
 # The layer in bf16 at Megatron-like width on one rank (its attention kernel: auto).

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write PNG figures for every bench in one results file (docs/RESULTS_SCHEMA.md).
 
-Known benches get their own figures (sp_tp, harness_overhead); any other bench gets a generic
+Known benches get their own figures (sp_tp, harness_overhead, ring_attention, ulysses, moe,
+kernel_bench); any other bench gets a generic
 chart of the median step time per case and one measured-vs-predicted chart per `pred_<x>`.
 sp_tp files may hold collectives cases (`mode` missing or `collectives`) and layer cases
 (`mode="layer"`, figures in plot_sp_tp.py); each mode is plotted on its own.
@@ -24,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plot_kernels import KERNEL_NEEDS, kernel_figures  # noqa: E402
 from plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
 from plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
@@ -255,12 +257,21 @@ def plot_moe(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
     return bool(figures)
 
 
+def plot_kernel_bench(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+    """Achieved FLOP/s per case beside the peak, attention rate against s (plot_kernels.py)."""
+    figures = kernel_figures(_usable(res.cases_of(bench), KERNEL_NEEDS), lambda what: _title(res, what))
+    for name, fig in figures.items():
+        _save(fig, out / name, written)
+    return bool(figures)
+
+
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "ulysses": plot_ulysses,
     "sp_tp": plot_sp_tp,
     "ring_attention": plot_ring_attention,
     "harness_overhead": plot_harness_overhead,
     "moe": plot_moe,
+    "kernel_bench": plot_kernel_bench,
 }
 
 
@@ -318,7 +329,8 @@ def make_plots(path: Path, out: Path, rank_case: str | None = None) -> list[Path
                           " falling back to the generic charts")
             plot_generic(res, bench, out, written)
     case = choose_rank_case(res, rank_case)
-    if case is not None:
+    # One rank (kernel_bench, a one-rank run) has no spread to show unless asked for.
+    if case is not None and (rank_case or np.asarray(case.datasets["time_s"]).shape[1] > 1):
         plot_per_rank(res, case, out, written)
     return written
 

@@ -40,7 +40,8 @@ run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --s
   --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
-  "$BUILD/bin/kernel_bench" --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json
+  "$BUILD/bin/kernel_bench" --out="$dir/kernel_bench.h5" --benchmark_out="$dir/kernel_bench.json" \
+    --benchmark_out_format=json
 fi
 
 for f in "$dir"/*.h5; do

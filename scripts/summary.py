@@ -16,13 +16,16 @@ def verdict(case: suite_results.Case) -> str:
 
 
 # Figures worth a glance where a case has them (ring attention's F, W and overlap bound; which
-# attention kernel ran), printed before the measured/predicted pairs.
+# attention kernel ran; a kernel's rate and its fraction of the peak), printed before the
+# measured/predicted pairs.
 KEY_FIGURES = (
     ("attn_kernel", "kernel={}"),
     ("measured_F_flops", "F={:.3g}FLOP/s"),
     ("measured_W_Bps", "W={:.3g}B/s"),
     ("c_star_tokens", "c*={:.0f}"),
     ("overlapped_over_compute_only", "overlapped/compute={:.2f}"),
+    ("flops_per_s", "{:.3g}FLOP/s"),  # kernel_bench
+    ("frac_of_peak", "{:.0%} of peak"),
 )
 
 

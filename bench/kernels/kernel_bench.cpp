@@ -8,16 +8,21 @@
 //
 // Extra flags (removed before Google Benchmark sees argv):
 //   --peak-gflops=X     the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2); default unknown.
+//   --out=FILE.h5       the results file (default results/kernel_bench_<UTC stamp>.h5).
 //   --attn-kernel=LIST  CUDA attention kernels to time: suite, cudnn, auto, all (default all).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/kernels/kernel_bench_common.hpp"
+#include "bench/kernels/kernel_results.hpp"
+#include "common/results.hpp"
+#include "common/run_info.hpp"
 
 namespace {
 
@@ -50,6 +55,9 @@ void print_help() {
          "frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"
          "The attention FLOP/s is the F of ring attention's c >= F/W (see `model --flops`).\n\n"
          "  --peak-gflops=X     the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2)\n"
+         "  --out=FILE.h5       results file, one /kernel_bench/<case> group per run with its\n"
+         "                      iteration times, rate, peak and kernel (default\n"
+         "                      results/kernel_bench_<UTC stamp>.h5)\n"
          "  --attn-kernel=LIST  CUDA attention kernels to time, comma-separated: suite (the\n"
          "                      suite's flash kernel), cudnn (cuDNN SDPA), auto (what the\n"
          "                      benchmarks pick), all (every kernel this build has; default)\n"
@@ -60,44 +68,80 @@ void print_help() {
 }
 
 int main(int argc, char** argv) {
+  std::string command_line;
+  for (int i = 0; i < argc; ++i)
+    command_line += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0) print_help();
   double cpu_peak = 0;
   try {
     if (auto v = take_flag(argc, argv, "--peak-gflops=")) cpu_peak = std::stod(*v) * 1e9;
   } catch (const std::exception&) {
-    std::cerr << "kernel_bench: --peak-gflops needs a number\n";
+    cpu_peak = -1;
+  }
+  if (cpu_peak < 0) {
+    std::cerr << "error: kernel_bench: --peak-gflops needs a positive number\n";
     return 2;
   }
+  const std::string out =
+      take_flag(argc, argv, "--out=").value_or(suite::default_results_path("kernel_bench"));
+  std::string format = "console";  // left in argv: Google Benchmark checks it too
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0) format = argv[i] + 19;
   std::vector<std::string> attn_kernels;
   try {
     attn_kernels = suite::bench::parse_attn_kernel_list(
         take_flag(argc, argv, "--attn-kernel=").value_or("all"));
   } catch (const std::invalid_argument& e) {
-    std::cerr << "kernel_bench: " << e.what() << "\n";
+    std::cerr << "error: kernel_bench: " << e.what() << "\n";
     return 2;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   suite::bench::register_cpu_cases(cpu_peak);
+  std::string gpu;
 #if defined(SUITE_HAVE_CUDA)
   try {
-    if (!suite::bench::register_cuda_cases(attn_kernels)) {
+    gpu = suite::bench::register_cuda_cases(attn_kernels);
+    if (gpu.empty())
       benchmark::AddCustomContext("cuda_device", "none visible (GPU cases not registered)");
-    }
   } catch (const std::invalid_argument& e) {
-    std::cerr << "kernel_bench: " << e.what() << "\n";
+    std::cerr << "error: kernel_bench: " << e.what() << "\n";
     return 2;
   }
 #else
   for (const auto& k : attn_kernels) {
     if (k == "cudnn") {
-      std::cerr << "kernel_bench: --attn-kernel=cudnn: this build has no CUDA\n";
+      std::cerr << "error: kernel_bench: --attn-kernel=cudnn: this build has no CUDA\n";
       return 2;
     }
   }
 #endif
-  benchmark::RunSpecifiedBenchmarks();
+  std::unique_ptr<suite::ResultsWriter> writer;
+  try {
+    writer = std::make_unique<suite::ResultsWriter>(out);
+    writer->write_run_info(suite::single_process_run_info(
+        "kernel_bench", command_line, gpu.empty() ? "cpu" : "cuda", gpu.empty() ? "cpu" : gpu));
+  } catch (const std::exception& e) {
+    std::cerr << "error: kernel_bench: " << e.what() << "\n";
+    return 2;
+  }
+  suite::bench::ResultsFileReporter reporter(format, *writer);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
+  if (reporter.cases_written() == 0) {
+    writer->discard();
+    std::cerr << "error: kernel_bench: no case ran (does --benchmark_filter match any?)\n";
+    return 2;
+  }
+  try {
+    writer->finish();
+  } catch (const std::exception& e) {
+    std::cerr << "error: kernel_bench: finishing " << out << ": " << e.what() << "\n";
+    return 3;
+  }
+  // stdout is Google Benchmark's report alone when it is JSON or CSV.
+  (format == "console" ? std::cout : std::cerr)
+      << "results: " << out << " (" << reporter.cases_written() << " cases)\n";
   return 0;
 }

@@ -84,9 +84,10 @@ inline void report_rate(benchmark::State& state, double flops_per_iter, double t
 
 void register_cpu_cases(double cpu_peak_flops);
 #if defined(SUITE_HAVE_CUDA)
-// Registers GPU cases only when a device is visible; returns whether it did. attn_kernels:
-// parse_attn_kernel_list's names; throws std::invalid_argument when one is unavailable.
-bool register_cuda_cases(const std::vector<std::string>& attn_kernels);
+// Registers GPU cases only when a device is visible; returns its name, or "" when there is
+// none. attn_kernels: parse_attn_kernel_list's names; throws std::invalid_argument when one
+// is unavailable.
+std::string register_cuda_cases(const std::vector<std::string>& attn_kernels);
 #endif
 
 }  // namespace suite::bench

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "bench/kernels/kernel_bench_common.hpp"
+#include "bench/kernels/kernel_results.hpp"
 #include "kernels/attention/attention_cpu.hpp"
 #include "kernels/gemm/gemm_cpu.hpp"
 
@@ -28,7 +29,7 @@ void gemm_case(benchmark::State& state, std::int64_t n, double peak) {
     kernels::cpu::gemm<T>(false, false, n, n, n, 1, A.data(), n, B.data(), n, 0, C.data(), n);
     benchmark::DoNotOptimize(C.data());
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    state.SetIterationTime(dt);
+    set_iteration_time(state, dt);
     total += dt;
   }
   report_rate(state, 2.0 * n * n * n, total, peak);
@@ -51,7 +52,7 @@ void attention_case(benchmark::State& state, AttentionCase c, double peak) {
                                        o.data(), lse.data());
     benchmark::DoNotOptimize(o.data());
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    state.SetIterationTime(dt);
+    set_iteration_time(state, dt);
     total += dt;
   }
   report_rate(state, attention_flops(c, pos), total, peak);
@@ -61,24 +62,21 @@ void attention_case(benchmark::State& state, AttentionCase c, double peak) {
 
 void register_cpu_cases(double peak) {
   for (std::int64_t n : {256, 512, 1024}) {
-    benchmark::RegisterBenchmark(("gemm_cpu/fp32/n" + std::to_string(n)).c_str(),
-                                 [=](benchmark::State& s) { gemm_case<float>(s, n, peak); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("gemm_cpu/fp64/n" + std::to_string(n)).c_str(),
-                                 [=](benchmark::State& s) { gemm_case<double>(s, n, peak / 2); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+    register_kernel_case("gemm_cpu/fp32/n" + std::to_string(n), [=](benchmark::State& s) {
+      gemm_case<float>(s, n, peak);
+    })->Unit(benchmark::kMillisecond);
+    register_kernel_case("gemm_cpu/fp64/n" + std::to_string(n), [=](benchmark::State& s) {
+      gemm_case<double>(s, n, peak / 2);
+    })->Unit(benchmark::kMillisecond);
   }
   const AttentionCase cases[] = {{512, 8, 8, 64, false},
                                  {512, 8, 8, 64, true},
                                  {512, 8, 2, 128, true},
                                  {1024, 4, 4, 128, true}};
   for (const AttentionCase& c : cases) {
-    benchmark::RegisterBenchmark(("attention_cpu/fp32/" + attention_case_name(c)).c_str(),
-                                 [=](benchmark::State& s) { attention_case<float>(s, c, peak); })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+    register_kernel_case("attention_cpu/fp32/" + attention_case_name(c), [=](benchmark::State& s) {
+      attention_case<float>(s, c, peak);
+    })->Unit(benchmark::kMillisecond);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/kernels/kernel_bench_common.hpp"
+#include "bench/kernels/kernel_results.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/bf16.hpp"
 #include "kernels/core/cuda_check.hpp"
@@ -66,7 +67,7 @@ double timed_loop(benchmark::State& state, cudaStream_t stream, F&& launch) {
     SUITE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
     float ms = 0;
     SUITE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-    state.SetIterationTime(ms * 1e-3);
+    set_iteration_time(state, ms * 1e-3);
     total += ms * 1e-3;
   }
   return total;
@@ -138,11 +139,11 @@ std::vector<std::pair<kernels::AttnKernelChoice, std::string>> resolve_kernels(
 
 }  // namespace
 
-bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
+std::string register_cuda_cases(const std::vector<std::string>& attn_kernels) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    return false;
+    return "";
   }
   cudaDeviceProp prop{};
   SUITE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -150,22 +151,20 @@ bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
   const auto kernels_bf16 = resolve_kernels(attn_kernels);
   auto add_attention = [&](DType t, kernels::AttnKernelChoice choice, const std::string& kernel,
                            const AttentionCase& c, double peak, double min_time = 0) {
-    auto* b = benchmark::RegisterBenchmark(
-        ("attention_cuda/" + std::string(dtype_name(t)) + "/" + kernel + "/" +
-         attention_case_name(c))
-            .c_str(),
-        [=](benchmark::State& s) { attention_case(s, t, c, choice, peak); });
-    b->UseManualTime()->Unit(benchmark::kMillisecond);
+    auto* b =
+        register_kernel_case("attention_cuda/" + std::string(dtype_name(t)) + "/" + kernel + "/" +
+                                 attention_case_name(c),
+                             [=](benchmark::State& s) { attention_case(s, t, c, choice, peak); });
+    b->Unit(benchmark::kMillisecond);
     if (min_time > 0) b->MinTime(min_time);
   };
   for (DType t : {DType::bf16, DType::fp32}) {
     const double peak = gpu_peak_flops(device, t);
     const std::string dt(dtype_name(t));
     for (std::int64_t n : {2048, 4096, 8192}) {
-      benchmark::RegisterBenchmark(("gemm_cuda/" + dt + "/n" + std::to_string(n)).c_str(),
-                                   [=](benchmark::State& s) { gemm_case(s, t, n, peak); })
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      register_kernel_case("gemm_cuda/" + dt + "/n" + std::to_string(n), [=](benchmark::State& s) {
+        gemm_case(s, t, n, peak);
+      })->Unit(benchmark::kMillisecond);
     }
     // The shapes of issue 7's comparison with PyTorch (scripts/torch_peer.py uses the same).
     const AttentionCase cases[] = {{4096, 32, 32, 128, false},
@@ -195,7 +194,7 @@ bool register_cuda_cases(const std::vector<std::string>& attn_kernels) {
     }
   }
   benchmark::AddCustomContext("cuda_device", device);
-  return true;
+  return device;
 }
 
 }  // namespace suite::bench

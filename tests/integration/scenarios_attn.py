@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect  # noqa: E402
@@ -43,15 +44,50 @@ def scenario_kernel_bench_attn_kernel(env: Env) -> None:
     proc = subprocess.run([exe, "--attn-kernel=bogus"], capture_output=True, text=True, timeout=60)
     expect(proc.returncode == 2 and "unknown kernel 'bogus'" in proc.stderr, "bogus kernel not refused", proc)
     proc = subprocess.run([exe, "--attn-kernel=suite,auto", "--benchmark_filter=attention_cpu/fp32/s512_a8_kv8_d64_full",
-                           "--benchmark_min_time=0.01"], capture_output=True, text=True, timeout=120)
+                           "--benchmark_min_time=0.01", f"--out={env.workdir / 'kb_list.h5'}"],
+                          capture_output=True, text=True, timeout=120)
     expect(proc.returncode == 0 and "s512_a8_kv8_d64_full" in proc.stdout, "kernel_bench with a kernel list", proc)
     proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     expect("--attn-kernel=LIST" in proc.stdout, "--help does not explain --attn-kernel", proc)
 
 
+def scenario_kernel_bench_results(env: Env) -> None:
+    """kernel_bench writes the results contract: one case per run, its iteration times, the
+    rate they give, the peak when one is known; bad input leaves no file."""
+    exe = str(env.bin_dir / "kernel_bench")
+    out = env.workdir / "kb.h5"
+    proc = subprocess.run([exe, f"--out={out}", "--peak-gflops=1000", "--benchmark_min_time=0.01",
+                           "--benchmark_filter=gemm_cpu/fp32/n256|attention_cpu/fp32/s512_a8_kv8_d64_causal",
+                           "--benchmark_repetitions=2"], capture_output=True, text=True, timeout=120)
+    expect(proc.returncode == 0 and f"results: {out} (4 cases)" in proc.stdout, "kernel_bench --out", proc)
+    with h5py.File(out) as f:
+        expect(f.attrs["complete"] == 1 and f.attrs["bench"] == "kernel_bench", "file attributes")
+        expect((f.attrs["world_size"], f.attrs["backend"]) == (1, "cpu"), "one CPU process")
+        names = sorted(f["kernel_bench"])
+        expect(names == ["attention_cpu_fp32_s512_a8_kv8_d64_causal", "attention_cpu_fp32_s512_a8_kv8_d64_causal_rep1",
+                         "gemm_cpu_fp32_n256", "gemm_cpu_fp32_n256_rep1"], f"cases {names}")
+        for name, g in f["kernel_bench"].items():
+            a, t = g.attrs, g["time_s"][()]
+            expect(t.shape == (a["iterations"], 1) and t.shape[0] > 0, f"{name}: time_s {t.shape}")
+            expect(np.isclose(a["time_median_s"], np.median(t)), f"{name}: median is not of time_s")
+            expect(np.isclose(a["flops_per_s"], a["FLOP_per_iter"] / t.mean(), rtol=1e-6),
+                   f"{name}: the rate is not FLOP_per_iter over the mean iteration time")
+            expect(a["peak_flops"] == 1e12 and np.isclose(a["frac_of_peak"], a["flops_per_s"] / 1e12),
+                   f"{name}: peak")
+            expect((a["op"], a["backend"], a["dtype"]) == (name.split("_")[0], "cpu", "fp32"), f"{name}: params")
+        expect(f["kernel_bench/gemm_cpu_fp32_n256"].attrs["FLOP_per_iter"] == 2 * 256**3, "GEMM FLOPs")
+    bad = env.workdir / "kb_bad.h5"
+    for args, why in ((["--benchmark_filter=no_such_case"], "no case ran"),
+                      (["--peak-gflops=-5"], "positive number")):
+        proc = subprocess.run([exe, f"--out={bad}", *args], capture_output=True, text=True, timeout=60)
+        expect(proc.returncode == 2 and why in proc.stderr, f"{args}: exit {proc.returncode}", proc)
+        expect(not bad.exists() and not Path(str(bad) + ".partial").exists(), f"{args}: left a file")
+
+
 SCENARIOS = {
     "layer_attn_kernel": scenario_layer_attn_kernel,
     "kernel_bench_attn_kernel": scenario_kernel_bench_attn_kernel,
+    "kernel_bench_results": scenario_kernel_bench_results,
 }
 
 

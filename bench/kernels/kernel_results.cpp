@@ -1,0 +1,180 @@
+#include "bench/kernels/kernel_results.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <utility>
+
+#include "common/stats.hpp"
+
+namespace suite::bench {
+namespace {
+
+// Every call of a case's function (Google Benchmark calls it once per trial while it sizes
+// the iteration count, then once per repetition), with its iteration times.
+std::map<std::string, std::vector<std::vector<double>>>& calls_by_case() {
+  static std::map<std::string, std::vector<std::vector<double>>> calls;
+  return calls;
+}
+std::vector<double>* current_call = nullptr;
+
+// Google Benchmark's run name less the suffixes it appends to the registered name.
+std::string registered_name(const std::string& run_name) {
+  static const std::regex kSuffix(
+      "(/(manual_time|real_time|process_time|iterations:[0-9]+|repeats:[0-9]+|min_time:[^/]+|"
+      "min_warmup_time:[^/]+|threads:[0-9]+))+$");
+  return std::regex_replace(run_name, kSuffix, "");
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
+// "op_backend/dtype[/kernel]/shape" -> typed parameters.
+Attributes params_of(const std::string& registered) {
+  const std::vector<std::string> parts = split(registered, '/');
+  const std::string& family = parts.front();
+  const std::size_t underscore = family.find('_');
+  Attributes params = {{"op", family.substr(0, underscore)},
+                       {"backend", underscore == std::string::npos ? std::string("?")
+                                                                   : family.substr(underscore + 1)},
+                       {"dtype", parts.size() > 1 ? parts[1] : std::string("?")},
+                       {"shape", parts.back()}};
+  if (parts.size() == 4) params.emplace_back("kernel_choice", parts[2]);
+  return params;
+}
+
+// "attn_kernel=cudnn attn_library=cudnn 9.19.0" -> {{attn_kernel, cudnn}, {attn_library, ...}}:
+// a value runs to the next " key=".
+Attributes label_attrs(const std::string& label) {
+  static const std::regex kKey("(^| )([a-z_]+)=");
+  Attributes out;
+  std::vector<std::pair<std::string, std::size_t>> keys;  // name, where its value starts
+  std::vector<std::size_t> key_starts;
+  for (auto it = std::sregex_iterator(label.begin(), label.end(), kKey);
+       it != std::sregex_iterator(); ++it) {
+    keys.emplace_back((*it)[2].str(), static_cast<std::size_t>(it->position() + it->length()));
+    key_starts.push_back(static_cast<std::size_t>(it->position()));
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::size_t end = i + 1 < keys.size() ? key_starts[i + 1] : label.size();
+    out.emplace_back(keys[i].first, label.substr(keys[i].second, end - keys[i].second));
+  }
+  return out;
+}
+
+// The counters under the results file's names (rates in FLOP/s, as measured_F_flops is).
+std::string attr_name(const std::string& counter) {
+  if (counter == "FLOP/s") return "flops_per_s";
+  if (counter == "peak_FLOP/s") return "peak_flops";
+  return counter;
+}
+
+std::unique_ptr<benchmark::BenchmarkReporter> make_display(const std::string& format) {
+  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
+#pragma GCC diagnostic push  // Google Benchmark deprecates its CSV reporter but still offers it
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  if (format == "csv") return std::make_unique<benchmark::CSVReporter>();
+#pragma GCC diagnostic pop
+  const char* term = std::getenv("TERM");
+  const bool color = isatty(STDOUT_FILENO) && term && std::string(term) != "dumb";
+  return std::make_unique<benchmark::ConsoleReporter>(color ? benchmark::ConsoleReporter::OO_Color
+                                                            : benchmark::ConsoleReporter::OO_None);
+}
+
+}  // namespace
+
+benchmark::internal::Benchmark* register_kernel_case(const std::string& name,
+                                                     std::function<void(benchmark::State&)> fn) {
+  return benchmark::RegisterBenchmark(name.c_str(),
+                                      [name, fn](benchmark::State& state) {
+                                        auto& calls = calls_by_case()[name];
+                                        calls.emplace_back();
+                                        current_call = &calls.back();
+                                        fn(state);
+                                        current_call = nullptr;
+                                      })
+      ->UseManualTime();
+}
+
+void set_iteration_time(benchmark::State& state, double seconds) {
+  state.SetIterationTime(seconds);
+  if (current_call) current_call->push_back(seconds);
+}
+
+std::string kernel_case_name(const std::string& registered, long repetition) {
+  std::string name = registered;
+  for (char& c : name)
+    c = c == '/' ? '_' : c;
+  if (repetition > 0) name += "_rep" + std::to_string(repetition);
+  return name;
+}
+
+ResultsFileReporter::ResultsFileReporter(const std::string& format, ResultsWriter& writer)
+    : display_(make_display(format)), writer_(writer) {}
+
+bool ResultsFileReporter::ReportContext(const Context& context) {
+  return display_->ReportContext(context);
+}
+
+void ResultsFileReporter::Finalize() {
+  display_->Finalize();
+}
+
+void ResultsFileReporter::ReportRuns(const std::vector<Run>& runs) {
+  display_->ReportRuns(runs);
+  // The runs of one case arrive together (all its repetitions): its last calls of the reported
+  // iteration count are those repetitions, in order.
+  std::map<std::string, std::vector<const Run*>> by_case;
+  for (const Run& run : runs)
+    if (run.run_type == Run::RT_Iteration && !run.error_occurred)
+      by_case[registered_name(run.benchmark_name())].push_back(&run);
+  for (const auto& [registered, reps] : by_case) {
+    std::vector<const std::vector<double>*> matching;
+    for (const auto& call : calls_by_case()[registered])
+      if (static_cast<std::int64_t>(call.size()) == reps.front()->iterations)
+        matching.push_back(&call);
+    for (std::size_t r = 0; r < reps.size(); ++r) {
+      const Run& run = *reps[r];
+      const std::size_t k =
+          matching.size() >= reps.size() ? matching.size() - reps.size() + r : matching.size();
+      const std::vector<double> times = k < matching.size() ? *matching[k] : std::vector<double>{};
+      CaseRecord rec{"kernel_bench",
+                     kernel_case_name(registered, static_cast<long>(r)),
+                     params_of(registered),
+                     {},
+                     {},
+                     {},
+                     {}};
+      const Summary t = summarize(times);
+      rec.attrs = {{"iterations", static_cast<std::int64_t>(times.size())},
+                   {"warmup", std::int64_t{0}},
+                   {"time_median_s", t.median},
+                   {"time_p10_s", t.p10},
+                   {"time_p90_s", t.p90},
+                   {"time_min_s", t.min},
+                   {"time_max_s", t.max},
+                   {"time_mean_s", t.mean},
+                   {"check_passed", std::int64_t{-1}}};  // rates, not results: nothing to check
+      for (const auto& [name, counter] : run.counters)
+        rec.attrs.emplace_back(attr_name(name), static_cast<double>(counter.value));
+      for (auto& attr : label_attrs(run.report_label))
+        rec.attrs.push_back(std::move(attr));
+      rec.tables.push_back({"time_s", times.size(), 1, times});
+      writer_.write_case(rec);
+      ++written_;
+    }
+  }
+}
+
+}  // namespace suite::bench
