@@ -2,11 +2,16 @@
 """Baseline registry: reference results files under results/baselines/, keyed by system.
 
 A system is what must agree for two runs' times to be comparable: the device names, the
-world size, the link preset (`link`), the transport, the backend and the dtype. A baseline is
-stored as `results/baselines/<system key>/<bench>[_<mode>].h5`; lookup reads the attributes of
-every file in the registry (so a file under any folder name is found by what it holds) and
-picks, among the files of the same system and bench, the one sharing most cases with the run
-(newest first on a tie).
+world size, the benchmark's process group (`group_size` and `group_count`: `--tp`, `--cp`,
+`--ep`), the link preset (`link`), the transport, the backend and the dtype. A file written
+before the group was recorded counts as one group of its world size, as the schema says of a
+benchmark without a group. A baseline is stored as
+`results/baselines/<system key>/<bench>[_<mode>].h5`; the key names the group (`g<size>x<count>`)
+only when it is not the whole world, so the keys of such runs are those of older registries.
+Lookup reads the attributes of every file in the registry (so a file under any folder name,
+older keys included, is found by what it holds) and picks, among the files of the same system
+and bench, the one sharing most comparable cases with the run (same name and parameters; newest
+first on a tie).
 
     baselines.py list [--registry DIR]            every baseline and its system key
     baselines.py add RUN.h5 [--registry DIR]      store a run as the baseline of its system
@@ -24,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_results import Results, cli_warnings, read_results  # noqa: E402
+from suite_results import Results, cli_warnings, match_cases, read_results  # noqa: E402
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[1] / "results" / "baselines"
-SYSTEM_KEYS = ("device_names", "world_size", "link", "transport", "backend", "dtype")
+SYSTEM_KEYS = ("device_names", "world_size", "group_size", "group_count", "link", "transport",
+               "backend", "dtype")
 
 
 def run_dtype(res: Results) -> str:
@@ -39,17 +45,24 @@ def run_dtype(res: Results) -> str:
 
 
 def system_of(res: Results) -> dict[str, str]:
-    """The attributes that define a system (see SYSTEM_KEYS), as strings."""
-    system = {k: str(res.attrs.get(k, "?")) for k in SYSTEM_KEYS if k != "dtype"}
-    system["dtype"] = run_dtype(res)
+    """The attributes that define a system (see SYSTEM_KEYS), as strings; an older file
+    without the process-group attributes has one group of world_size (`Results.config_attr`)."""
+    system = {}
+    for key in SYSTEM_KEYS:
+        value = run_dtype(res) if key == "dtype" else res.config_attr(key)
+        system[key] = "?" if value is None else str(value)
     return system
 
 
 def system_key(res: Results) -> str:
-    """A folder name for the system, e.g. `NVIDIA-H100-80GB-HBM3_x8_nvlink_nccl_cuda_bf16`."""
+    """A folder name for the system, e.g. `NVIDIA-H100-80GB-HBM3_x8_nvlink_nccl_cuda_bf16`, or
+    `..._x16_g8x2_...` for groups of 8 ranks, 2 at once (`--tp 8` on 16 ranks). A group of the
+    whole world is not named, which keeps the keys that registries used before groups were."""
     s = system_of(res)
-    text = "_".join([s["device_names"], f"x{s['world_size']}", s["link"], s["transport"],
-                     s["backend"], s["dtype"]])
+    group = ([] if (s["group_size"], s["group_count"]) == (s["world_size"], "1")
+             else [f"g{s['group_size']}x{s['group_count']}"])
+    text = "_".join([s["device_names"], f"x{s['world_size']}", *group, s["link"],
+                     s["transport"], s["backend"], s["dtype"]])
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")
 
 
@@ -78,16 +91,18 @@ def entries(registry: Path) -> list[Results]:
     return found
 
 
-def find_baseline(run: Results, registry: Path = DEFAULT_REGISTRY) -> Choice | None:
-    """The baseline for `run`: same system and bench, most cases in common, newest first."""
-    system, bench = system_of(run), run.attrs.get("bench")
+def find_baseline(run: Results, registry: Path = DEFAULT_REGISTRY,
+                  ignore_params: tuple[str, ...] = ()) -> Choice | None:
+    """The baseline for `run`: same system and bench, most comparable cases in common (same
+    name and params, but for `ignore_params`), newest first."""
+    system, bench = system_of(run), run.bench
     best: Choice | None = None
     for base in entries(registry):
-        if base.attrs.get("bench") != bench or system_of(base) != system:
+        if base.bench != bench or system_of(base) != system:
             continue
         if base.path.resolve() == Path(run.path).resolve():
             continue
-        shared = len(set(base.cases) & set(run.cases))
+        shared = len(match_cases(base, run, ignore_params).pairs)
         if shared == 0:
             continue
         newer = best is not None and shared == best.shared_cases and (

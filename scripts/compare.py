@@ -10,8 +10,15 @@ than the threshold AND by more than the noise: the half-width of the p10..p90 ba
 per-iteration step times, relative to the median, the larger of the two runs' (times --noise-k).
 A slowdown past the threshold but inside the noise is reported as `slower (noise)`.
 
+Cases are paired by name, and compared only when their parameters agree as well: a name need
+not encode every parameter (ring_attention's omits the `--cp` group size n_c, sp_tp's
+collectives omit the `--tp` size t), so a same-named case with other parameters is listed as
+not comparable, with the parameters that differ, and gets no ratio or verdict
+(--ignore-param lets a named parameter differ). Two runs of different benchmarks are refused.
+
 Exit status: 1 if any case regressed or a result check newly fails, 0 otherwise (also when no
-baseline matches, unless --require-baseline), 2 on a usage error.
+baseline matches, unless --require-baseline), 2 on a usage error (also: the two files hold
+different benchmarks).
 """
 
 from __future__ import annotations
@@ -134,6 +141,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "from it when it lies beside the run as <run>.compare.json)")
     parser.add_argument("--require-baseline", action="store_true",
                         help="exit 2 when the registry holds no baseline for this system")
+    parser.add_argument("--ignore-param", action="append", default=[], metavar="NAME",
+                        help="compare same-named cases even when this parameter differs or "
+                             "one file lacks it (e.g. a baseline written before the parameter "
+                             "was recorded); repeatable. Without it such cases are listed as "
+                             "not comparable")
     args = parser.parse_args(argv)
     if len(args.files) > 2:
         parser.error("give at most two files: [BASELINE] CANDIDATE")
@@ -159,15 +171,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     cand_path = args.files[-1]
     cand = read_results(cand_path, load_datasets=False)
+    ignore = tuple(args.ignore_param)
     verdict: dict = {"candidate": str(cand_path), "system": system_key(cand),
                      "bench": cand.attrs.get("bench"), "threshold": args.threshold,
                      "noise_k": args.noise_k, "created_utc": cand.attrs.get("created_utc"),
                      "git_commit": cand.attrs.get("git_commit")}
+    if ignore:
+        verdict["ignored_params"] = list(ignore)
     if len(args.files) == 2:
         base_path = args.files[0]
         base = read_results(base_path, load_datasets=False)
+        if base.bench != cand.bench:
+            print(f"error: {base_path} holds bench {base.bench or '?'} and {cand_path} bench "
+                  f"{cand.bench or '?'}: runs of different benchmarks have no case in common",
+                  file=sys.stderr)
+            return 2
     else:
-        choice = find_baseline(cand, args.registry)
+        choice = find_baseline(cand, args.registry, ignore)
         if choice is None:
             print(f"no baseline in {args.registry} for system {system_key(cand)} "
                   f"(bench {cand.attrs.get('bench')}): nothing to compare")
@@ -178,21 +198,31 @@ def main(argv: list[str] | None = None) -> int:
     for diff in config_differences(base, cand):
         warn(f"the runs differ in {diff}; times may not be comparable")
 
-    pairs, only_base, only_cand = match_cases(base, cand)
+    pairs, only_base, only_cand, differing = match_cases(base, cand, ignore)
     rows = [compare_case(b, c, args.threshold, args.noise_k) for b, c in pairs]
     print(f"baseline:  {base_path} ({base.attrs.get('git_commit', '?')}, "
           f"{base.attrs.get('created_utc', '?')})")
     print(f"candidate: {cand_path} ({cand.attrs.get('git_commit', '?')}, "
           f"{cand.attrs.get('created_utc', '?')})")
     print(f"threshold: {args.threshold:.1%}, and beyond {args.noise_k:g} x noise\n")
-    print_table(rows)
+    if rows:
+        print_table(rows)
 
-    new_failures = [k for k in only_cand if cand.cases[k].check_passed == 0]
+    # A candidate case with no comparable baseline case (new, or other parameters) that fails
+    # its check is a new failure.
+    unmatched = only_cand + [c.key for _, c, _ in differing]
+    new_failures = [k for k in unmatched if cand.cases[k].check_passed == 0]
     for key in only_base:
         print(f"only in baseline:  {key}")
     for key in only_cand:
         note = "  CHECK FAILED" if key in new_failures else ""
         print(f"only in candidate: {key}{note}")
+    for _, c, diffs in differing:
+        note = "  CHECK FAILED" if c.key in new_failures else ""
+        print(f"not comparable:    {c.key} (parameters differ, baseline != candidate: "
+              f"{'; '.join(diffs)}){note}")
+    if not rows:
+        warn("no case of the two runs could be compared")
 
     regressions = [r.key for r in rows if r.regression]
     failures = [r.key for r in rows if r.failed_check] + new_failures
@@ -200,13 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     noisy = sum(r.status.endswith("(noise)") for r in rows)
     print(f"\n{len(rows)} compared, {len(regressions)} regression(s), {improvements} "
           f"improvement(s), {len(failures)} check failure(s), {noisy} within noise, "
-          f"{len(only_base)} only in baseline, {len(only_cand)} only in candidate")
+          f"{len(only_base)} only in baseline, {len(only_cand)} only in candidate, "
+          f"{len(differing)} not comparable")
     flagged = bool(regressions or failures)
     print(f"verdict: {'regression' if flagged else 'ok'}")
     write_verdict(args.verdict, {
         **verdict, "verdict": "regression" if flagged else "ok", "baseline": str(base_path),
         "regressions": regressions, "check_failures": failures,
         "only_in_baseline": only_base, "only_in_candidate": only_cand,
+        "not_comparable": [{"case": c.key, "differences": diffs} for _, c, diffs in differing],
         "cases": [{"case": r.key, "ratio": r.ratio, "noise": r.noise, "status": r.status}
                   for r in rows]})
     return 1 if flagged else 0

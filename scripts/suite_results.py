@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import h5py
 import numpy as np
@@ -24,8 +24,12 @@ import numpy as np
 SCHEMA_VERSION = 1
 PARTIAL_SUFFIX = ".partial"
 RANKS_GROUP = "ranks"
-# File attributes that must agree for two runs to be comparable.
-CONFIG_KEYS = ("bench", "backend", "transport", "world_size", "link")
+# File attributes that must agree for two runs to be comparable. The process group
+# (`group_size`, `group_count`) is among them: case names need not encode it (ring_attention's
+# omit `--cp`, sp_tp's collectives omit `--tp`).
+CONFIG_KEYS = ("bench", "backend", "transport", "world_size", "group_size", "group_count", "link")
+# Shown for a parameter that one case records and the other does not (an older file).
+ABSENT = "(absent)"
 
 
 class SuiteWarning(UserWarning):
@@ -92,7 +96,8 @@ class Case:
 
     @property
     def key(self) -> str:
-        """`<bench>/<case>`, the name used to match cases between files."""
+        """`<bench>/<case>`, the name under which cases of two files are paired (they are
+        comparable only when their params agree as well, see `params_differences`)."""
         return f"{self.bench}/{self.name}"
 
     @property
@@ -154,9 +159,29 @@ class Results:
         found = [c for c in self.cases.values() if c.bench == bench]
         return sorted(found, key=lambda c: natural_key(c.name))
 
+    @property
+    def bench(self) -> str | None:
+        """The `bench` attribute, or (a file without it) the one bench its cases belong to."""
+        value = self.attrs.get("bench")
+        if value not in (None, ""):
+            return str(value)
+        benches = self.benches()
+        return benches[0] if len(benches) == 1 else None
+
+    def config_attr(self, key: str) -> Any:
+        """File attribute `key`, None when absent, except for the process group, which files
+        written before it was recorded lack: there it is what the schema says for a benchmark
+        without a group, one group of `world_size` (group_size = world_size, group_count = 1)."""
+        value = self.attrs.get(key)
+        if value is None and key == "group_size":
+            return self.attrs.get("world_size")
+        if value is None and key == "group_count" and "group_size" not in self.attrs:
+            return 1
+        return value
+
     def config(self) -> dict[str, Any]:
         """The attributes that must agree between comparable runs (see CONFIG_KEYS)."""
-        return {k: self.attrs.get(k) for k in CONFIG_KEYS}
+        return {k: self.config_attr(k) for k in CONFIG_KEYS}
 
     def describe(self) -> str:
         """One line naming bench, backend, transport, link and world size, for titles."""
@@ -237,20 +262,60 @@ def read_results(path: str | Path, *, load_datasets: bool = True, warn: bool = T
     return res
 
 
-def match_cases(base: Results,
-                cand: Results) -> tuple[list[tuple[Case, Case]], list[str], list[str]]:
-    """Pair cases by `<bench>/<case>` name: (pairs, keys only in base, keys only in cand)."""
+def _same_value(a: Any, b: Any) -> bool:
+    """Equality of two parameter values, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return bool(a == b)
+
+
+def params_differences(a: Case, b: Case, ignore: Iterable[str] = ()) -> list[str]:
+    """`name: a != b` for each parameter the two cases do not share with the same value (one
+    recorded by one case only counts, shown as `(absent)`), leaving out the names in `ignore`."""
+    def show(params: dict[str, Any], name: str) -> str:
+        return repr(params[name]) if name in params else ABSENT
+
+    skip = set(ignore)
+    names = [*a.params, *(n for n in b.params if n not in a.params)]
+    return [f"{n}: {show(a.params, n)} != {show(b.params, n)}"
+            for n in names if n not in skip and not (
+                n in a.params and n in b.params and _same_value(a.params[n], b.params[n]))]
+
+
+class CaseMatch(NamedTuple):
+    """Cases of two files paired by name, then by parameters (see `match_cases`)."""
+
+    pairs: list[tuple[Case, Case]]  # same name, same params: comparable
+    only_base: list[str]  # keys of the cases only the first file holds
+    only_cand: list[str]  # keys of the cases only the second file holds
+    differing: list[tuple[Case, Case, list[str]]]  # same name, other params: not comparable
+
+
+def match_cases(base: Results, cand: Results, ignore_params: Iterable[str] = ()) -> CaseMatch:
+    """Pair the cases of two files by `<bench>/<case>` name. A pair is comparable only when the
+    params agree too: a name need not encode every parameter (ring_attention's omits `n_c`,
+    sp_tp's collectives omit `t`), so same-named cases with other params go to `differing`,
+    with their `params_differences`. Parameters named in `ignore_params` may differ."""
+    ignore = tuple(ignore_params)
     order = sorted(set(base.cases) | set(cand.cases), key=natural_key)
-    pairs = [(base.cases[k], cand.cases[k]) for k in order if k in base.cases and k in cand.cases]
-    only_base = [k for k in order if k not in cand.cases]
-    only_cand = [k for k in order if k not in base.cases]
-    return pairs, only_base, only_cand
+    match = CaseMatch([], [k for k in order if k not in cand.cases],
+                      [k for k in order if k not in base.cases], [])
+    for key in order:
+        if key in base.cases and key in cand.cases:
+            b, c = base.cases[key], cand.cases[key]
+            diffs = params_differences(b, c, ignore)
+            if diffs:
+                match.differing.append((b, c, diffs))
+            else:
+                match.pairs.append((b, c))
+    return match
 
 
 def config_differences(a: Results, b: Results, keys: Iterable[str] = CONFIG_KEYS) -> list[str]:
-    """Human-readable `key: a != b` lines for the configuration attributes that differ."""
-    return [f"{k}: {a.attrs.get(k)!r} != {b.attrs.get(k)!r}"
-            for k in keys if a.attrs.get(k) != b.attrs.get(k)]
+    """Human-readable `key: a != b` lines for the configuration attributes that differ (the
+    process group of an older file read as one group of world_size, see `config_attr`)."""
+    return [f"{k}: {a.config_attr(k)!r} != {b.config_attr(k)!r}"
+            for k in keys if a.config_attr(k) != b.config_attr(k)]
 
 
 def find_result_files(inputs: Iterable[str | Path], include_partial: bool = False) -> list[Path]:

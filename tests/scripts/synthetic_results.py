@@ -226,6 +226,30 @@ def generic_cases() -> list[CaseSpec]:
     return cases
 
 
+def group_attrs(group_size: int, world_size: int) -> dict[str, Any]:
+    """The process-group file attributes of a run with groups of `group_size` consecutive
+    ranks (`--tp`, `--cp`, `--ep`); files written before they existed have none."""
+    return {"group_size": group_size, "group_count": world_size // group_size,
+            "group_layout": "consecutive"}
+
+
+def ring_cases(n_c: int, world_size: int = 2, scale: float = 1.0, check: int = 1,
+               extra_params: dict[str, Any] | None = None) -> list[CaseSpec]:
+    """ring_attention cases named as bench/ring_attention/ring_config.cpp names them: the name
+    leaves out the context-parallel group size n_c (`--cp`), which only the params record."""
+    cases = []
+    for i, c in enumerate((1024, 4096)):
+        cases.append({
+            "name": f"ring_contiguous_causal_fp32_c{c}_a8_d64",
+            "params": {"variant": "ring", "layout": "contiguous", "causal": 1, "dtype": "fp32",
+                       "c": c, "s": c * n_c, "n_c": n_c, "cp_groups": world_size // n_c,
+                       "heads": 8, "kv_heads": 8, "head_dim": 64, "batch": 1,
+                       **(extra_params or {})},
+            "attrs": {"check_passed": check},
+            "time_s": rank_times(scale * 1e-3 * (i + 1), world_size=world_size, seed=i)})
+    return cases
+
+
 def run_script(name: str, *args: Any, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """Run `python scripts/<name> args...` from the repo root, as a user would."""
     return subprocess.run([sys.executable, f"scripts/{name}", *map(str, args)], cwd=cwd,

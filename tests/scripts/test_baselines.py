@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import baselines
 from suite_results import read_results
-from synthetic_results import run_script, sp_tp_cases
+from synthetic_results import group_attrs, ring_cases, run_script, sp_tp_cases
 
 
 def _read(path):
@@ -56,3 +56,65 @@ def test_find_matches_system_bench_and_cases(results_writer, tmp_path):
 def test_system_key_uses_case_dtype_for_older_files(results_writer):
     run = results_writer("old.h5", "sp_tp", sp_tp_cases())  # no file attribute dtype
     assert baselines.system_of(_read(run))["dtype"] == "fp32"
+
+
+def _tp_cases(t: int, world_size: int = 8):
+    """sp_tp collectives on TP groups of t ranks: the name omits t, the params hold it."""
+    cases = sp_tp_cases(world_size=world_size, mode="collectives")
+    for case in cases:
+        case["params"]["t"] = t
+    return cases
+
+
+def test_group_is_part_of_the_system(results_writer, tmp_path):
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    tp8 = results_writer("reg/tp8.h5", "sp_tp", _tp_cases(8), world_size=8,
+                         file_attrs=group_attrs(8, 8), created_utc="2025-03-01T00:00:00Z")
+    run = results_writer("run.h5", "sp_tp", _tp_cases(4), world_size=8,
+                         file_attrs=group_attrs(4, 8), created_utc="2025-04-01T00:00:00Z")
+    assert baselines.system_key(_read(run)) == "cpu_x8_g4x2_loopback_mpi_cpu_fp32"
+    assert baselines.system_key(_read(tp8)) == "cpu_x8_loopback_mpi_cpu_fp32"
+    assert baselines.system_of(_read(run)) != baselines.system_of(_read(tp8))
+    # a baseline for TP=8 is never picked for TP=4, though every case name matches
+    assert baselines.find_baseline(_read(run), reg) is None
+    proc = run_script("compare.py", run, "--registry", reg)
+    assert proc.returncode == 0 and "no baseline" in proc.stdout and "g4x2" in proc.stdout
+    tp4 = results_writer("reg/tp4.h5", "sp_tp", _tp_cases(4), world_size=8,
+                         file_attrs=group_attrs(4, 8), created_utc="2025-01-01T00:00:00Z")
+    choice = baselines.find_baseline(_read(run), reg)
+    assert choice is not None and choice.path == tp4
+    # `add` files it under its own key, beside the TP=8 one
+    proc = run_script("baselines.py", "add", run, "--registry", tmp_path / "reg2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("cpu_x8_g4x2_loopback_mpi_cpu_fp32/sp_tp_collectives.h5")
+
+
+def test_older_baselines_without_group_attributes_still_match(results_writer, tmp_path):
+    reg = tmp_path / "reg"
+    (reg / "cpu_x2_loopback_mpi_cpu_fp32").mkdir(parents=True)
+    old = results_writer("reg/cpu_x2_loopback_mpi_cpu_fp32/ring_attention.h5", "ring_attention",
+                         ring_cases(2), world_size=2)  # written before the group attributes
+    whole = results_writer("whole.h5", "ring_attention", ring_cases(2), world_size=2,
+                           file_attrs=group_attrs(2, 2))
+    assert baselines.system_key(_read(old)) == baselines.system_key(_read(whole))
+    choice = baselines.find_baseline(_read(whole), reg)
+    assert choice is not None and choice.path == old and choice.shared_cases == 2
+    # `--cp 1` on the same 2 ranks is another system
+    cp1 = results_writer("cp1.h5", "ring_attention", ring_cases(1), world_size=2,
+                         file_attrs=group_attrs(1, 2))
+    assert baselines.system_key(_read(cp1)) == "cpu_x2_g1x2_loopback_mpi_cpu_fp32"
+    assert baselines.find_baseline(_read(cp1), reg) is None
+
+
+def test_find_counts_only_cases_with_the_same_params(results_writer, tmp_path):
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    same = results_writer("reg/same.h5", "ring_attention", ring_cases(2), world_size=2,
+                          created_utc="2025-01-01T00:00:00Z")
+    results_writer("reg/other_kernel.h5", "ring_attention",
+                   ring_cases(2, extra_params={"attn_kernel_choice": "suite"}), world_size=2,
+                   created_utc="2025-02-01T00:00:00Z")
+    run = results_writer("run.h5", "ring_attention", ring_cases(2), world_size=2)
+    choice = baselines.find_baseline(_read(run), reg)
+    assert choice is not None and choice.path == same and choice.shared_cases == 2

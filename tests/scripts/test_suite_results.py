@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import suite_results as sr
-from synthetic_results import sp_tp_cases
+from synthetic_results import group_attrs, ring_cases, sp_tp_cases
 
 
 def test_reads_cases_params_and_attrs(results_writer):
@@ -107,7 +107,8 @@ def test_match_cases_and_config(results_writer):
     a = sr.read_results(results_writer("a.h5", "sp_tp", sp_tp_cases()[:5]))
     b = sr.read_results(results_writer("b.h5", "sp_tp", sp_tp_cases()[2:],
                                        file_attrs={"link": "nvlink"}))
-    pairs, only_a, only_b = sr.match_cases(a, b)
+    pairs, only_a, only_b, differing = sr.match_cases(a, b)
+    assert differing == []
     assert [x.key for x, _ in pairs] == [
         "sp_tp/allreduce_fp32_n262144", "sp_tp/allreduce_fp32_n4194304",
         "sp_tp/rs_ag_fp32_n1024"]
@@ -133,3 +134,33 @@ def test_describe_flags_an_oversubscribed_run(results_writer):
         "b.h5", "sp_tp", sp_tp_cases()[:1],
         file_attrs={"oversubscribed": 1, "ranks_per_host_max": 4, "cpu_threads_per_host_min": 2}))
     assert over.describe().endswith("| oversubscribed: 4 ranks on 2 CPU threads")
+
+
+def test_same_name_other_params_do_not_match(results_writer):
+    a = sr.read_results(results_writer("a.h5", "ring_attention", ring_cases(1), world_size=2))
+    b = sr.read_results(results_writer("b.h5", "ring_attention",
+                                       ring_cases(2, extra_params={"attn_kernel_choice": "auto"}),
+                                       world_size=2))
+    match = sr.match_cases(a, b)
+    assert match.pairs == [] and match.only_base == [] and match.only_cand == []
+    assert [x.key for x, _, _ in match.differing] == [
+        "ring_attention/ring_contiguous_causal_fp32_c1024_a8_d64",
+        "ring_attention/ring_contiguous_causal_fp32_c4096_a8_d64"]
+    assert match.differing[0][2] == ["s: 1024 != 2048", "n_c: 1 != 2", "cp_groups: 2 != 1",
+                                     "attn_kernel_choice: (absent) != 'auto'"]
+    loose = sr.match_cases(a, b, ignore_params=("s", "n_c", "cp_groups", "attn_kernel_choice"))
+    assert len(loose.pairs) == 2 and loose.differing == []
+    assert len(sr.match_cases(a, a).pairs) == 2
+
+
+def test_group_is_part_of_the_config_and_older_files_have_one_group(results_writer):
+    old = sr.read_results(results_writer("old.h5", "ring_attention", ring_cases(4, 4)))
+    assert "group_size" not in old.attrs
+    assert old.config()["group_size"] == 4 and old.config()["group_count"] == 1
+    whole = sr.read_results(results_writer("whole.h5", "ring_attention", ring_cases(4, 4),
+                                           file_attrs=group_attrs(4, 4)))
+    assert sr.config_differences(old, whole) == []
+    halves = sr.read_results(results_writer("halves.h5", "ring_attention", ring_cases(2, 4),
+                                            file_attrs=group_attrs(2, 4)))
+    assert sr.config_differences(old, halves) == ["group_size: 4 != 2", "group_count: 1 != 2"]
+    assert old.bench == "ring_attention"
