@@ -71,8 +71,26 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
     per_row = (6 if a["mlp"] == "swiglu" else 4) * h * d_ff
     expect(math.isclose(a["expert_flops_per_rank"], rows.mean() * per_row), f"{name}: expert FLOPs per rank")
     expect(math.isclose(a["pred_expert_flops_per_rank"], k * T * per_row), f"{name}: predicted expert FLOPs")
-    expect(math.isclose(a["dispatch_algbw_GBps"], g["dispatch_bytes"][()].mean() / t["dispatch"] / 1e9),
-           f"{name}: dispatch algbw")
+    # nccl-tests all-to-all conventions: algbw = each rank's whole buffer, its own block included
+    # (dispatch: its kept copies; combine: the rows its experts processed; h e bytes a row) / the
+    # median phase time, mean over ranks; busbw = algbw (N_e-1)/N_e.
+    row_bytes, bus = h * elem, (n_e - 1) / n_e
+    kept_mean = k * T - a["dropped_copies"] / ranks
+    expect(math.isclose(kept_mean, rows.mean()), f"{name}: kept copies {kept_mean} != rows received {rows.mean()}")
+    expect(math.isclose(a["dispatch_algbw_GBps"], kept_mean * row_bytes / t["dispatch"] / 1e9),
+           f"{name}: dispatch algbw {a['dispatch_algbw_GBps']}")
+    expect(math.isclose(a["combine_algbw_GBps"], rows.mean() * row_bytes / t["combine"] / 1e9),
+           f"{name}: combine algbw {a['combine_algbw_GBps']}")
+    for p in ("dispatch", "combine"):
+        alg, busbw = a[f"{p}_algbw_GBps"], a[f"{p}_busbw_GBps"]
+        expect(alg > 0 and math.isclose(busbw, alg * bus, rel_tol=1e-12, abs_tol=0),
+               f"{name}: {p} busbw {busbw} != algbw {alg} x (N_e-1)/N_e = {alg * bus}")
+        per_alg, per_bus = g[f"{p}_algbw_GBps"][()], g[f"{p}_busbw_GBps"][()]
+        expect(per_alg.shape == (1, ranks) and per_bus.shape == (1, ranks), f"{name}: {p} bw table shapes")
+        expect(np.allclose(per_bus, per_alg * bus, rtol=1e-12, atol=0), f"{name}: per-rank {p} busbw")
+        expect(math.isclose(per_alg.mean(), alg), f"{name}: {p} algbw != mean of the per-rank table")
+    expect(np.allclose(g["combine_algbw_GBps"][()].ravel(), rows * row_bytes / t["combine"] / 1e9),
+           f"{name}: per-rank combine algbw")
     cap = int(a["capacity"])
     kept_load = g["expert_load"][()].reshape(-1, E)  # one row per EP group (1-D when one group)
     expect(kept_load.shape == (ranks // n_e, E), f"{name}: expert_load shape {kept_load.shape}")
@@ -95,6 +113,8 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
         expect(np.array_equal(counts, kept_load[grp]), f"{name}: group {grp} per-expert load differs")
         expect(np.array_equal(g["tensor_expert_counts"][grp * n_e], counts), f"{name}: saved expert counts")
     expect(a["dropped_copies"] == dropped, f"{name}: dropped_copies {a['dropped_copies']} != {dropped}")
+    expect(np.allclose(g["dispatch_algbw_GBps"][()].ravel(), kept.sum(axis=1) * row_bytes / t["dispatch"] / 1e9),
+           f"{name}: per-rank dispatch algbw is not its kept copies / dispatch time")
     expect(math.isclose(a["drop_rate"], dropped / (k * T * ranks)), f"{name}: drop_rate")
     # Bytes each rank must send: its kept copies for other ranks' experts (dispatch) and the
     # rows other ranks of its group sent to its experts (combine), h * e bytes each.
