@@ -231,11 +231,31 @@ def scenario_bad_input(env: Env) -> None:
 
 
 def scenario_help(env: Env) -> None:
+    """--help explains every flag and the default hot factor; the defaults run: `--skew hot`
+    without --hot-factor (M = 3 at the default E = 8, k = 2; (1 + E/k)/2 where E/k <= 3)."""
     proc = env.mpirun(2, "moe", "--help", timeout=60)
     expect(proc.returncode == 0, "--help failed", proc)
     for flag in ("--tokens", "--hidden", "--ffn-hidden", "--experts", "--top-k", "--mlp", "--skew", "--alpha",
                  "--hot-factor", "--capacity-factor", "--balance-steps", "--ep", "--save-tensors"):
         expect(flag in proc.stdout, f"--help does not explain {flag}", proc)
+    expect("(1 + E/k)/2" in proc.stdout, "--help does not give the default hot factor", proc)
+    # The review's command (E, k, h, d_ff and the hot factor at their defaults), made short.
+    out = run_moe(env, 2, "moe_hot_defaults", "--skew", "hot", "--tokens", "64", "--iters", "2", "--warmup", "1",
+                  "--backend", "cpu")
+    with h5py.File(out) as f:
+        (g,) = f["moe"].values()
+        expect((g.attrs["experts"], g.attrs["top_k"], g.attrs["hot_factor"]) == (8, 2, 3.0),
+               f"defaults: E={g.attrs['experts']} k={g.attrs['top_k']} M={g.attrs['hot_factor']}")
+        expect("_hot_m3_" in g.name, f"case name {g.name}")
+        check_case(g, 2, 4)
+    # Per case: E = 4, k = 2 (E/k = 2) gets M = 1.5.
+    out = run_moe(env, 2, "moe_hot_per_case", "--skew", "hot", "--tokens", "16,32", "--experts", "4,8",
+                  "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1", "--backend", "cpu")
+    with h5py.File(out) as f:
+        got = sorted((int(g.attrs["experts"]), float(g.attrs["hot_factor"])) for g in f["moe"].values())
+        expect(got == [(4, 1.5), (4, 1.5), (8, 3.0), (8, 3.0)], f"per-case default hot factors {got}")
+        for g in f["moe"].values():
+            check_case(g, 2, 4)
 
 
 SCENARIOS = {
