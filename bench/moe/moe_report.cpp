@@ -200,12 +200,16 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
 
 void print_moe_table(const std::vector<CaseRecord>& records) {
   if (records.empty()) return;
+  // One row per case: its sweep coordinates (T, E, k, mlp, skew and its knob, CF) first, so
+  // the rows of a sweep tell apart; the case names are in the results file.
   std::printf(
       "\nMoE layer forward (median step = max over ranks; times in us; bytes = dispatch + "
-      "combine per rank)\n");
-  std::printf("%-5s %6s %5s %9s %8s %8s %8s %8s %8s %6s %6s %6s %8s %11s %11s %6s %6s %5s\n",
-              "skew", "a/M", "CF", "step", "route", "permute", "dispatch", "expert", "combine",
-              "max/mn", "drop%", "rank", "aux", "bytes", "pred_unif", "ratio", "pred", "check");
+      "combine per rank; a/M = zipf alpha or hot factor; CF 0 = dropless)\n");
+  std::printf(
+      "%7s %5s %2s %-6s %-4s %5s %5s %9s %8s %8s %8s %8s %8s %6s %6s %6s %8s %11s %11s %6s %6s "
+      "%5s\n",
+      "T", "E", "k", "mlp", "skew", "a/M", "CF", "step", "route", "permute", "dispatch", "expert",
+      "combine", "max/mn", "drop%", "rank", "aux", "bytes", "pred_unif", "ratio", "pred", "check");
   for (const auto& r : records) {
     const std::string skew = param_text(r, "skew");
     const double knob = skew == "zipf"  ? attr_number(r, "alpha")
@@ -213,9 +217,10 @@ void print_moe_table(const std::vector<CaseRecord>& records) {
                                         : 0;
     const double passed = attr_number(r, "check_passed");
     std::printf(
-        "%-5s %6.2f %5.2f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f %6.2f %6.2f %8.5f %11.0f "
-        "%11.0f %6.3f %6.3f %5s\n",
-        skew.c_str(), knob, attr_number(r, "capacity_factor"),
+        "%7.0f %5.0f %2.0f %-6s %-4s %5.2f %5.2f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f %6.2f "
+        "%6.2f %8.5f %11.0f %11.0f %6.3f %6.3f %5s\n",
+        attr_number(r, "tokens"), attr_number(r, "experts"), attr_number(r, "top_k"),
+        param_text(r, "mlp").c_str(), skew.c_str(), knob, attr_number(r, "capacity_factor"),
         attr_number(r, "time_median_s") * 1e6, attr_number(r, "phase_route_median_s") * 1e6,
         attr_number(r, "phase_permute_median_s") * 1e6,
         attr_number(r, "phase_dispatch_median_s") * 1e6,

@@ -24,11 +24,27 @@ PHASES = ("route", "permute", "dispatch", "expert", "combine")
 
 
 def run_moe(env: Env, ranks: int, name: str, *args: str) -> Path:
+    return run_moe_proc(env, ranks, name, *args)[0]
+
+
+def run_moe_proc(env: Env, ranks: int, name: str, *args: str):
     out = env.workdir / f"{name}.h5"
     proc = env.mpirun(ranks, "moe", *args, "--out", str(out))
     expect(proc.returncode == 0, f"moe {name} failed", proc)
     expect(proc.stdout.count("MoE layer forward") == 1, "summary table not printed once", proc)
-    return out
+    return out, proc
+
+
+def summary_rows(stdout: str) -> list[list[str]]:
+    """The rows of the summary table (after its two header lines), split on blanks."""
+    lines = stdout.split("MoE layer forward", 1)[1].splitlines()[2:]
+    rows = []
+    for line in lines:
+        cols = line.split()
+        if not cols or not cols[0].isdigit():
+            break
+        rows.append(cols)
+    return rows
 
 
 def independent_keep(chosen: np.ndarray, gates: np.ndarray, experts: int, capacity: int) -> np.ndarray:
@@ -232,7 +248,8 @@ def scenario_bad_input(env: Env) -> None:
 
 def scenario_help(env: Env) -> None:
     """--help explains every flag and the default hot factor; the defaults run: `--skew hot`
-    without --hot-factor (M = 3 at the default E = 8, k = 2; (1 + E/k)/2 where E/k <= 3)."""
+    without --hot-factor (M = 3 at the default E = 8, k = 2; (1 + E/k)/2 where E/k <= 3); the
+    summary table tells sweep points apart."""
     proc = env.mpirun(2, "moe", "--help", timeout=60)
     expect(proc.returncode == 0, "--help failed", proc)
     for flag in ("--tokens", "--hidden", "--ffn-hidden", "--experts", "--top-k", "--mlp", "--skew", "--alpha",
@@ -248,14 +265,21 @@ def scenario_help(env: Env) -> None:
                f"defaults: E={g.attrs['experts']} k={g.attrs['top_k']} M={g.attrs['hot_factor']}")
         expect("_hot_m3_" in g.name, f"case name {g.name}")
         check_case(g, 2, 4)
-    # Per case: E = 4, k = 2 (E/k = 2) gets M = 1.5.
-    out = run_moe(env, 2, "moe_hot_per_case", "--skew", "hot", "--tokens", "16,32", "--experts", "4,8",
-                  "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1", "--backend", "cpu")
+    # Per case: E = 4, k = 2 (E/k = 2) gets M = 1.5; the table's rows show T and E.
+    out, proc = run_moe_proc(env, 2, "moe_hot_per_case", "--skew", "hot", "--tokens", "16,32", "--experts", "4,8",
+                             "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1", "--backend", "cpu")
     with h5py.File(out) as f:
         got = sorted((int(g.attrs["experts"]), float(g.attrs["hot_factor"])) for g in f["moe"].values())
         expect(got == [(4, 1.5), (4, 1.5), (8, 3.0), (8, 3.0)], f"per-case default hot factors {got}")
         for g in f["moe"].values():
             check_case(g, 2, 4)
+    rows = summary_rows(proc.stdout)
+    expect(len(rows) == 4, f"summary rows {rows}", proc)
+    keys = [tuple(r[:7]) for r in rows]  # T E k mlp skew a/M CF
+    expect(len(set(keys)) == 4, f"summary rows do not tell the sweep points apart: {keys}", proc)
+    expect(sorted((r[0], r[1], r[5]) for r in rows) == [("16", "4", "1.50"), ("16", "8", "3.00"),
+                                                        ("32", "4", "1.50"), ("32", "8", "3.00")],
+           f"summary T, E, M columns {keys}", proc)
 
 
 SCENARIOS = {
