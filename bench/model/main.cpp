@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "bench/model/params.hpp"
 #include "bench/model/planning.hpp"
 #include "common/model.hpp"
 #include "kernels/core/dtype.hpp"
@@ -13,15 +15,7 @@ namespace m = suite::model;
 
 namespace {
 
-struct Params {
-  double s = 4096, b = 1, h = 4096, a = 32, kv = 32, d_ff = 0;
-  int t = 8, n_c = 8, n_e = 8, experts = 64;
-  double k = 2, tokens = 4096, capacity_factor = 1.25;
-  double flops = 989e12, bw = 450e9;
-  std::string dtype = "bf16";
-  bool causal = false, swiglu = false;
-  int layers = 1;
-};
+using suite::model_cli::Params;
 
 void line(const char* what, double v, const char* unit) {
   std::printf("  %-52s %16.6g %s\n", what, v, unit);
@@ -68,8 +62,9 @@ void print_ulysses(const Params& p, double e) {
   line("bytes per layer fwd per rank (4 all-to-alls)",
        m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
   bool ok = m::ulysses_degree_ok(p.n_c, static_cast<int>(p.a), static_cast<int>(p.kv));
-  std::printf("  %-52s %16s\n", "degree divides heads and K/V heads?",
-              ok ? "yes" : "NO: replicate K/V heads or combine with ring");
+  // a % N_c is a rule (checked up front); the K/V heads may be replicated instead of split.
+  std::printf("  %-52s %16s\n", "degree divides the K/V heads?",
+              ok ? "yes" : "NO: replicate K/V heads (more bytes) or combine with ring");
 }
 
 void print_moe(const Params& p, double e) {
@@ -105,8 +100,12 @@ suite::plan::Inputs plan_inputs(const Params& p, double e) {
 int main(int argc, char** argv) {
   Params p;
   std::string section = "all";
-  CLI::App app("Prints the METHODS.md predictions for the given sizes and rates (no run needed).",
-               "model");
+  CLI::App app(
+      "Prints the METHODS.md predictions for the given sizes and rates (no run needed).\n"
+      "Sizes no run could have are refused with exit status 2, by the rules of the sections\n"
+      "printed: h % a, a % n_kv (ring, ulysses), a % t, d_ff % t, s % t (sp), s % N_c and,\n"
+      "with --causal, s % 2N_c (ring), s % N_c and a % N_c (ulysses), E % N_e and k <= E (moe).",
+      "model");
   app.add_option("--section", section, "sp, ring, ulysses, moe or all")
       ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe"}))
       ->capture_default_str();
@@ -139,9 +138,9 @@ int main(int argc, char** argv) {
                  "L: layers of the model; every section also prints totals over L layers")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (p.t < 1 || p.n_c < 1 || p.n_e < 1 || p.experts < 1 || p.kv <= 0 || p.flops <= 0 ||
-      p.bw <= 0 || p.layers < 1) {
-    std::fprintf(stderr, "error: degrees, head counts, rates and layers must be positive\n");
+  // Sizes that no run could have (METHODS.md's divisibility rules): one message, exit 2.
+  if (const std::string why = suite::model_cli::params_error(p, section); !why.empty()) {
+    std::fprintf(stderr, "error: model: %s\n", why.c_str());
     return 2;
   }
   double e = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.dtype)));

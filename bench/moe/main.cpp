@@ -12,7 +12,7 @@
 namespace {
 
 struct MoeOptions {
-  std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "4",
+  std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
               capacity = "0", mlp = "swiglu";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0;
@@ -62,7 +62,7 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   s.tokens = suite::parse_sweep(o.tokens);
   s.experts = suite::parse_sweep(o.experts);
   s.alphas = parse_numbers(o.alpha, "--alpha");
-  s.hot_factors = parse_numbers(o.hot, "--hot-factor");
+  if (!o.hot.empty()) s.hot_factors = parse_numbers(o.hot, "--hot-factor");  // else per case
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
   return s;
 }
@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--alpha", o.alpha, "zipf exponents (list), >= 0; 0 = uniform")
         ->capture_default_str();
-    app.add_option("--hot-factor", o.hot, "hot-expert load factors M (list), 1 <= M < E/k")
-        ->capture_default_str();
+    app.add_option("--hot-factor", o.hot,
+                   "hot-expert load factors M (list), 1 <= M < E/k; default per case: 3, or "
+                   "(1 + E/k)/2 where E/k <= 3 (valid for every E and k; 3 at E=8, k=2)");
     app.add_option("--capacity-factor", o.capacity,
                    "capacity factors CF (list): each expert accepts at most ceil(CF k T N_e / E) "
                    "copies, dropping the lowest gates first; 0 = dropless")

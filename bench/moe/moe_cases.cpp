@@ -188,8 +188,13 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
   for (auto T : sweep.tokens)
     for (auto E : sweep.experts)
       for (Skew skew : sweep.skews) {
+        // No --hot-factor: one per-case default that is valid for this case's E and k.
+        const std::vector<double> hot =
+            sweep.hot_factors.empty()
+                ? std::vector<double>{default_hot_factor(static_cast<int>(E), sweep.base.k)}
+                : sweep.hot_factors;
         const std::vector<double> knobs = skew == Skew::zipf  ? sweep.alphas
-                                          : skew == Skew::hot ? sweep.hot_factors
+                                          : skew == Skew::hot ? hot
                                                               : std::vector<double>{0};
         for (double knob : knobs)
           for (double cf : sweep.capacity_factors) {

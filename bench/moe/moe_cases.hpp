@@ -15,7 +15,8 @@ struct MoeSweep {
   std::vector<std::int64_t> tokens;
   std::vector<std::int64_t> experts;
   std::vector<Skew> skews;
-  std::vector<double> alphas, hot_factors, capacity_factors;
+  std::vector<double> alphas, capacity_factors;
+  std::vector<double> hot_factors;  // empty: default_hot_factor(E, k) per case
 };
 
 // Validates every point (UsageError naming the first bad one) and builds the cases.

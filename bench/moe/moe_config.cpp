@@ -33,6 +33,11 @@ std::vector<int> expert_permutation(const MoeConfig& c) {
 
 }  // namespace
 
+double default_hot_factor(int experts, int k) {
+  const double most = static_cast<double>(experts) / k;
+  return most > kDefaultHotFactor ? kDefaultHotFactor : (1 + most) / 2;
+}
+
 void validate(const MoeConfig& c) {
   auto need = [](bool ok, const std::string& why) {
     if (!ok) throw UsageError("moe: " + why);

@@ -20,18 +20,23 @@ constexpr const char* skew_name(Skew s) {
   return s == Skew::none ? "none" : s == Skew::zipf ? "zipf" : "hot";
 }
 
+// Hot-expert load factor M used when --hot-factor is not given: 3 where E/k > 3, else
+// (1 + E/k)/2, the middle of the valid range [1, E/k) (1 when k = E). Valid for every E and k.
+constexpr double kDefaultHotFactor = 3.0;
+double default_hot_factor(int experts, int k);
+
 struct MoeConfig {
   std::int64_t tokens = 1024;  // T, per rank
   std::int64_t h = 512, d_ff = 1024;
   int experts = 8, k = 2;
   Mlp mlp = Mlp::swiglu;
   Skew skew = Skew::none;
-  double alpha = 1.0;          // zipf exponent
-  double hot_factor = 4.0;     // hot: load of the hot expert / mean load (about)
-  double capacity_factor = 0;  // 0: dropless
-  int balance_steps = 0;       // aux-loss-free balancing steps before the timed steps
-  double balance_rate = 0.05;  // bias change per balancing step
-  int n_e = 1;                 // EP group size
+  double alpha = 1.0;                     // zipf exponent
+  double hot_factor = kDefaultHotFactor;  // hot: load of the hot expert / mean load (about)
+  double capacity_factor = 0;             // 0: dropless
+  int balance_steps = 0;                  // aux-loss-free balancing steps before the timed steps
+  double balance_rate = 0.05;             // bias change per balancing step
+  int n_e = 1;                            // EP group size
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
 

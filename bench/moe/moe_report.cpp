@@ -103,10 +103,18 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
       control{"control_bytes", 1, static_cast<std::size_t>(ranks), {}},
       dispatch{"dispatch_bytes", 1, static_cast<std::size_t>(ranks), {}},
       combine{"combine_bytes", 1, static_cast<std::size_t>(ranks), {}};
-  Table d_bw{"dispatch_algbw_GBps", 1, static_cast<std::size_t>(ranks), {}},
-      c_bw{"combine_algbw_GBps", 1, static_cast<std::size_t>(ranks), {}};
+  // nccl-tests all-to-all conventions: algbw = the rank's whole buffer, its own block included
+  // (dispatch: its kept copies; combine: the rows its experts processed, h e bytes each) / the
+  // median phase time; busbw = algbw (N_e-1)/N_e, the link rate under uniform routing.
+  const std::size_t R = static_cast<std::size_t>(ranks);
+  Table d_bw{"dispatch_algbw_GBps", 1, R, {}}, c_bw{"combine_algbw_GBps", 1, R, {}},
+      d_bus{"dispatch_busbw_GBps", 1, R, {}}, c_bus{"combine_busbw_GBps", 1, R, {}};
   const double t_dispatch = phase(m, "dispatch"), t_combine = phase(m, "combine"),
                t_expert = phase(m, "expert");
+  const double row_bytes = static_cast<double>(c.h) * e,
+               bus_factor = model::busbw_factor_rs_ag_a2a(c.n_e);
+  auto gbps = [](double bytes, double t) { return t > 0 ? bytes / t / 1e9 : 0.0; };
+  double d_algbw = 0, c_algbw = 0;  // means over ranks
   bool match = true;
   double a2a_sum = 0, a2a_max = 0, flops_max = 0, flops_sum = 0, dropped = 0, f_sum = 0, w_sum = 0;
   for (int r = 0; r < ranks; ++r) {
@@ -118,8 +126,16 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
     control.values.push_back(col(0));
     dispatch.values.push_back(col(1));
     combine.values.push_back(col(2));
-    d_bw.values.push_back(t_dispatch > 0 ? static_cast<double>(col(1)) / t_dispatch / 1e9 : 0);
-    c_bw.values.push_back(t_combine > 0 ? static_cast<double>(col(2)) / t_combine / 1e9 : 0);
+    const double own_copies = static_cast<double>(c.k) * static_cast<double>(c.tokens) -
+                              column<double>(all, width, r, own + 8);
+    const double d = gbps(own_copies * row_bytes, t_dispatch),
+                 cb = gbps(column<double>(all, width, r, own + 7) * row_bytes, t_combine);
+    d_bw.values.push_back(d);
+    c_bw.values.push_back(cb);
+    d_bus.values.push_back(d * bus_factor);
+    c_bus.values.push_back(cb * bus_factor);
+    d_algbw += d / ranks;
+    c_algbw += cb / ranks;
     const double a2a = static_cast<double>(col(1) + col(2));
     a2a_sum += a2a;
     a2a_max = std::max(a2a_max, a2a);
@@ -137,13 +153,10 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   a.emplace_back("a2a_bytes_per_rank_max", a2a_max);
   a.emplace_back("pred_a2a_bytes_per_rank", pred_a2a);
   a.emplace_back("a2a_bytes_rel_to_pred", pred_a2a > 0 ? a2a_sum / ranks / pred_a2a : 0.0);
-  double dispatch_mean = 0, combine_mean = 0;
-  for (int r = 0; r < ranks; ++r) {
-    dispatch_mean += static_cast<double>(dispatch.values[r]) / ranks;
-    combine_mean += static_cast<double>(combine.values[r]) / ranks;
-  }
-  a.emplace_back("dispatch_algbw_GBps", t_dispatch > 0 ? dispatch_mean / t_dispatch / 1e9 : 0.0);
-  a.emplace_back("combine_algbw_GBps", t_combine > 0 ? combine_mean / t_combine / 1e9 : 0.0);
+  a.emplace_back("dispatch_algbw_GBps", d_algbw);
+  a.emplace_back("dispatch_busbw_GBps", d_algbw * bus_factor);
+  a.emplace_back("combine_algbw_GBps", c_algbw);
+  a.emplace_back("combine_busbw_GBps", c_algbw * bus_factor);
   const double total_copies = static_cast<double>(c.k) * c.tokens * ranks;
   a.emplace_back("capacity", kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e,
                                                            c.experts));
@@ -176,6 +189,8 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   rec.int_tables.push_back(std::move(combine));
   rec.tables.push_back(std::move(d_bw));
   rec.tables.push_back(std::move(c_bw));
+  rec.tables.push_back(std::move(d_bus));
+  rec.tables.push_back(std::move(c_bus));
   if (!balance_history.empty()) {
     std::vector<double> history = balance_history;
     history.push_back(routed_mm);  // the routing of the timed steps
@@ -185,12 +200,16 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
 
 void print_moe_table(const std::vector<CaseRecord>& records) {
   if (records.empty()) return;
+  // One row per case: its sweep coordinates (T, E, k, mlp, skew and its knob, CF) first, so
+  // the rows of a sweep tell apart; the case names are in the results file.
   std::printf(
       "\nMoE layer forward (median step = max over ranks; times in us; bytes = dispatch + "
-      "combine per rank)\n");
-  std::printf("%-5s %6s %5s %9s %8s %8s %8s %8s %8s %6s %6s %6s %8s %11s %11s %6s %6s %5s\n",
-              "skew", "a/M", "CF", "step", "route", "permute", "dispatch", "expert", "combine",
-              "max/mn", "drop%", "rank", "aux", "bytes", "pred_unif", "ratio", "pred", "check");
+      "combine per rank; a/M = zipf alpha or hot factor; CF 0 = dropless)\n");
+  std::printf(
+      "%7s %5s %2s %-6s %-4s %5s %5s %9s %8s %8s %8s %8s %8s %6s %6s %6s %8s %11s %11s %6s %6s "
+      "%5s\n",
+      "T", "E", "k", "mlp", "skew", "a/M", "CF", "step", "route", "permute", "dispatch", "expert",
+      "combine", "max/mn", "drop%", "rank", "aux", "bytes", "pred_unif", "ratio", "pred", "check");
   for (const auto& r : records) {
     const std::string skew = param_text(r, "skew");
     const double knob = skew == "zipf"  ? attr_number(r, "alpha")
@@ -198,9 +217,10 @@ void print_moe_table(const std::vector<CaseRecord>& records) {
                                         : 0;
     const double passed = attr_number(r, "check_passed");
     std::printf(
-        "%-5s %6.2f %5.2f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f %6.2f %6.2f %8.5f %11.0f "
-        "%11.0f %6.3f %6.3f %5s\n",
-        skew.c_str(), knob, attr_number(r, "capacity_factor"),
+        "%7.0f %5.0f %2.0f %-6s %-4s %5.2f %5.2f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f %6.2f "
+        "%6.2f %8.5f %11.0f %11.0f %6.3f %6.3f %5s\n",
+        attr_number(r, "tokens"), attr_number(r, "experts"), attr_number(r, "top_k"),
+        param_text(r, "mlp").c_str(), skew.c_str(), knob, attr_number(r, "capacity_factor"),
         attr_number(r, "time_median_s") * 1e6, attr_number(r, "phase_route_median_s") * 1e6,
         attr_number(r, "phase_permute_median_s") * 1e6,
         attr_number(r, "phase_dispatch_median_s") * 1e6,

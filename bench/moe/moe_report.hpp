@@ -1,6 +1,6 @@
 // The figures an MoE case records (docs/RESULTS_SCHEMA.md, moe section): loads per expert and
 // per rank, drops, the auxiliary loss, bytes measured vs implied by the routing vs the uniform
-// prediction, dispatch/combine algbw, the all-to-all / expert time ratio against
+// prediction, dispatch/combine algbw and busbw, the all-to-all / expert time ratio against
 // METHODS.md's prediction, and the balancing history. Also the table rank 0 prints.
 #pragma once
 

@@ -24,11 +24,27 @@ PHASES = ("route", "permute", "dispatch", "expert", "combine")
 
 
 def run_moe(env: Env, ranks: int, name: str, *args: str) -> Path:
+    return run_moe_proc(env, ranks, name, *args)[0]
+
+
+def run_moe_proc(env: Env, ranks: int, name: str, *args: str):
     out = env.workdir / f"{name}.h5"
     proc = env.mpirun(ranks, "moe", *args, "--out", str(out))
     expect(proc.returncode == 0, f"moe {name} failed", proc)
     expect(proc.stdout.count("MoE layer forward") == 1, "summary table not printed once", proc)
-    return out
+    return out, proc
+
+
+def summary_rows(stdout: str) -> list[list[str]]:
+    """The rows of the summary table (after its two header lines), split on blanks."""
+    lines = stdout.split("MoE layer forward", 1)[1].splitlines()[2:]
+    rows = []
+    for line in lines:
+        cols = line.split()
+        if not cols or not cols[0].isdigit():
+            break
+        rows.append(cols)
+    return rows
 
 
 def independent_keep(chosen: np.ndarray, gates: np.ndarray, experts: int, capacity: int) -> np.ndarray:
@@ -71,8 +87,26 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
     per_row = (6 if a["mlp"] == "swiglu" else 4) * h * d_ff
     expect(math.isclose(a["expert_flops_per_rank"], rows.mean() * per_row), f"{name}: expert FLOPs per rank")
     expect(math.isclose(a["pred_expert_flops_per_rank"], k * T * per_row), f"{name}: predicted expert FLOPs")
-    expect(math.isclose(a["dispatch_algbw_GBps"], g["dispatch_bytes"][()].mean() / t["dispatch"] / 1e9),
-           f"{name}: dispatch algbw")
+    # nccl-tests all-to-all conventions: algbw = each rank's whole buffer, its own block included
+    # (dispatch: its kept copies; combine: the rows its experts processed; h e bytes a row) / the
+    # median phase time, mean over ranks; busbw = algbw (N_e-1)/N_e.
+    row_bytes, bus = h * elem, (n_e - 1) / n_e
+    kept_mean = k * T - a["dropped_copies"] / ranks
+    expect(math.isclose(kept_mean, rows.mean()), f"{name}: kept copies {kept_mean} != rows received {rows.mean()}")
+    expect(math.isclose(a["dispatch_algbw_GBps"], kept_mean * row_bytes / t["dispatch"] / 1e9),
+           f"{name}: dispatch algbw {a['dispatch_algbw_GBps']}")
+    expect(math.isclose(a["combine_algbw_GBps"], rows.mean() * row_bytes / t["combine"] / 1e9),
+           f"{name}: combine algbw {a['combine_algbw_GBps']}")
+    for p in ("dispatch", "combine"):
+        alg, busbw = a[f"{p}_algbw_GBps"], a[f"{p}_busbw_GBps"]
+        expect(alg > 0 and math.isclose(busbw, alg * bus, rel_tol=1e-12, abs_tol=0),
+               f"{name}: {p} busbw {busbw} != algbw {alg} x (N_e-1)/N_e = {alg * bus}")
+        per_alg, per_bus = g[f"{p}_algbw_GBps"][()], g[f"{p}_busbw_GBps"][()]
+        expect(per_alg.shape == (1, ranks) and per_bus.shape == (1, ranks), f"{name}: {p} bw table shapes")
+        expect(np.allclose(per_bus, per_alg * bus, rtol=1e-12, atol=0), f"{name}: per-rank {p} busbw")
+        expect(math.isclose(per_alg.mean(), alg), f"{name}: {p} algbw != mean of the per-rank table")
+    expect(np.allclose(g["combine_algbw_GBps"][()].ravel(), rows * row_bytes / t["combine"] / 1e9),
+           f"{name}: per-rank combine algbw")
     cap = int(a["capacity"])
     kept_load = g["expert_load"][()].reshape(-1, E)  # one row per EP group (1-D when one group)
     expect(kept_load.shape == (ranks // n_e, E), f"{name}: expert_load shape {kept_load.shape}")
@@ -95,6 +129,8 @@ def check_case(g: h5py.Group, ranks: int, elem: int) -> None:
         expect(np.array_equal(counts, kept_load[grp]), f"{name}: group {grp} per-expert load differs")
         expect(np.array_equal(g["tensor_expert_counts"][grp * n_e], counts), f"{name}: saved expert counts")
     expect(a["dropped_copies"] == dropped, f"{name}: dropped_copies {a['dropped_copies']} != {dropped}")
+    expect(np.allclose(g["dispatch_algbw_GBps"][()].ravel(), kept.sum(axis=1) * row_bytes / t["dispatch"] / 1e9),
+           f"{name}: per-rank dispatch algbw is not its kept copies / dispatch time")
     expect(math.isclose(a["drop_rate"], dropped / (k * T * ranks)), f"{name}: drop_rate")
     # Bytes each rank must send: its kept copies for other ranks' experts (dispatch) and the
     # rows other ranks of its group sent to its experts (combine), h * e bytes each.
@@ -211,11 +247,39 @@ def scenario_bad_input(env: Env) -> None:
 
 
 def scenario_help(env: Env) -> None:
+    """--help explains every flag and the default hot factor; the defaults run: `--skew hot`
+    without --hot-factor (M = 3 at the default E = 8, k = 2; (1 + E/k)/2 where E/k <= 3); the
+    summary table tells sweep points apart."""
     proc = env.mpirun(2, "moe", "--help", timeout=60)
     expect(proc.returncode == 0, "--help failed", proc)
     for flag in ("--tokens", "--hidden", "--ffn-hidden", "--experts", "--top-k", "--mlp", "--skew", "--alpha",
                  "--hot-factor", "--capacity-factor", "--balance-steps", "--ep", "--save-tensors"):
         expect(flag in proc.stdout, f"--help does not explain {flag}", proc)
+    expect("(1 + E/k)/2" in proc.stdout, "--help does not give the default hot factor", proc)
+    # The review's command (E, k, h, d_ff and the hot factor at their defaults), made short.
+    out = run_moe(env, 2, "moe_hot_defaults", "--skew", "hot", "--tokens", "64", "--iters", "2", "--warmup", "1",
+                  "--backend", "cpu")
+    with h5py.File(out) as f:
+        (g,) = f["moe"].values()
+        expect((g.attrs["experts"], g.attrs["top_k"], g.attrs["hot_factor"]) == (8, 2, 3.0),
+               f"defaults: E={g.attrs['experts']} k={g.attrs['top_k']} M={g.attrs['hot_factor']}")
+        expect("_hot_m3_" in g.name, f"case name {g.name}")
+        check_case(g, 2, 4)
+    # Per case: E = 4, k = 2 (E/k = 2) gets M = 1.5; the table's rows show T and E.
+    out, proc = run_moe_proc(env, 2, "moe_hot_per_case", "--skew", "hot", "--tokens", "16,32", "--experts", "4,8",
+                             "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1", "--backend", "cpu")
+    with h5py.File(out) as f:
+        got = sorted((int(g.attrs["experts"]), float(g.attrs["hot_factor"])) for g in f["moe"].values())
+        expect(got == [(4, 1.5), (4, 1.5), (8, 3.0), (8, 3.0)], f"per-case default hot factors {got}")
+        for g in f["moe"].values():
+            check_case(g, 2, 4)
+    rows = summary_rows(proc.stdout)
+    expect(len(rows) == 4, f"summary rows {rows}", proc)
+    keys = [tuple(r[:7]) for r in rows]  # T E k mlp skew a/M CF
+    expect(len(set(keys)) == 4, f"summary rows do not tell the sweep points apart: {keys}", proc)
+    expect(sorted((r[0], r[1], r[5]) for r in rows) == [("16", "4", "1.50"), ("16", "8", "3.00"),
+                                                        ("32", "4", "1.50"), ("32", "8", "3.00")],
+           f"summary T, E, M columns {keys}", proc)
 
 
 SCENARIOS = {

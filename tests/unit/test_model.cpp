@@ -1,6 +1,15 @@
 // The METHODS.md formulas against values worked out by hand.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "bench/model/params.hpp"
 #include "common/model.hpp"
 
 namespace m = suite::model;
@@ -95,4 +104,130 @@ TEST(ModelPlanning, FusedNoParallelismAndLayerFlops) {
   EXPECT_DOUBLE_EQ(m::layer_flops_per_rank(x, false), matmul + attention);
   m::Activation t4{1024, 1, 512, 8, 4};
   EXPECT_DOUBLE_EQ(m::layer_flops_per_rank(t4, true), (matmul + attention / 2) / 4);
+}
+
+// ---- the model executable's input rules (bench/model/params.hpp) ----
+
+namespace {
+
+using suite::model_cli::Params;
+using suite::model_cli::params_error;
+
+Params with(void (*set)(Params&)) {
+  Params p;
+  set(p);
+  return p;
+}
+
+}  // namespace
+
+TEST(ModelInputs, DefaultsAndSweepSizesPass) {
+  for (const char* section : {"all", "sp", "ring", "ulysses", "moe"})
+    EXPECT_EQ(params_error(Params{}, section), "") << section;
+  // scripts/sweep.py's GPU ring cell: h=8192 a=64 n_kv=8 causal, s = 4K x 16 over N_c = 16.
+  Params ring = with(
+      [](Params& p) { p.h = 8192, p.a = 64, p.kv = 8, p.causal = true, p.s = 65536, p.n_c = 16; });
+  EXPECT_EQ(params_error(ring, "ring"), "");
+  // A rule of another section does not apply: sp does not use n_kv, moe not the heads.
+  Params gqa = with([](Params& p) { p.kv = 5; });
+  EXPECT_EQ(params_error(gqa, "sp"), "");
+  EXPECT_EQ(params_error(gqa, "moe"), "");
+  Params ep = with([](Params& p) { p.experts = 10, p.n_e = 4; });
+  EXPECT_EQ(params_error(ep, "ring"), "");
+}
+
+TEST(ModelInputs, DivisibilityRulesNameTheFlagValues) {
+  // The review's cases: each printed predictions and exited 0 before.
+  EXPECT_EQ(params_error(with([](Params& p) { p.kv = 5; }), "all"),
+            "--heads 32 is not divisible by --kv-heads 5 (GQA group g = a/n_kv must be whole)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.s = 100, p.n_c = 3; }), "ring"),
+            "--seq 100 is not divisible by --cp 3 (each rank holds c = s/N_c tokens: "
+            "s % N_c == 0)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.experts = 10, p.n_e = 4; }), "moe"),
+            "--experts 10 is not divisible by --ep 4 (each rank holds E/N_e experts: "
+            "E % N_e == 0)");
+  const std::string sp = params_error(with([](Params& p) { p.a = 6, p.t = 4; }), "sp");
+  EXPECT_NE(sp.find("--heads 6 is not divisible by --tp 4"), std::string::npos) << sp;
+  EXPECT_NE(sp.find("--hidden 4096 is not divisible by --heads 6"), std::string::npos) << sp;
+  // The other rules the sections rely on.
+  EXPECT_NE(params_error(with([](Params& p) { p.s = 4100; }), "sp")
+                .find("--seq 4100 is not divisible by --tp 8"),
+            std::string::npos);
+  EXPECT_NE(params_error(with([](Params& p) { p.d_ff = 100; }), "sp")
+                .find("d_ff 100 is not divisible by --tp 8"),
+            std::string::npos);
+  EXPECT_NE(params_error(with([](Params& p) { p.s = 24, p.causal = true; }), "ring")
+                .find("--seq 24 is not divisible by 2 x --cp 8"),
+            std::string::npos);
+  EXPECT_EQ(params_error(with([](Params& p) { p.s = 24; }), "ring"), "");  // s % 2N_c: causal only
+  EXPECT_NE(params_error(with([](Params& p) { p.a = 4, p.kv = 4, p.h = 256; }), "ulysses")
+                .find("--heads 4 is not divisible by --cp 8"),
+            std::string::npos);
+  EXPECT_NE(params_error(with([](Params& p) { p.k = 65; }), "moe")
+                .find("--top-k 65 must be <= --experts 64"),
+            std::string::npos);
+  // Sizes first, one at a time.
+  EXPECT_EQ(params_error(with([](Params& p) { p.s = 100.5; }), "all"),
+            "--seq 100.5 must be a whole number >= 1");
+  EXPECT_EQ(params_error(with([](Params& p) { p.t = 0; }), "all"), "--tp 0 must be >= 1");
+  EXPECT_EQ(params_error(with([](Params& p) { p.bw = 0; }), "moe"), "--bw 0 must be > 0");
+}
+
+namespace {
+
+// The model executable beside this test binary (both land in the build's bin/); empty if absent.
+std::filesystem::path model_exe() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  const auto exe = self.parent_path() / "model";
+  return std::filesystem::exists(exe) ? exe : std::filesystem::path{};
+}
+
+struct ModelRun {
+  int status = -1;
+  std::string out, err;
+};
+
+ModelRun run_model(const std::filesystem::path& exe, const std::string& args) {
+  const std::string err_file = testing::TempDir() + "model_stderr.txt";
+  const std::string cmd = "'" + exe.string() + "' " + args + " 2>'" + err_file + "'";
+  ModelRun r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr)
+    r.out += buf.data();
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  if (FILE* f = std::fopen(err_file.c_str(), "r")) {
+    while (std::fgets(buf.data(), buf.size(), f) != nullptr)
+      r.err += buf.data();
+    std::fclose(f);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(ModelCli, ImpossibleSizesExitTwoWithOneMessage) {
+  const auto exe = model_exe();
+  if (exe.empty()) GTEST_SKIP() << "the model executable is not built beside unit_tests";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--kv-heads 5", "--heads 32 is not divisible by --kv-heads 5"},
+      {"--section ring --seq 100 --cp 3", "--seq 100 is not divisible by --cp 3"},
+      {"--section moe --experts 10 --ep 4", "--experts 10 is not divisible by --ep 4"},
+      {"--section sp --heads 6 --tp 4", "--heads 6 is not divisible by --tp 4"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const ModelRun r = run_model(exe, args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.out, "") << args << ": predictions printed for impossible sizes";
+    EXPECT_EQ(r.err.rfind("error: model: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  const ModelRun ok = run_model(exe, "--section ring --seq 131072 --cp 16 --kv-heads 8 --causal");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("prediction: section=ring"), std::string::npos);
 }
