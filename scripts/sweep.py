@@ -47,7 +47,7 @@ class Bench:
 BENCHES = {
     "sp_tp": Bench("SEQ", "s (activation-sized case)", "sp",
                    ("--hidden", "8192", "--heads", "64", "--batch", "1"),
-                   ("--hidden", "64", "--heads", "1", "--batch", "1")),
+                   ("--hidden", "64", "--heads", "8", "--batch", "1")),
     "sp_tp_layer": Bench("SEQ", "s (sequence length)", "sp",
                          ("--hidden", "8192", "--heads", "64", "--batch", "1"),
                          ("--hidden", "512", "--heads", "8", "--batch", "1")),
