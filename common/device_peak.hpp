@@ -3,7 +3,11 @@
 // the vendors' dense (non-sparse) figures; 0 means unknown.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "kernels/core/dtype.hpp"
 
@@ -23,6 +27,18 @@ inline double gpu_peak_flops(std::string_view device_name, DType t) {
 // A measured rate above a known peak is impossible: a timing or FLOP-counting bug.
 inline bool impossible_rate(double achieved, double peak) {
   return peak > 0 && achieved > peak;
+}
+
+// Where the peak is known (> 0): `peak_flops`, and `<rate>_impossible` = 1 for each measured
+// FLOP rate (name, value) above it. Attrs: a results record's Attributes (name-value pairs).
+template <class Attrs>
+void add_peak_attrs(Attrs& a, double peak,
+                    std::initializer_list<std::pair<const char*, double>> rates) {
+  if (peak <= 0) return;
+  a.emplace_back("peak_flops", peak);
+  for (const auto& [name, value] : rates)
+    a.emplace_back(std::string(name) + "_impossible",
+                   std::int64_t{impossible_rate(value, peak) ? 1 : 0});
 }
 
 }  // namespace suite

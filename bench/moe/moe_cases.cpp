@@ -7,8 +7,10 @@
 #include "bench/moe/moe_layer.hpp"
 #include "bench/moe/moe_reference.hpp"
 #include "bench/moe/moe_report.hpp"
+#include "common/device_peak.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
+#include "common/record_access.hpp"
 
 namespace suite::moe {
 namespace {
@@ -88,6 +90,9 @@ class MoeCase final : public BenchCase {
       f.dropped += k ? 0 : 1;
     f.rates = rates_;
     report_case(cfg_, m, f, balance_history_, rec);
+    add_peak_attrs(rec.attrs, gpu_peak_flops(ctx_.device.name(), cfg_.dtype),
+                   {{"calib_flops_per_s", attr_number(rec, "calib_flops_per_s")},
+                    {"expert_flops_per_s", attr_number(rec, "expert_flops_per_s")}});
   }
 
   std::vector<SavedTensor> tensors() override {

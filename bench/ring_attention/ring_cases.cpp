@@ -145,10 +145,7 @@ class RingCase final : public BenchCase {
     a.emplace_back("pred_time_overlapped_s", pred_over);
     a.emplace_back("measured_F_flops", F);
     // Beside the device's peak where the suite knows it (GPUs): an F above it is a bug.
-    if (const double peak = gpu_peak_flops(ctx_.device.name(), cfg_.dtype); peak > 0) {
-      a.emplace_back("peak_flops", peak);
-      a.emplace_back("F_impossible", std::int64_t{impossible_rate(F, peak) ? 1 : 0});
-    }
+    add_peak_attrs(a, gpu_peak_flops(ctx_.device.name(), cfg_.dtype), {{"measured_F_flops", F}});
     a.emplace_back("measured_W_Bps", W);
     a.emplace_back("c_star_tokens", c_star);
     a.emplace_back("c_over_c_star", cfg_.c / c_star);

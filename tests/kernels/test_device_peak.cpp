@@ -1,5 +1,9 @@
-// The peak table the kernel benchmark prints beside measured rates.
+// The peak table the benchmarks print beside measured rates, and the attributes they write.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/device_peak.hpp"
 
@@ -17,6 +21,17 @@ TEST(DevicePeak, KnownAndUnknownDevices) {
   EXPECT_TRUE(impossible_rate(2e15, 989e12));
   EXPECT_FALSE(impossible_rate(2e15, 0.0));  // unknown peak: never flagged
   EXPECT_FALSE(impossible_rate(5e14, 989e12));
+}
+
+TEST(DevicePeak, AttributesBesideTheRates) {
+  std::vector<std::pair<std::string, double>> attrs;
+  add_peak_attrs(attrs, 0.0, {{"measured_F_flops", 1e18}});
+  EXPECT_TRUE(attrs.empty());  // unknown peak (the CPU): nothing to say
+  add_peak_attrs(attrs, 989e12, {{"calib_flops_per_s", 5e14}, {"expert_flops_per_s", 2e15}});
+  const std::vector<std::pair<std::string, double>> want = {{"peak_flops", 989e12},
+                                                            {"calib_flops_per_s_impossible", 0},
+                                                            {"expert_flops_per_s_impossible", 1}};
+  EXPECT_EQ(attrs, want);
 }
 
 }  // namespace
