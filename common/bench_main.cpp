@@ -5,11 +5,11 @@
 #include <fstream>
 #include <optional>
 #include <ostream>
-#include <regex>
 #include <string>
 
 #include <unistd.h>
 
+#include "common/benchmark_flags.hpp"
 #include "common/comm.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
@@ -115,37 +115,6 @@ std::optional<std::string> capture(F&& f) {
     return std::string(e.what());
   }
   return std::nullopt;
-}
-
-// The value of `--name=value` in a, if a is that flag.
-std::optional<std::string> flag_value(const std::string& a, const std::string& name) {
-  const std::string key = name + "=";
-  if (a.rfind(key, 0) != 0) return std::nullopt;
-  return a.substr(key.size());
-}
-
-// Values Google Benchmark would reject by printing its usage on every rank and exiting
-// without MPI_Finalize, or accept and then fail on (a negative repetition count): refused
-// here, with one message, before anything runs.
-void check_benchmark_values(const std::string& a) {
-  static const std::regex kCount("[0-9]{1,9}");
-  for (const char* name : {"--benchmark_format", "--benchmark_out_format"}) {
-    if (auto v = flag_value(a, name); v && *v != "console" && *v != "json" && *v != "csv")
-      throw UsageError(a + ": the format is console, json or csv");
-  }
-  if (auto v = flag_value(a, "--benchmark_repetitions");
-      v && (!std::regex_match(*v, kCount) || std::stol(*v) < 1))
-    throw UsageError(a + ": the repetition count is an integer >= 1");
-  if (auto v = flag_value(a, "--benchmark_filter"); v && !v->empty()) {
-    try {  // compiled as Google Benchmark does (extended syntax, a leading '-' negates)
-      std::regex(v->front() == '-' ? v->substr(1) : *v, std::regex::extended);
-    } catch (const std::regex_error&) {
-      throw UsageError(a + ": not a regular expression");
-    }
-  }
-  if (auto v = flag_value(a, "--benchmark_time_unit");
-      v && *v != "ns" && *v != "us" && *v != "ms" && *v != "s")
-    throw UsageError(a + ": the time unit is ns, us, ms or s");
 }
 
 // Google Benchmark's flags, checked before anything runs: its own parser ignores unknown

@@ -12,6 +12,7 @@
 //   --attn-kernel=LIST  CUDA attention kernels to time: suite, cudnn, auto, all (default all).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,7 @@
 
 #include "bench/kernels/kernel_bench_common.hpp"
 #include "bench/kernels/kernel_results.hpp"
+#include "common/benchmark_flags.hpp"
 #include "common/results.hpp"
 #include "common/run_info.hpp"
 
@@ -51,8 +53,8 @@ void print_help() {
          "CPU cases always; CUDA cases (cuBLASLt GEMM; attention: the suite's flash kernel and\n"
          "cuDNN's SDPA) when a GPU is visible.\n"
          "Counters: FLOP/s, FLOP_per_iter (causal attention counts visible pairs exactly),\n"
-         "peak_FLOP/s (device table for GPUs; --peak-gflops for the CPU; 0 = unknown),\n"
-         "frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"
+         "and, where the peak is known (device table for GPUs; --peak-gflops for the CPU),\n"
+         "peak_FLOP/s, frac_of_peak, and impossible=1 when a rate exceeds the peak.\n"
          "The attention FLOP/s is the F of ring attention's c >= F/W (see `model --flops`).\n\n"
          "  --peak-gflops=X     the CPU's fp32 peak in GFLOP/s (fp64 cases use X/2)\n"
          "  --out=FILE.h5       results file, one /kernel_bench/<case> group per run with its\n"
@@ -67,27 +69,58 @@ void print_help() {
          "Google Benchmark flags:\n";
 }
 
+// --peak-gflops's value in FLOP/s, or nullopt unless it is a finite positive number.
+std::optional<double> parse_peak(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v) && v > 0) return v * 1e9;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Whether a --benchmark_*_aggregates_only value asks for aggregates only (Google Benchmark's
+// reading of a boolean flag value).
+bool truthy(const std::string& v) {
+  return !(v == "0" || v == "false" || v == "False" || v == "FALSE" || v == "no" || v == "n" ||
+           v == "off" || v == "f");
+}
+
 int main(int argc, char** argv) {
   std::string command_line;
   for (int i = 0; i < argc; ++i)
     command_line += (i ? " " : "") + std::string(argv[i]);
-  for (int i = 1; i < argc; ++i)
+  bool list_only = false;
+  for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0) print_help();
-  double cpu_peak = 0;
-  try {
-    if (auto v = take_flag(argc, argv, "--peak-gflops=")) cpu_peak = std::stod(*v) * 1e9;
-  } catch (const std::exception&) {
-    cpu_peak = -1;
+    list_only |= std::strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
+                 truthy(argv[i][22] == '=' ? argv[i] + 23 : "true");
+    try {
+      suite::check_benchmark_values(argv[i]);
+    } catch (const std::exception& e) {
+      std::cerr << "error: kernel_bench: " << e.what() << "\n";
+      return 2;
+    }
   }
-  if (cpu_peak < 0) {
-    std::cerr << "error: kernel_bench: --peak-gflops needs a positive number\n";
-    return 2;
+  double cpu_peak = 0;
+  if (auto v = take_flag(argc, argv, "--peak-gflops=")) {
+    const auto peak = parse_peak(*v);
+    if (!peak) {
+      std::cerr << "error: kernel_bench: --peak-gflops=" << *v << ": needs a positive number\n";
+      return 2;
+    }
+    cpu_peak = *peak;
   }
   const std::string out =
       take_flag(argc, argv, "--out=").value_or(suite::default_results_path("kernel_bench"));
-  std::string format = "console";  // left in argv: Google Benchmark checks it too
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0) format = argv[i] + 19;
+  // Taken out of Google Benchmark's hands: it would hand the reporter the aggregates alone,
+  // and the results file keeps every run.
+  bool aggregates_only = false;
+  for (const char* flag :
+       {"--benchmark_report_aggregates_only=", "--benchmark_display_aggregates_only="}) {
+    if (auto v = take_flag(argc, argv, flag)) aggregates_only |= truthy(*v);
+  }
   std::vector<std::string> attn_kernels;
   try {
     attn_kernels = suite::bench::parse_attn_kernel_list(
@@ -117,6 +150,11 @@ int main(int argc, char** argv) {
     }
   }
 #endif
+  if (list_only) {  // names only: nothing runs, nothing to record
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  }
   std::unique_ptr<suite::ResultsWriter> writer;
   try {
     writer = std::make_unique<suite::ResultsWriter>(out);
@@ -126,7 +164,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: kernel_bench: " << e.what() << "\n";
     return 2;
   }
-  suite::bench::ResultsFileReporter reporter(format, *writer);
+  suite::bench::ResultsFileReporter reporter(*writer, aggregates_only);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (reporter.cases_written() == 0) {
@@ -141,6 +179,9 @@ int main(int argc, char** argv) {
     return 3;
   }
   // stdout is Google Benchmark's report alone when it is JSON or CSV.
+  std::string format = "console";
+  for (int i = 1; i < argc; ++i)
+    if (auto v = suite::flag_value(argv[i], "--benchmark_format")) format = *v;
   (format == "console" ? std::cout : std::cerr)
       << "results: " << out << " (" << reporter.cases_written() << " cases)\n";
   return 0;

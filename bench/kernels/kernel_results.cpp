@@ -1,8 +1,5 @@
 #include "bench/kernels/kernel_results.hpp"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <map>
 #include <regex>
 #include <utility>
@@ -80,18 +77,6 @@ std::string attr_name(const std::string& counter) {
   return counter;
 }
 
-std::unique_ptr<benchmark::BenchmarkReporter> make_display(const std::string& format) {
-  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
-#pragma GCC diagnostic push  // Google Benchmark deprecates its CSV reporter but still offers it
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  if (format == "csv") return std::make_unique<benchmark::CSVReporter>();
-#pragma GCC diagnostic pop
-  const char* term = std::getenv("TERM");
-  const bool color = isatty(STDOUT_FILENO) && term && std::string(term) != "dumb";
-  return std::make_unique<benchmark::ConsoleReporter>(color ? benchmark::ConsoleReporter::OO_Color
-                                                            : benchmark::ConsoleReporter::OO_None);
-}
-
 }  // namespace
 
 benchmark::internal::Benchmark* register_kernel_case(const std::string& name,
@@ -120,8 +105,10 @@ std::string kernel_case_name(const std::string& registered, long repetition) {
   return name;
 }
 
-ResultsFileReporter::ResultsFileReporter(const std::string& format, ResultsWriter& writer)
-    : display_(make_display(format)), writer_(writer) {}
+ResultsFileReporter::ResultsFileReporter(ResultsWriter& writer, bool aggregates_only)
+    : display_(benchmark::CreateDefaultDisplayReporter()),
+      writer_(writer),
+      aggregates_only_(aggregates_only) {}
 
 bool ResultsFileReporter::ReportContext(const Context& context) {
   return display_->ReportContext(context);
@@ -132,7 +119,11 @@ void ResultsFileReporter::Finalize() {
 }
 
 void ResultsFileReporter::ReportRuns(const std::vector<Run>& runs) {
-  display_->ReportRuns(runs);
+  // Google Benchmark reports a case's repetitions, then (several repetitions) their
+  // aggregates, in two calls: aggregates-only hides the first.
+  const bool aggregates_follow =
+      !runs.empty() && runs.front().run_type == Run::RT_Iteration && runs.front().repetitions > 1;
+  if (!(aggregates_only_ && aggregates_follow)) display_->ReportRuns(runs);
   // The runs of one case arrive together (all its repetitions): its last calls of the reported
   // iteration count are those repetitions, in order.
   std::map<std::string, std::vector<const Run*>> by_case;

@@ -7,7 +7,6 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,19 +22,23 @@ benchmark::internal::Benchmark* register_kernel_case(const std::string& name,
 // The iteration's time, for Google Benchmark and for the results file.
 void set_iteration_time(benchmark::State& state, double seconds);
 
-// The display reporter --benchmark_format asks for (console, json, csv), that also writes every
-// run it reports as /kernel_bench/<case> through writer.
+// Google Benchmark's own display reporter (as --benchmark_format, _color and
+// _counters_tabular set it; create after benchmark::Initialize), that also writes every run
+// as /kernel_bench/<case> through writer. aggregates_only: the display shows only the
+// repetitions' aggregates (--benchmark_{report,display}_aggregates_only, which kernel_bench
+// takes out of Google Benchmark's hands so that the file still gets every run).
 class ResultsFileReporter final : public benchmark::BenchmarkReporter {
  public:
-  ResultsFileReporter(const std::string& format, ResultsWriter& writer);
+  ResultsFileReporter(ResultsWriter& writer, bool aggregates_only);
   bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
   void Finalize() override;
   std::size_t cases_written() const { return written_; }
 
  private:
-  std::unique_ptr<benchmark::BenchmarkReporter> display_;
+  benchmark::BenchmarkReporter* display_;  // owned by Google Benchmark
   ResultsWriter& writer_;
+  bool aggregates_only_;
   std::size_t written_ = 0;
 };
 

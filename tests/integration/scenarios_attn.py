@@ -76,9 +76,24 @@ def scenario_kernel_bench_results(env: Env) -> None:
                    f"{name}: peak")
             expect((a["op"], a["backend"], a["dtype"]) == (name.split("_")[0], "cpu", "fp32"), f"{name}: params")
         expect(f["kernel_bench/gemm_cpu_fp32_n256"].attrs["FLOP_per_iter"] == 2 * 256**3, "GEMM FLOPs")
+    # Aggregates-only output still records every repetition.
+    agg = env.workdir / "kb_agg.h5"
+    proc = subprocess.run([exe, f"--out={agg}", "--benchmark_min_time=0.01", "--benchmark_filter=gemm_cpu/fp32/n256",
+                           "--benchmark_repetitions=2", "--benchmark_report_aggregates_only=true"],
+                          capture_output=True, text=True, timeout=120)
+    expect(proc.returncode == 0 and "n256/manual_time_median" in proc.stdout, "aggregates-only run", proc)
+    expect("n256/manual_time " not in proc.stdout, "aggregates-only still displays the repetitions", proc)
+    with h5py.File(agg) as f:
+        expect(sorted(f["kernel_bench"]) == ["gemm_cpu_fp32_n256", "gemm_cpu_fp32_n256_rep1"], "repetitions lost")
+    # Listing names runs nothing and records nothing.
+    listed = env.workdir / "kb_list_only.h5"
+    proc = subprocess.run([exe, f"--out={listed}", "--benchmark_list_tests"], capture_output=True, text=True,
+                          timeout=60)
+    expect(proc.returncode == 0 and "gemm_cpu/fp32/n256" in proc.stdout and not listed.exists(), "listing", proc)
     bad = env.workdir / "kb_bad.h5"
     for args, why in ((["--benchmark_filter=no_such_case"], "no case ran"),
-                      (["--peak-gflops=-5"], "positive number")):
+                      (["--peak-gflops=-5"], "positive number"), (["--peak-gflops=nan"], "positive number"),
+                      (["--benchmark_repetitions=-1"], "integer >= 1")):
         proc = subprocess.run([exe, f"--out={bad}", *args], capture_output=True, text=True, timeout=60)
         expect(proc.returncode == 2 and why in proc.stderr, f"{args}: exit {proc.returncode}", proc)
         expect(not bad.exists() and not Path(str(bad) + ".partial").exists(), f"{args}: left a file")
