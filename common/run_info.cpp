@@ -1,7 +1,11 @@
 #include "common/run_info.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <set>
@@ -10,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/comm.hpp"
+#include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/version.hpp"
 #if defined(SUITE_HAVE_CUDA)
@@ -46,16 +51,40 @@ Attributes cluster_attrs(const BenchContext& ctx) {
   };
 }
 
-// Ranks on the busiest host against the hardware threads of the smallest: more ranks than
-// threads on a host (oversubscribed) makes waiting ranks compete with computing ones, so the
-// plots and summaries flag it (collective).
-Attributes placement_attrs(const BenchContext& ctx) {
-  const auto& hosts = ctx.mpi.all_hostnames();
-  const std::string& mine = hosts[static_cast<std::size_t>(ctx.mpi.rank())];
-  const std::int64_t on_my_host = std::count(hosts.begin(), hosts.end(), mine);
-  const std::int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+// Hardware threads this rank may run on (its CPU affinity: a cpuset or a binding), as a
+// bitmask of words.
+std::vector<std::uint64_t> affinity_mask() {
+  std::vector<std::uint64_t> mask(CPU_SETSIZE / 64, 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n && i < CPU_SETSIZE; ++i)
+      CPU_SET(i, &set);
+  }
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &set)) mask[i / 64] |= std::uint64_t{1} << (i % 64);
+  return mask;
+}
+
+// Ranks on the busiest host against the hardware threads its ranks may use between them (the
+// union of their CPU affinities): more ranks than threads (oversubscribed) makes waiting ranks
+// compete with computing ones, so the plots and summaries flag it (collective).
+Attributes placement_attrs() {
+  MPI_Comm host;
+  SUITE_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int on_host = 0;
+  SUITE_MPI_CHECK(MPI_Comm_size(host, &on_host));
+  std::vector<std::uint64_t> mask = affinity_mask();
+  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()),
+                                MPI_UINT64_T, MPI_BOR, host));
+  SUITE_MPI_CHECK(MPI_Comm_free(&host));
+  std::int64_t threads = 0;
+  for (std::uint64_t word : mask)
+    threads += std::popcount(word);
   const std::vector<std::int64_t> worst =
-      all_reduce_max({on_my_host, -threads, on_my_host > threads ? 1 : 0});
+      all_reduce_max({on_host, -threads, on_host > threads ? 1 : 0});
   return {{"ranks_per_host_max", worst[0]},
           {"cpu_threads_per_host_min", -worst[1]},
           {"oversubscribed", worst[2]}};
@@ -158,7 +187,7 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
   };
   for (auto& attr : cluster_attrs(ctx))
     info.attrs.push_back(std::move(attr));
-  for (auto& attr : placement_attrs(ctx))
+  for (auto& attr : placement_attrs())
     info.attrs.push_back(std::move(attr));
   return info;
 }

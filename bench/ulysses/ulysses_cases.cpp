@@ -187,7 +187,10 @@ void note_skipped_degrees(int n_c, const UlyssesSweep& s, const std::vector<int>
             ? std::to_string(s.heads) + " query heads do not split " + std::to_string(u) + " ways"
             : std::to_string(s.kv_heads) + " K/V heads do not split " + std::to_string(u) +
                   " ways (GQA limit)" +
-                  (s.kv_replicate ? "" : "; --kv-replicate runs it with replicated K/V");
+                  // Replication helps only where each K/V head can go to u / n_kv ranks.
+                  (s.kv_replicate || u % s.kv_heads
+                       ? ""
+                       : "; --kv-replicate runs it with replicated K/V");
     std::fprintf(stderr, "note: --ulysses-degree all skips u = %d for N_c = %d: %s\n", u, n_c,
                  why.c_str());
   }

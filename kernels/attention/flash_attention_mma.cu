@@ -85,6 +85,9 @@ struct PtxHw {
   static __device__ __forceinline__ void store32(Elem* p, unsigned v) {
     *reinterpret_cast<unsigned*>(p) = v;
   }
+  static __device__ __forceinline__ void store_lse(float* p, float v) {
+    *p = v;
+  }
 };
 
 template <int D>

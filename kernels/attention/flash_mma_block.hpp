@@ -17,7 +17,7 @@
 // Hw provides: Elem (2-byte bf16 storage); cp_async16(dst, src, src_bytes),
 // cp_async_commit(), cp_async_wait<N>(); sync_threads(); shfl_xor(float | int64, lane_mask);
 // mma(c[4], a[4], b0, b1) (m16n8k16, bf16 in, fp32 accumulate); ldmatrix_x4_trans(r[4],
-// row_addr); pack_bf16(lo, hi); lds32(p) and store32(p, v) (a bf16 pair).
+// row_addr); pack_bf16(lo, hi); lds32(p) and store32(p, v) (a bf16 pair); store_lse(p, v).
 #pragma once
 
 #include <cmath>
@@ -308,8 +308,8 @@ SUITE_MMA_FN void block(const AttentionParams& p, float scale_log2,
                   Hw::pack_bf16(acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv));
     }
     if (t == 0)
-      lse[static_cast<std::int64_t>(h) * p.cq + row] =
-          l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
+      Hw::store_lse(lse + static_cast<std::int64_t>(h) * p.cq + row,
+                    l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY);
   }
 }
 

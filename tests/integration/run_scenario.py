@@ -77,8 +77,9 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         expect((a["seed"], a["check"]) == (1234, 1), f"seed/check attributes {a['seed']}/{a['check']}")
         expect(a["gemm_library"] == "suite CPU kernels", f"gemm_library {a['gemm_library']}")
         expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
-        # All ranks run on this host: oversubscribed exactly when they outnumber its threads.
-        threads = os.cpu_count() or 1
+        # All ranks run on this host: oversubscribed exactly when they outnumber the threads
+        # they may use (mpirun binds within this process's affinity, or not at all).
+        threads = len(os.sched_getaffinity(0))
         expect((a["ranks_per_host_max"], a["cpu_threads_per_host_min"]) == (ranks, threads),
                f"placement {a['ranks_per_host_max']} ranks / {a['cpu_threads_per_host_min']} threads")
         expect(a["oversubscribed"] == int(ranks > threads), f"oversubscribed {a['oversubscribed']}")

@@ -71,7 +71,8 @@ struct EmulatedHw {
   // 0..7 of matrix m (16 bytes each); transposed, lane (groupID, threadID_in_group) receives
   // in r[m] elements (row 2 threadID_in_group, column groupID) and (row + 1, same column).
   static void ldmatrix_x4_trans(unsigned (&r)[4], const void* row_addr) {
-    simt::check_shared(row_addr, 16, 16, "ldmatrix row");
+    // A lane whose row is out of bounds offers none (its neighbours read zeros from it).
+    if (!simt::check_shared(row_addr, 16, 16, "ldmatrix row")) row_addr = nullptr;
     const unsigned char* all = simt::warp_exchange(&row_addr, sizeof row_addr);
     const int lane = simt::thread_id() % 32, group = lane / 4, tig = lane % 4;
     for (int m = 0; m < 4; ++m) {
@@ -79,7 +80,8 @@ struct EmulatedHw {
       for (int j = 0; j < 2; ++j) {
         const unsigned char* row;
         std::memcpy(&row, all + (8 * m + 2 * tig + j) * simt::kExchangeBytes, sizeof row);
-        std::memcpy(&e[j], row + 2 * group, 2);
+        e[j] = 0;
+        if (row) std::memcpy(&e[j], row + 2 * group, 2);
       }
       r[m] = e[0] | static_cast<unsigned>(e[1]) << 16;
     }
@@ -89,14 +91,16 @@ struct EmulatedHw {
     return to_bf16(lo).bits | static_cast<unsigned>(to_bf16(hi).bits) << 16;
   }
   static unsigned lds32(const Elem* p) {
-    simt::check_shared(p, 4, 4, "32-bit shared load");
-    unsigned v;
-    std::memcpy(&v, p, 4);
+    unsigned v = 0;
+    if (simt::check_shared(p, 4, 4, "32-bit shared load")) std::memcpy(&v, p, 4);
     return v;
   }
   static void store32(Elem* p, unsigned v) {
-    simt::check_global(p, 4, 4, "32-bit global store");
-    std::memcpy(static_cast<void*>(p), &v, 4);
+    if (simt::check_global(p, 4, 4, "32-bit global store"))
+      std::memcpy(static_cast<void*>(p), &v, 4);
+  }
+  static void store_lse(float* p, float v) {
+    if (simt::check_global(p, 4, 4, "lse store")) *p = v;
   }
 
  private:

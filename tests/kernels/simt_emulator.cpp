@@ -168,8 +168,8 @@ const unsigned char* warp_exchange(const void* mine, std::size_t bytes) {
 }
 
 void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_bytes) {
-  check_shared(dst, bytes, 16, "cp.async destination");
-  if (src_bytes > 0) check_global(src, src_bytes, 16, "cp.async source");
+  if (!check_shared(dst, bytes, 16, "cp.async destination")) return;
+  if (src_bytes > 0 && !check_global(src, src_bytes, 16, "cp.async source")) return;
   if (src_bytes > bytes) {
     impl().error("cp.async: src_bytes larger than the copy");
     return;
@@ -205,27 +205,31 @@ bool inside(const Region& r, const void* p, std::size_t bytes) {
   return x >= lo && x + bytes <= lo + r.bytes;
 }
 
-void check(bool in, const void* p, std::size_t bytes, std::size_t align, const char* what,
+bool check(bool in, const void* p, std::size_t bytes, std::size_t align, const char* what,
            const char* space) {
   if (!in) {
     impl().error(std::string(what) + ": " + std::to_string(bytes) + " bytes outside " + space +
                  " memory (thread " + std::to_string(impl().current) + ")");
-  } else if (reinterpret_cast<std::uintptr_t>(p) % align != 0) {
-    impl().error(std::string(what) + ": address not " + std::to_string(align) + "-byte aligned");
+    return false;
   }
+  if (reinterpret_cast<std::uintptr_t>(p) % align != 0) {
+    impl().error(std::string(what) + ": address not " + std::to_string(align) + "-byte aligned");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-void check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what) {
-  check(inside(impl().shared, p, bytes), p, bytes, align, what, "shared");
+bool check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what) {
+  return check(inside(impl().shared, p, bytes), p, bytes, align, what, "shared");
 }
 
-void check_global(const void* p, std::size_t bytes, std::size_t align, const char* what) {
+bool check_global(const void* p, std::size_t bytes, std::size_t align, const char* what) {
   bool in = false;
   for (const Region& r : impl().globals)
     in = in || inside(r, p, bytes);
-  check(in, p, bytes, align, what, "global");
+  return check(in, p, bytes, align, what, "global");
 }
 
 }  // namespace suite::kernels::test::simt

@@ -4,8 +4,9 @@
 // exchange; cp.async copies are queued and land eagerly (at issue) or as late as the kernel
 // allows (at its wait_group), so a read before the wait or a refill during another warp's
 // read shows up as wrong results. Shared and global accesses of the emulated primitives are
-// bounds- and alignment-checked; violations and deadlocks (a barrier not every thread
-// reaches) are collected as errors instead of crashing the test.
+// bounds- and alignment-checked (a failing access is recorded and not performed); violations
+// and deadlocks (a barrier not every thread reaches) are collected as errors instead of
+// crashing the test.
 #pragma once
 
 #include <cstddef>
@@ -54,8 +55,9 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
 void cp_async_commit();
 void cp_async_wait(int newest_pending_allowed);
 
-// Checked accesses: `what` names the primitive in the error.
-void check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what);
-void check_global(const void* p, std::size_t bytes, std::size_t align, const char* what);
+// Checked accesses: `what` names the primitive in the error. False (and an error recorded)
+// when the access is out of bounds or misaligned: the caller then skips it.
+bool check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what);
+bool check_global(const void* p, std::size_t bytes, std::size_t align, const char* what);
 
 }  // namespace suite::kernels::test::simt

@@ -157,7 +157,8 @@ std::vector<std::string> run_kernel(const AttentionParams& p, CopyTiming timing,
   const std::vector<Region> globals = {{q.data(), q.size() * 2},
                                        {k.data(), k.size() * 2},
                                        {v.data(), v.size() * 2},
-                                       {o.data(), o.size() * 2}};
+                                       {o.data(), o.size() * 2},
+                                       {lse.data(), lse.size() * sizeof(float)}};
   const float scale_log2 = static_cast<float>(p.softmax_scale) * flash_mma::kLog2e;
   std::vector<std::string> errors;
   for (int by = 0; by < p.heads; ++by) {
@@ -224,6 +225,9 @@ std::vector<MmaCase> mma_cases() {
   cases.push_back({Kind::striped, 64, 64, 1, 1, 128, CopyTiming::eager});
   cases.push_back({Kind::masked, 33, 17, 2, 1, 64, CopyTiming::eager});
   cases.push_back({Kind::full, 1, 1, 1, 1, 128, CopyTiming::deferred});
+  // Keys only the block's later warps see: tile skipping must use the block's largest query
+  // position, not warp 0's.
+  cases.push_back({Kind::bottom_right, 64, 100, 1, 1, 64, CopyTiming::eager});
   return cases;
 }
 
