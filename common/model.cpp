@@ -91,6 +91,12 @@ double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e) 
 bool ulysses_degree_ok(int n_c, int heads, int kv_heads) {
   return n_c >= 1 && heads % n_c == 0 && kv_heads % n_c == 0;
 }
+Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal) {
+  return {h / u, s * u / n_c, n_c / u, g, e, causal};
+}
+double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e) {
+  return ulysses_bytes_per_layer(s * u / n_c, h, u, g, e);
+}
 
 double moe_a2a_bytes_per_rank(double k, double tokens, double h, int n_e, double e) {
   return 2 * k * tokens * h * e * (n_e - 1) / n_e;

@@ -69,6 +69,13 @@ double ring_causal_steps_balanced(int n_c);
 double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e);
 // Largest Ulysses degree the head counts allow: must divide a and n_kv.
 bool ulysses_degree_ok(int n_c, int heads, int kv_heads);
+// Ulysses x ring hybrid over N_c ranks: Ulysses inside groups of u ranks, the ring across the
+// N_c/u groups (u = N_c: plain Ulysses; u = 1: plain ring). A group holds s u/N_c tokens; after
+// its all-to-alls a rank holds them all for a/u heads, and the ring moves K/V blocks of those
+// tokens for n_kv/u heads. The ring part as a Ring (hidden h/u, c = s u/N_c, N_c/u ranks):
+Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal);
+// Bytes per rank per layer, forward, of the group's all-to-alls (K/V heads split u ways).
+double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e);
 
 // ---- 4. MoE expert parallelism ----
 // Expected dispatch + combine bytes per rank, uniform routing: 2 k T h e (N_e - 1)/N_e.

@@ -152,7 +152,9 @@ def model_command(args: argparse.Namespace, cell: Cell, bw: float | None) -> lis
     elif spec.section == "ring":
         cmd += ["--seq", str(cell.value * int(deg)), "--cp", deg]
     elif spec.section == "ulysses":
-        cmd += ["--seq", str(cell.value), "--cp", deg]
+        # The job's Ulysses degree: DEGREE from --axis, else slurm/lib/run_bench.sh's default.
+        degree = cell.env.get("DEGREE", "4" if args.cpu else "8")
+        cmd += ["--seq", str(cell.value), "--cp", deg, "--ulysses-degree", degree]
     else:
         cmd += ["--tokens", str(cell.value), "--ep", deg]
     if args.flops:

@@ -58,10 +58,23 @@ void print_ring(const Params& p, double e) {
 
 void print_ulysses(const Params& p, double e) {
   double g = p.a / p.kv;
-  std::printf("\nDeepSpeed-Ulysses (s=%g h=%g N_c=%d a=%g n_kv=%g)\n", p.s, p.h, p.n_c, p.a, p.kv);
-  line("bytes per layer fwd per rank (4 all-to-alls)",
-       m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
-  bool ok = m::ulysses_degree_ok(p.n_c, static_cast<int>(p.a), static_cast<int>(p.kv));
+  const int u = p.u > 0 ? p.u : p.n_c;
+  std::printf("\nDeepSpeed-Ulysses (s=%g h=%g N_c=%d a=%g n_kv=%g", p.s, p.h, p.n_c, p.a, p.kv);
+  if (u == p.n_c) {
+    std::printf(")\n");
+    line("bytes per layer fwd per rank (4 all-to-alls)",
+         m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
+  } else {  // a hybrid: Ulysses in groups of u ranks, the ring across N_c/u groups
+    const m::Ring ring = m::hybrid_ring(p.s, p.h, p.n_c, u, g, e, p.causal);
+    std::printf("; hybrid: Ulysses degree u=%d, ring across %d groups)\n", u, ring.n_c);
+    const double a2a = m::hybrid_ulysses_bytes_per_layer(p.s, p.h, p.n_c, u, g, e);
+    line("all-to-all bytes per layer fwd per rank (group of u)", a2a, "B");
+    line("ring bytes per layer fwd per rank (N_c/u - 1 rounds)", m::ring_bytes_per_layer(ring),
+         "B");
+    line("bytes per layer fwd per rank, both parts", a2a + m::ring_bytes_per_layer(ring), "B");
+    line("ring block per rank after the all-to-alls (s u/N_c)", ring.c, "tokens");
+  }
+  bool ok = m::ulysses_degree_ok(u, static_cast<int>(p.a), static_cast<int>(p.kv));
   // a % N_c is a rule (checked up front); the K/V heads may be replicated instead of split.
   std::printf("  %-52s %16s\n", "degree divides the K/V heads?",
               ok ? "yes" : "NO: replicate K/V heads (more bytes) or combine with ring");
@@ -90,9 +103,25 @@ void print_moe(const Params& p, double e) {
 }
 
 suite::plan::Inputs plan_inputs(const Params& p, double e) {
-  return {p.s,     p.b,   p.h,   p.a,       p.kv,     p.d_ff > 0 ? p.d_ff : 4 * p.h,
-          p.t,     p.n_c, p.n_e, p.experts, p.k,      p.tokens,
-          p.flops, p.bw,  e,     p.causal,  p.swiglu, p.layers};
+  return {p.s,
+          p.b,
+          p.h,
+          p.a,
+          p.kv,
+          p.d_ff > 0 ? p.d_ff : 4 * p.h,
+          p.t,
+          p.n_c,
+          p.n_e,
+          p.experts,
+          p.k,
+          p.tokens,
+          p.flops,
+          p.bw,
+          e,
+          p.causal,
+          p.swiglu,
+          p.layers,
+          p.u > 0 ? p.u : p.n_c};
 }
 
 }  // namespace
@@ -104,7 +133,8 @@ int main(int argc, char** argv) {
       "Prints the METHODS.md predictions for the given sizes and rates (no run needed).\n"
       "Sizes no run could have are refused with exit status 2, by the rules of the sections\n"
       "printed: h % a, a % n_kv (ring, ulysses), a % t, d_ff % t, s % t (sp), s % N_c and,\n"
-      "with --causal, s % 2N_c (ring), s % N_c and a % N_c (ulysses), E % N_e and k <= E (moe).",
+      "with --causal, s % 2N_c (ring), s % N_c and a % N_c (ulysses; a hybrid: N_c % u and\n"
+      "a % u), E % N_e and k <= E (moe).",
       "model");
   app.add_option("--section", section, "sp, ring, ulysses, moe or all")
       ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe"}))
@@ -117,6 +147,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--tp,-t", p.t, "t: tensor-parallel degree")->capture_default_str();
   app.add_option("--cp", p.n_c, "N_c: context-parallel degree (ring or Ulysses)")
+      ->capture_default_str();
+  app.add_option("--ulysses-degree,-u", p.u,
+                 "u: Ulysses x ring hybrid: Ulysses inside groups of u ranks, ring attention "
+                 "across the N_c/u groups (u must divide N_c; 0: u = N_c, plain Ulysses)")
       ->capture_default_str();
   app.add_option("--flops,-F", p.flops, "F: achieved attention FLOP/s (kernel_bench measures it)")
       ->capture_default_str();

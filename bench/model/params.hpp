@@ -1,6 +1,7 @@
 // The model executable's inputs and the rules they must follow before any prediction is
 // printed: the divisibility rules of METHODS.md that the chosen sections rely on (a % n_kv,
-// h % a, a % t, s % t, d_ff % t, s % N_c, s % 2N_c causal, a % N_c, E % N_e, 1 <= k <= E).
+// h % a, a % t, s % t, d_ff % t, s % N_c, s % 2N_c causal, a % N_c or, for a hybrid, N_c % u
+// and a % u, E % N_e, 1 <= k <= E).
 // Header-only so that the unit tests check the same rules the executable applies.
 #pragma once
 
@@ -14,6 +15,7 @@ namespace suite::model_cli {
 struct Params {
   double s = 4096, b = 1, h = 4096, a = 32, kv = 32, d_ff = 0;
   int t = 8, n_c = 8, n_e = 8, experts = 64;
+  int u = 0;  // Ulysses degree of a Ulysses x ring hybrid; 0: N_c (plain Ulysses)
   double k = 2, tokens = 4096, capacity_factor = 1.25;
   double flops = 989e12, bw = 450e9;
   std::string dtype = "bf16";
@@ -69,6 +71,8 @@ inline std::string params_error(const Params& p, const std::string& section) {
   for (const Degree& x : {Degree{"--tp", p.t}, Degree{"--cp", p.n_c}, Degree{"--ep", p.n_e},
                           Degree{"--experts", p.experts}, Degree{"--layers", p.layers}})
     if (x.v < 1) return std::string(x.flag) + " " + std::to_string(x.v) + " must be >= 1";
+  if (p.u < 0)
+    return "--ulysses-degree " + std::to_string(p.u) + " must be >= 1 (or 0: plain Ulysses)";
   if (!(p.flops > 0) || !std::isfinite(p.flops)) return "--flops " + num(p.flops) + " must be > 0";
   if (!(p.bw > 0) || !std::isfinite(p.bw)) return "--bw " + num(p.bw) + " must be > 0";
   if (!(p.capacity_factor >= 0) || !std::isfinite(p.capacity_factor))
@@ -104,10 +108,20 @@ inline std::string params_error(const Params& p, const std::string& section) {
     rule(divides(2.0 * p.n_c, p.s),
          s + " is not divisible by 2 x " + cp +
              " (--causal: the zig-zag layout cuts 2N_c chunks: s % 2N_c == 0)");
-  if (ulysses)
-    rule(divides(p.n_c, p.a), a + " is not divisible by " + cp +
-                                  " (Ulysses gives each rank a/N_c whole heads: a % N_c == 0; "
-                                  "beyond, combine with ring attention)");
+  if (ulysses) {
+    const int u = p.u > 0 ? p.u : p.n_c;
+    if (p.u > 0) {
+      rule(p.n_c % p.u == 0, "--ulysses-degree " + std::to_string(p.u) + " does not divide " + cp +
+                                 " (Ulysses groups of u ranks, a ring across N_c/u of them)");
+      rule(divides(u, p.a), a + " is not divisible by --ulysses-degree " + std::to_string(u) +
+                                " (Ulysses gives each rank a/u whole heads: a % u == 0)");
+    } else {
+      rule(divides(p.n_c, p.a), a + " is not divisible by " + cp +
+                                    " (Ulysses gives each rank a/N_c whole heads: a % N_c == 0; "
+                                    "beyond, --ulysses-degree u: Ulysses in groups of u ranks, "
+                                    "ring attention across them)");
+    }
+  }
   if (moe) {
     rule(p.experts % p.n_e == 0, "--experts " + std::to_string(p.experts) +
                                      " is not divisible by --ep " + std::to_string(p.n_e) +

@@ -75,15 +75,22 @@ void print_ring_plan(const Inputs& in) {
 void print_ulysses_plan(const Inputs& in) {
   const double g = in.a / in.kv, L = in.layers;
   header("Ulysses", in);
-  const double bytes = m::ulysses_bytes_per_layer(in.s, in.h, in.n_c, g, in.e);
-  // All s tokens for a/N_c heads: 4 s^2 h / N_c FLOPs per rank per batch element.
-  const double compute = 4 * in.s * in.s * in.h * in.b / in.n_c * (in.causal ? 0.5 : 1) / in.flops;
-  const double a2a = bytes / in.bw;
+  const double a2a_bytes = m::hybrid_ulysses_bytes_per_layer(in.s, in.h, in.n_c, in.u, g, in.e);
+  const double a2a = a2a_bytes / in.bw;
+  // After the all-to-alls a rank attends its group's s u/N_c queries for a/u heads against
+  // all s keys: N_c/u ring rounds (one for plain Ulysses), each hiding its K/V transfer
+  // behind the round's attention where it can. 4 s^2 h / N_c FLOPs per rank in all.
+  const m::Ring ring = m::hybrid_ring(in.s, in.h, in.n_c, in.u, g, in.e, in.causal);
+  const double round_compute =
+      m::ring_flops_per_round(ring) * in.b * (in.causal ? 0.5 : 1) / in.flops;
+  const double round_xfer = ring.n_c > 1 ? m::ring_bytes_per_round(ring) / in.bw : 0.0;
+  const double attention = ring.n_c * std::max(round_compute, round_xfer);
+  const double bytes = a2a_bytes + m::ring_bytes_per_layer(ring);
   line("all-to-alls per layer fwd per rank (exposed)", a2a, "s");
-  line("attention per layer fwd per rank", compute, "s");
-  line("model attention + all-to-alls fwd per rank", L * (a2a + compute), "s");
-  line("model all-to-all bytes per rank, fwd", L * bytes, "B");
-  prediction("ulysses", L * (a2a + compute), L * bytes, 0);
+  line("attention per layer fwd per rank (with the ring part)", attention, "s");
+  line("model attention + all-to-alls fwd per rank", L * (a2a + attention), "s");
+  line("model all-to-all and ring bytes per rank, fwd", L * bytes, "B");
+  prediction("ulysses", L * (a2a + attention), L * bytes, 0);
 }
 
 void print_moe_plan(const Inputs& in) {

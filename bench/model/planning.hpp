@@ -12,6 +12,7 @@ struct Inputs {
   double flops, bw, e;
   bool causal, swiglu;
   int layers;
+  int u;  // Ulysses degree (u = n_c: plain Ulysses; below: a hybrid with a ring across groups)
 };
 
 void print_sp_plan(const Inputs& in);

@@ -140,6 +140,26 @@ def scenario_plots(env: Env) -> None:
         expect(want in names, f"{want} not in {names}")
 
 
+def scenario_model_agrees(env: Env) -> None:
+    """`model --section ulysses --ulysses-degree u` predicts the bytes per rank each case of
+    the benchmark predicts (and measures): plain ring, hybrid and plain Ulysses, full and GQA."""
+    for kv in (4, 2):
+        out = env.workdir / f"model_kv{kv}.h5"
+        run_ok(env, 4, out, "--seq", "64", "--heads", "4", "--kv-heads", str(kv), "--head-dim", "64",
+               "--causal", "1", "--layout", "zigzag")
+        for name, a in check_file(out, 4, 4).items():
+            u = int(a["u"])
+            proc = subprocess.run([str(env.bin_dir / "model"), "--section", "ulysses", "--seq", "64",
+                                   "--hidden", "256", "--heads", "4", "--kv-heads", str(kv), "--cp", "4",
+                                   "--ulysses-degree", str(u), "--dtype", "fp32", "--causal"],
+                                  capture_output=True, text=True, timeout=30)
+            expect(proc.returncode == 0, f"model for {name}", proc)
+            line = next(l for l in proc.stdout.splitlines() if l.startswith("prediction:"))
+            bytes_per_rank = float(line.split("bytes_per_rank=")[1].split()[0])
+            expect(bytes_per_rank == a["pred_bytes_sent_per_rank"] == a["bytes_sent_per_rank"],
+                   f"{name}: model {bytes_per_rank} vs bench {a['pred_bytes_sent_per_rank']}")
+
+
 SCENARIOS = {
     "ulysses_np2_fp64": scenario_np2,
     "ulysses_np4_fp32": scenario_np4,
@@ -147,6 +167,7 @@ SCENARIOS = {
     "ulysses_save_tensors": scenario_save_tensors,
     "ulysses_bad_input": scenario_bad_input,
     "ulysses_plots": scenario_plots,
+    "ulysses_model_agrees": scenario_model_agrees,
 }
 
 

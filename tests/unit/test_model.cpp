@@ -79,6 +79,26 @@ TEST(ModelUlysses, BytesAndHeadLimits) {
   EXPECT_FALSE(m::ulysses_degree_ok(3, 32, 32));  // does not divide
 }
 
+TEST(ModelUlysses, HybridsSpanRingAndUlysses) {
+  const double s = 4096, h = 4096, g = 4, e = 2;
+  // u = N_c: plain Ulysses, no ring part.
+  EXPECT_DOUBLE_EQ(m::hybrid_ulysses_bytes_per_layer(s, h, 8, 8, g, e),
+                   m::ulysses_bytes_per_layer(s, h, 8, g, e));
+  EXPECT_EQ(m::hybrid_ring(s, h, 8, 8, g, e, true).n_c, 1);
+  // u = 1: plain ring attention over N_c ranks, no all-to-all.
+  const m::Ring ring{h, s / 8, 8, g, e, true};
+  const m::Ring one = m::hybrid_ring(s, h, 8, 1, g, e, true);
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_layer(one), m::ring_bytes_per_layer(ring));
+  EXPECT_DOUBLE_EQ(m::hybrid_ulysses_bytes_per_layer(s, h, 8, 1, g, e), 0.0);
+  // u = 2 of 8: groups of 2 hold s/4 tokens; the ring of 4 moves K/V of s/4 tokens, n_kv/2 heads.
+  const m::Ring two = m::hybrid_ring(s, h, 8, 2, g, e, true);
+  EXPECT_EQ(two.n_c, 4);
+  EXPECT_DOUBLE_EQ(two.c, s / 4);
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_layer(two), 3 * 2 * (s / 4) * (h / 2 / g) * e);
+  EXPECT_DOUBLE_EQ(m::hybrid_ulysses_bytes_per_layer(s, h, 8, 2, g, e),
+                   0.5 * (s / 4) * h * e / 2 * (2 + 2 / g));
+}
+
 TEST(ModelMoe, BytesFlopsRatioCapacityAux) {
   EXPECT_DOUBLE_EQ(m::moe_a2a_bytes_per_rank(2, 4096, 4096, 8, 2),
                    2 * 2 * 4096.0 * 4096 * 2 * 7 / 8);
@@ -209,6 +229,23 @@ ModelRun run_model(const std::filesystem::path& exe, const std::string& args) {
 }
 
 }  // namespace
+
+TEST(ModelInputs, HybridDegreeRules) {
+  // 4 heads over 8 ranks: plain Ulysses is refused, a hybrid of degree 4 (or 2) is not.
+  auto few = [](int u) {
+    Params p;
+    p.a = 4, p.kv = 4, p.h = 256, p.u = u;
+    return p;
+  };
+  EXPECT_NE(params_error(few(0), "ulysses").find("--ulysses-degree u"), std::string::npos);
+  EXPECT_EQ(params_error(few(4), "ulysses"), "");
+  EXPECT_EQ(params_error(few(2), "ulysses"), "");
+  EXPECT_EQ(params_error(few(3), "ulysses"),
+            "--ulysses-degree 3 does not divide --cp 8 (Ulysses groups of u ranks, a ring across "
+            "N_c/u of them); --heads 4 is not divisible by --ulysses-degree 3 (Ulysses gives each "
+            "rank a/u whole heads: a % u == 0)");
+  EXPECT_NE(params_error(few(-1), "ulysses").find("must be >= 1"), std::string::npos);
+}
 
 TEST(ModelCli, ImpossibleSizesExitTwoWithOneMessage) {
   const auto exe = model_exe();
