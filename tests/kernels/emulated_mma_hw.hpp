@@ -5,6 +5,7 @@
 // coordinate helpers that the kernel indexes with.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -15,6 +16,10 @@ namespace suite::kernels::test {
 
 struct EmulatedHw {
   using Elem = bf16;
+
+  // The worst shared-memory bank conflict seen (ways: 1 = conflict-free) of each warp-wide
+  // shared load, for the tests to assert the padding does its job; reset them before a run.
+  static inline int worst_lds32_ways = 0, worst_ldmatrix_ways = 0;
 
   static void cp_async16(void* dst, const void* src, int src_bytes) {
     simt::cp_async(dst, src, 16, static_cast<std::size_t>(src_bytes));
@@ -75,6 +80,18 @@ struct EmulatedHw {
     if (!simt::check_shared(row_addr, 16, 16, "ldmatrix row")) row_addr = nullptr;
     const unsigned char* all = simt::warp_exchange(&row_addr, sizeof row_addr);
     const int lane = simt::thread_id() % 32, group = lane / 4, tig = lane % 4;
+    if (lane == 0) {  // each matrix is one phase: its 8 rows of 16 bytes
+      for (int m = 0; m < 4; ++m) {
+        std::size_t words[32];
+        for (int row = 0; row < 8; ++row) {
+          const void* addr;
+          std::memcpy(&addr, all + (8 * m + row) * simt::kExchangeBytes, sizeof addr);
+          for (int w = 0; w < 4; ++w)
+            words[4 * row + w] = addr ? simt::shared_offset(addr) + 4 * w : 0;
+        }
+        worst_ldmatrix_ways = std::max(worst_ldmatrix_ways, simt::bank_ways(words, 32));
+      }
+    }
     for (int m = 0; m < 4; ++m) {
       std::uint16_t e[2];
       for (int j = 0; j < 2; ++j) {
@@ -92,7 +109,17 @@ struct EmulatedHw {
   }
   static unsigned lds32(const Elem* p) {
     unsigned v = 0;
-    if (simt::check_shared(p, 4, 4, "32-bit shared load")) std::memcpy(&v, p, 4);
+    const bool ok = simt::check_shared(p, 4, 4, "32-bit shared load");
+    if (ok) std::memcpy(&v, p, 4);
+    // Warp-wide, as the GPU issues it: the 32 lanes' words against the 32 banks.
+    const std::size_t mine = ok ? simt::shared_offset(p) : 0;
+    const unsigned char* all = simt::warp_exchange(&mine, sizeof mine);
+    if (simt::thread_id() % 32 == 0) {
+      std::size_t words[32];
+      for (int lane = 0; lane < 32; ++lane)
+        std::memcpy(&words[lane], all + lane * simt::kExchangeBytes, sizeof words[lane]);
+      worst_lds32_ways = std::max(worst_lds32_ways, simt::bank_ways(words, 32));
+    }
     return v;
   }
   static void store32(Elem* p, unsigned v) {

@@ -2,10 +2,12 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <set>
 
 namespace suite::kernels::test::simt {
 namespace {
@@ -195,6 +197,21 @@ void cp_async_wait(int newest_pending_allowed) {
       land(c);
     f.committed.pop_front();
   }
+}
+
+std::size_t shared_offset(const void* p) {
+  return static_cast<std::size_t>(static_cast<const unsigned char*>(p) -
+                                  static_cast<const unsigned char*>(impl().shared.base));
+}
+
+int bank_ways(const std::size_t* word_offsets, std::size_t n) {
+  std::set<std::size_t> words[32];
+  for (std::size_t i = 0; i < n; ++i)
+    words[(word_offsets[i] / 4) % 32].insert(word_offsets[i] / 4);
+  std::size_t ways = 0;
+  for (const auto& bank : words)
+    ways = std::max(ways, bank.size());
+  return static_cast<int>(ways);
 }
 
 namespace {

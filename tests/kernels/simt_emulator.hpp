@@ -55,6 +55,14 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
 void cp_async_commit();
 void cp_async_wait(int newest_pending_allowed);
 
+// Byte offset of p from the start of the block's shared memory (banks count from there).
+std::size_t shared_offset(const void* p);
+
+// Shared-memory bank conflicts of one warp-wide access: the most distinct 4-byte words any of
+// the 32 banks serves (1: conflict-free; a word read by several lanes is broadcast once).
+// words: the byte offsets of the words the access touches.
+int bank_ways(const std::size_t* word_offsets, std::size_t n);
+
 // Checked accesses: `what` names the primitive in the error. False (and an error recorded)
 // when the access is out of bounds or misaligned: the caller then skips it.
 bool check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what);

@@ -80,11 +80,12 @@ TEST(SimtEmulator, FlagsOutOfBoundsMisalignedAndUnwaitedCopies) {
   AlignedBytes smem(64), global(64);
   BlockRun run(32, CopyTiming::deferred, {smem.data, smem.bytes}, {{global.data, global.bytes}});
   run.run([&](int tid) {
+    // A warp-wide shared load, lane 0's out of range.
+    EmulatedHw::lds32(reinterpret_cast<bf16*>(smem.data + (tid == 0 ? 64 : 4 * (tid % 16))));
     if (tid == 0) {
-      EmulatedHw::cp_async16(smem.data + 64, global.data, 16);     // past the shared end
-      EmulatedHw::cp_async16(smem.data, global.data + 8, 16);      // misaligned source
-      EmulatedHw::lds32(reinterpret_cast<bf16*>(smem.data + 64));  // shared load out of range
-      EmulatedHw::cp_async16(smem.data, global.data, 16);          // never waited for
+      EmulatedHw::cp_async16(smem.data + 64, global.data, 16);  // past the shared end
+      EmulatedHw::cp_async16(smem.data, global.data + 8, 16);   // misaligned source
+      EmulatedHw::cp_async16(smem.data, global.data, 16);       // never waited for
       EmulatedHw::cp_async_commit();
     }
   });
@@ -93,6 +94,23 @@ TEST(SimtEmulator, FlagsOutOfBoundsMisalignedAndUnwaitedCopies) {
   EXPECT_NE(all.find("cp.async source: address not 16-byte aligned"), std::string::npos) << all;
   EXPECT_NE(all.find("32-bit shared load"), std::string::npos) << all;
   EXPECT_NE(all.find("outstanding"), std::string::npos) << all;
+}
+
+TEST(SimtEmulator, CountsBankConflicts) {
+  // 32 words in 32 banks; the same word read by every lane (a broadcast); two words 128 bytes
+  // apart in one bank; 8 words with a 32-word stride, all in bank 0.
+  std::size_t spread[32], same[32], two[32], stride[8];
+  for (std::size_t i = 0; i < 32; ++i) {
+    spread[i] = 4 * i;
+    same[i] = 12;
+    two[i] = i < 16 ? 4 * i : 4 * i + 128 - 64;
+  }
+  for (std::size_t i = 0; i < 8; ++i)
+    stride[i] = 128 * i;
+  EXPECT_EQ(test::simt::bank_ways(spread, 32), 1);
+  EXPECT_EQ(test::simt::bank_ways(same, 32), 1);
+  EXPECT_EQ(test::simt::bank_ways(two, 32), 2);
+  EXPECT_EQ(test::simt::bank_ways(stride, 8), 8);
 }
 
 // The emulated mma against a plain matrix product, with the operands distributed by the
@@ -200,10 +218,17 @@ TEST_P(FlashMmaEmulated, MatchesReference) {
   const std::vector<bf16> qb = to_storage(q), kb = to_storage(k), vb = to_storage(v);
   std::vector<bf16> ob(static_cast<std::size_t>(p.cq * p.ld_o), to_bf16(0.0f));
   std::vector<float> lse(static_cast<std::size_t>(c.a) * c.cq, 12345.0f);
+  EmulatedHw::worst_lds32_ways = EmulatedHw::worst_ldmatrix_ways = 0;
   const std::vector<std::string> errors =
       c.d == 64 ? run_kernel<64>(p, c.timing, qb, kb, vb, blk, ob, lse)
                 : run_kernel<128>(p, c.timing, qb, kb, vb, blk, ob, lse);
   ASSERT_TRUE(errors.empty()) << join(errors);
+  // The row padding (mma_smem_stride) keeps every fragment load and ldmatrix phase on 32
+  // distinct banks: a speed property the CPU can check.
+  EXPECT_EQ(EmulatedHw::worst_lds32_ways, 1);
+  if (c.kind != Kind::masked) {  // a fully masked block loads no V
+    EXPECT_EQ(EmulatedHw::worst_ldmatrix_ways, 1);
+  }
   std::vector<float> o(ob.size());
   for (std::size_t i = 0; i < ob.size(); ++i)
     o[i] = to_float(ob[i]);
