@@ -62,10 +62,10 @@ double layer_flops_per_rank(const Activation& x, bool causal) {
 }
 
 double ring_flops_per_round(const Ring& r) {
-  return 4 * r.c * r.c * r.h;
+  return 4 * r.c * r.c * r.h * r.b;
 }
 double ring_bytes_per_round(const Ring& r) {
-  return 2 * r.c * r.h * r.e / r.g;
+  return 2 * r.c * r.h * r.e * r.b / r.g;
 }
 double ring_bytes_per_layer(const Ring& r) {
   return (r.n_c - 1) * ring_bytes_per_round(r);
@@ -74,7 +74,7 @@ double ring_min_block(double flops_per_s, double bytes_per_s, double g, bool cau
   return (causal ? 2 : 1) * flops_per_s / (g * bytes_per_s) * (e / 2);
 }
 double ring_memory_bytes(const Ring& r) {
-  double block = r.c * r.h * r.e;
+  double block = r.c * r.h * r.e * r.b;
   return 2 * block + 4 * block / r.g;  // Q and output, plus K, V current and in flight
 }
 double ring_causal_steps_contiguous(int n_c) {
@@ -91,8 +91,8 @@ double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e) 
 bool ulysses_degree_ok(int n_c, int heads, int kv_heads) {
   return n_c >= 1 && heads % n_c == 0 && kv_heads % n_c == 0;
 }
-Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal) {
-  return {h / u, s * u / n_c, n_c / u, g, e, causal};
+Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal, double b) {
+  return {h / u, s * u / n_c, n_c / u, g, e, causal, b};
 }
 double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e) {
   return ulysses_bytes_per_layer(s * u / n_c, h, u, g, e);

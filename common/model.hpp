@@ -52,13 +52,14 @@ struct Ring {
   double g = 1;  // GQA group a/n_kv
   double e = 2;  // bytes per element
   bool causal = false;
+  double b = 1;  // micro-batch: b sequences side by side, each split the same way
 };
-double ring_flops_per_round(const Ring& r);  // 4 c^2 h
-double ring_bytes_per_round(const Ring& r);  // K and V: 2 * c*h*e / g  (4ch/g for bf16)
+double ring_flops_per_round(const Ring& r);  // 4 c^2 h b
+double ring_bytes_per_round(const Ring& r);  // K and V: 2 * c*h*e*b / g  (4chb/g for bf16)
 double ring_bytes_per_layer(const Ring& r);  // (N_c - 1) * bytes per round
 // Overlap condition: smallest c with compute >= transfer: F/W (x2 causal balanced, /g GQA, x e/2).
 double ring_min_block(double flops_per_s, double bytes_per_s, double g, bool causal, double e);
-double ring_memory_bytes(const Ring& r);  // six blocks of c*h*e (K, V divided by g)
+double ring_memory_bytes(const Ring& r);  // six blocks of c*h*e*b (K, V divided by g)
 // Causal work in units of full c x c blocks: contiguous N_c - 1/2 rounds of lockstep time,
 // balanced (zig-zag) N_c/2.
 double ring_causal_steps_contiguous(int n_c);
@@ -73,8 +74,9 @@ bool ulysses_degree_ok(int n_c, int heads, int kv_heads);
 // N_c/u groups (u = N_c: plain Ulysses; u = 1: plain ring). A group holds s u/N_c tokens; after
 // its all-to-alls a rank holds them all for a/u heads, and the ring moves K/V blocks of those
 // tokens for n_kv/u heads. The ring part as a Ring (hidden h/u, c = s u/N_c, N_c/u ranks):
-Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal);
-// Bytes per rank per layer, forward, of the group's all-to-alls (K/V heads split u ways).
+Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool causal, double b = 1);
+// Bytes per rank per layer, forward, of the group's all-to-alls (K/V heads split u ways), for
+// one sequence (the bytes grow with b like s).
 double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e);
 
 // ---- 4. MoE expert parallelism ----

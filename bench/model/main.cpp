@@ -38,10 +38,10 @@ void print_sp(const Params& p, double e) {
 
 void print_ring(const Params& p, double e) {
   double g = p.a / p.kv;
-  m::Ring r{p.h, p.s / p.n_c, p.n_c, g, e, p.causal};
-  std::printf("\nRing attention (s=%g N_c=%d c=%g h=%g g=%g %s, F=%g FLOP/s, W=%g B/s)\n", p.s,
-              p.n_c, r.c, p.h, g, p.causal ? "causal" : "full", p.flops, p.bw);
-  line("FLOPs per round 4c^2h", m::ring_flops_per_round(r), "FLOP");
+  m::Ring r{p.h, p.s / p.n_c, p.n_c, g, e, p.causal, p.b};
+  std::printf("\nRing attention (s=%g b=%g N_c=%d c=%g h=%g g=%g %s, F=%g FLOP/s, W=%g B/s)\n", p.s,
+              p.b, p.n_c, r.c, p.h, g, p.causal ? "causal" : "full", p.flops, p.bw);
+  line("FLOPs per round 4c^2hb", m::ring_flops_per_round(r), "FLOP");
   line("bytes per round (K and V)", m::ring_bytes_per_round(r), "B");
   line("compute time per round", m::ring_flops_per_round(r) / p.flops * (p.causal ? 0.5 : 1), "s");
   line("transfer time per round", m::ring_bytes_per_round(r) / p.bw, "s");
@@ -59,15 +59,16 @@ void print_ring(const Params& p, double e) {
 void print_ulysses(const Params& p, double e) {
   double g = p.a / p.kv;
   const int u = p.u > 0 ? p.u : p.n_c;
-  std::printf("\nDeepSpeed-Ulysses (s=%g h=%g N_c=%d a=%g n_kv=%g", p.s, p.h, p.n_c, p.a, p.kv);
+  std::printf("\nDeepSpeed-Ulysses (s=%g b=%g h=%g N_c=%d a=%g n_kv=%g", p.s, p.b, p.h, p.n_c, p.a,
+              p.kv);
   if (u == p.n_c) {
     std::printf(")\n");
     line("bytes per layer fwd per rank (4 all-to-alls)",
-         m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
+         p.b * m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
   } else {  // a hybrid: Ulysses in groups of u ranks, the ring across N_c/u groups
-    const m::Ring ring = m::hybrid_ring(p.s, p.h, p.n_c, u, g, e, p.causal);
+    const m::Ring ring = m::hybrid_ring(p.s, p.h, p.n_c, u, g, e, p.causal, p.b);
     std::printf("; hybrid: Ulysses degree u=%d, ring across %d groups)\n", u, ring.n_c);
-    const double a2a = m::hybrid_ulysses_bytes_per_layer(p.s, p.h, p.n_c, u, g, e);
+    const double a2a = p.b * m::hybrid_ulysses_bytes_per_layer(p.s, p.h, p.n_c, u, g, e);
     line("all-to-all bytes per layer fwd per rank (group of u)", a2a, "B");
     line("ring bytes per layer fwd per rank (N_c/u - 1 rounds)", m::ring_bytes_per_layer(ring),
          "B");

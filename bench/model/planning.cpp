@@ -58,7 +58,7 @@ void print_sp_plan(const Inputs& in) {
 }
 
 void print_ring_plan(const Inputs& in) {
-  const m::Ring r{in.h, in.s / in.n_c, in.n_c, in.a / in.kv, in.e, in.causal};
+  const m::Ring r{in.h, in.s / in.n_c, in.n_c, in.a / in.kv, in.e, in.causal, in.b};
   const double L = in.layers;
   header("ring", in);
   // Balanced (zig-zag) causal layout: half a block of work per round.
@@ -75,14 +75,14 @@ void print_ring_plan(const Inputs& in) {
 void print_ulysses_plan(const Inputs& in) {
   const double g = in.a / in.kv, L = in.layers;
   header("Ulysses", in);
-  const double a2a_bytes = m::hybrid_ulysses_bytes_per_layer(in.s, in.h, in.n_c, in.u, g, in.e);
+  const double a2a_bytes =
+      in.b * m::hybrid_ulysses_bytes_per_layer(in.s, in.h, in.n_c, in.u, g, in.e);
   const double a2a = a2a_bytes / in.bw;
   // After the all-to-alls a rank attends its group's s u/N_c queries for a/u heads against
   // all s keys: N_c/u ring rounds (one for plain Ulysses), each hiding its K/V transfer
   // behind the round's attention where it can. 4 s^2 h / N_c FLOPs per rank in all.
-  const m::Ring ring = m::hybrid_ring(in.s, in.h, in.n_c, in.u, g, in.e, in.causal);
-  const double round_compute =
-      m::ring_flops_per_round(ring) * in.b * (in.causal ? 0.5 : 1) / in.flops;
+  const m::Ring ring = m::hybrid_ring(in.s, in.h, in.n_c, in.u, g, in.e, in.causal, in.b);
+  const double round_compute = m::ring_flops_per_round(ring) * (in.causal ? 0.5 : 1) / in.flops;
   const double round_xfer = ring.n_c > 1 ? m::ring_bytes_per_round(ring) / in.bw : 0.0;
   const double attention = ring.n_c * std::max(round_compute, round_xfer);
   const double bytes = a2a_bytes + m::ring_bytes_per_layer(ring);

@@ -64,6 +64,15 @@ def expect_refused(env: "Env", binary: str, cases: dict[str, tuple[list[str], st
         print(f"  ok: {what}")
 
 
+def model_prediction(env: "Env", *args: str) -> dict[str, float]:
+    """`model`'s machine-readable prediction line (step_s, bytes_per_rank, memory_bytes) for
+    one section (pass --section)."""
+    proc = subprocess.run([str(env.bin_dir / "model"), *args], capture_output=True, text=True, timeout=30)
+    expect(proc.returncode == 0, f"model {' '.join(args)}", proc)
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("prediction:"))
+    return {k: float(v) for k, v in (kv.split("=") for kv in line.split()[2:])}
+
+
 def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list[int]) -> None:
     with h5py.File(path) as f:
         a = f.attrs

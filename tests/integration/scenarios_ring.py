@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from run_scenario import Env, expect, expect_refused, model_prediction, run_cli  # noqa: E402
 
 BIN = "ring_attention"
 
@@ -173,7 +173,27 @@ def scenario_ring_plots(env: Env) -> None:
     expect(any(n.startswith("ring_rounds") for n in names), f"no per-round heatmap in {names}")
 
 
+def scenario_ring_model_agrees(env: Env) -> None:
+    """`model --section ring` predicts the bytes per rank and the memory the benchmark predicts
+    (and measures), for full and causal, MHA and GQA, one and two sequences per micro-batch."""
+    for batch, kv, causal in ((1, 4, "0"), (2, 2, "1")):
+        out = env.workdir / f"model_b{batch}.h5"
+        run_ok(env, 2, out, "--block", "32", "--batch", str(batch), "--heads", "4", "--kv-heads", str(kv),
+               "--head-dim", "64", "--causal", causal, "--layout", "zigzag", "--variant", "ring")
+        with h5py.File(out) as f:
+            for name, g in f["ring_attention"].items():
+                a = g.attrs
+                pred = model_prediction(env, "--section", "ring", "--seq", "64", "--cp", "2", "--batch", str(batch),
+                                        "--hidden", "256", "--heads", "4", "--kv-heads", str(kv), "--dtype", "fp32",
+                                        *(["--causal"] if causal == "1" else []))
+                expect(pred["bytes_per_rank"] == a["pred_bytes_sent_per_rank_per_layer"]
+                       == a["bytes_sent_per_rank_per_layer"], f"{name}: bytes, model {pred['bytes_per_rank']}")
+                expect(pred["memory_bytes"] == a["pred_memory_bytes"] == a["memory_method_bytes"],
+                       f"{name}: memory, model {pred['memory_bytes']} vs {a['pred_memory_bytes']}")
+
+
 SCENARIOS = {
+    "ring_model_agrees": scenario_ring_model_agrees,
     "ring_np2_fp64": lambda e: scenario_ring(e, 2, "fp64", 2),
     "ring_np4_fp32": lambda e: scenario_ring(e, 4, "fp32", 4),
     "ring_np4_cp2": lambda e: scenario_ring(e, 4, "fp64", 2),

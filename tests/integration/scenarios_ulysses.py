@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from run_scenario import Env, expect, model_prediction, expect_refused, run_cli  # noqa: E402
 from scenarios_ring import attention  # noqa: E402
 
 BIN = "ulysses"
@@ -142,22 +142,18 @@ def scenario_plots(env: Env) -> None:
 
 def scenario_model_agrees(env: Env) -> None:
     """`model --section ulysses --ulysses-degree u` predicts the bytes per rank each case of
-    the benchmark predicts (and measures): plain ring, hybrid and plain Ulysses, full and GQA."""
+    the benchmark predicts (and measures): plain ring, hybrid and plain Ulysses, full and GQA,
+    two sequences per micro-batch."""
     for kv in (4, 2):
         out = env.workdir / f"model_kv{kv}.h5"
-        run_ok(env, 4, out, "--seq", "64", "--heads", "4", "--kv-heads", str(kv), "--head-dim", "64",
-               "--causal", "1", "--layout", "zigzag")
+        run_ok(env, 4, out, "--seq", "64", "--batch", "2", "--heads", "4", "--kv-heads", str(kv),
+               "--head-dim", "64", "--causal", "1", "--layout", "zigzag")
         for name, a in check_file(out, 4, 4).items():
-            u = int(a["u"])
-            proc = subprocess.run([str(env.bin_dir / "model"), "--section", "ulysses", "--seq", "64",
-                                   "--hidden", "256", "--heads", "4", "--kv-heads", str(kv), "--cp", "4",
-                                   "--ulysses-degree", str(u), "--dtype", "fp32", "--causal"],
-                                  capture_output=True, text=True, timeout=30)
-            expect(proc.returncode == 0, f"model for {name}", proc)
-            line = next(l for l in proc.stdout.splitlines() if l.startswith("prediction:"))
-            bytes_per_rank = float(line.split("bytes_per_rank=")[1].split()[0])
-            expect(bytes_per_rank == a["pred_bytes_sent_per_rank"] == a["bytes_sent_per_rank"],
-                   f"{name}: model {bytes_per_rank} vs bench {a['pred_bytes_sent_per_rank']}")
+            pred = model_prediction(env, "--section", "ulysses", "--seq", "64", "--batch", "2", "--hidden", "256",
+                                    "--heads", "4", "--kv-heads", str(kv), "--cp", "4",
+                                    "--ulysses-degree", str(int(a["u"])), "--dtype", "fp32", "--causal")
+            expect(pred["bytes_per_rank"] == a["pred_bytes_sent_per_rank"] == a["bytes_sent_per_rank"],
+                   f"{name}: model {pred['bytes_per_rank']} vs bench {a['pred_bytes_sent_per_rank']}")
 
 
 SCENARIOS = {

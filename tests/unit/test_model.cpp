@@ -65,6 +65,12 @@ TEST(ModelRing, FlopsBytesMemory) {
   EXPECT_DOUBLE_EQ(m::ring_bytes_per_round(gqa), 1024.0 * 4096);
   EXPECT_DOUBLE_EQ(m::ring_causal_steps_contiguous(8), 7.5);
   EXPECT_DOUBLE_EQ(m::ring_causal_steps_balanced(8), 4);
+  // A micro-batch of b sequences: b times the work, the bytes and the memory of one.
+  m::Ring batch = r;
+  batch.b = 3;
+  EXPECT_DOUBLE_EQ(m::ring_flops_per_round(batch), 3 * m::ring_flops_per_round(r));
+  EXPECT_DOUBLE_EQ(m::ring_bytes_per_layer(batch), 3 * m::ring_bytes_per_layer(r));
+  EXPECT_DOUBLE_EQ(m::ring_memory_bytes(batch), 3 * m::ring_memory_bytes(r));
 }
 
 TEST(ModelUlysses, BytesAndHeadLimits) {
