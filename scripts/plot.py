@@ -232,37 +232,28 @@ def plot_generic(res: Results, bench: str, out: Path, written: list[Path],
     return bool(timed) or bool(figures)
 
 
-def plot_ring_attention(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
-    """Block-size sweep against c*, and per-rank per-round work and idle heatmaps."""
-    figures = ring_figures(_usable(res.cases_of(bench), RING_NEEDS), lambda what: _title(res, what))
-    for name, fig in figures.items():
-        _save(fig, out / name, written)
-    return bool(figures)
+def _figures_plotter(make: Callable[[list[Case], Callable[[str], str]], dict[str, plt.Figure]],
+                     needs: tuple[str, ...], doc: str) -> Callable[[Results, str, Path, list[Path]], bool]:
+    """A bench's plotter from its figure module: the cases that have `needs`, titled and saved."""
+    def plot(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
+        figures = make(_usable(res.cases_of(bench), needs), lambda what: _title(res, what))
+        for name, fig in figures.items():
+            _save(fig, out / name, written)
+        return bool(figures)
+    plot.__doc__ = doc
+    return plot
 
 
-def plot_ulysses(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
-    """Phases per Ulysses degree, step time and bytes against s."""
-    figures = ulysses_figures(_usable(res.cases_of(bench), ULYSSES_NEEDS), lambda what: _title(res, what))
-    for name, fig in figures.items():
-        _save(fig, out / name, written)
-    return bool(figures)
-
-
-def plot_moe(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
-    """Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py)."""
-    figures = moe_figures(_usable(res.cases_of(bench), MOE_NEEDS), bench,
-                          lambda what: _title(res, what))
-    for name, fig in figures.items():
-        _save(fig, out / name, written)
-    return bool(figures)
-
-
-def plot_kernel_bench(res: Results, bench: str, out: Path, written: list[Path]) -> bool:
-    """Achieved FLOP/s per case beside the peak, attention rate against s (plot_kernels.py)."""
-    figures = kernel_figures(_usable(res.cases_of(bench), KERNEL_NEEDS), lambda what: _title(res, what))
-    for name, fig in figures.items():
-        _save(fig, out / name, written)
-    return bool(figures)
+plot_ring_attention = _figures_plotter(
+    ring_figures, RING_NEEDS, "Block-size sweep against c*, and per-rank per-round work and idle heatmaps.")
+plot_ulysses = _figures_plotter(
+    ulysses_figures, ULYSSES_NEEDS, "Phases per Ulysses degree, step time and bytes against s.")
+plot_moe = _figures_plotter(
+    lambda cases, title: moe_figures(cases, "moe", title), MOE_NEEDS,
+    "Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py).")
+plot_kernel_bench = _figures_plotter(
+    kernel_figures, KERNEL_NEEDS,
+    "Achieved FLOP/s per case beside the peak, attention rate against s (plot_kernels.py).")
 
 
 PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
