@@ -143,9 +143,7 @@ void init_google_benchmark(std::vector<std::string>& flags, int rank) {
 class HumanOutputAside {
  public:
   explicit HumanOutputAside(const std::vector<std::string>& flags) {
-    for (const auto& a : flags)
-      if (auto v = flag_value(a, "--benchmark_format")) machine_readable_ = *v != "console";
-    if (!machine_readable_) return;
+    if (last_flag_value(flags, "--benchmark_format", "console") == "console") return;
     std::fflush(stdout);
     saved_ = dup(STDOUT_FILENO);
     if (saved_ >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
@@ -160,25 +158,8 @@ class HumanOutputAside {
   HumanOutputAside& operator=(const HumanOutputAside&) = delete;
 
  private:
-  bool machine_readable_ = false;
   int saved_ = -1;
 };
-
-// The value of the last `--name=value` among flags, or fallback.
-std::string last_flag_value(const std::vector<std::string>& flags, const std::string& name,
-                            const std::string& fallback) {
-  std::string value = fallback;
-  for (const auto& a : flags)
-    if (auto v = flag_value(a, name)) value = *v;
-  return value;
-}
-
-bool wants_list_only(const std::vector<std::string>& flags) {
-  return std::any_of(flags.begin(), flags.end(), [](const std::string& a) {
-    return a == "--benchmark_list_tests" || a == "--benchmark_list_tests=true" ||
-           a == "--benchmark_list_tests=1";
-  });
-}
 
 // Runs the registered cases; rank 0 prints (console or --benchmark_format, plus
 // --benchmark_out), the others stay silent. Returns how many cases matched the filter.
@@ -263,7 +244,8 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   int exit_code = 0;
   {
     Watchdog watchdog(opts.timeout_s, mpi.thread_multiple());
-    if (wants_list_only(args.benchmark)) {  // names only: nothing runs, no results file
+    if (flag_is_true(args.benchmark,
+                     "--benchmark_list_tests")) {  // names only: nothing runs, no results file
       Harness harness(ctx, nullptr, watchdog);
       harness.register_cases(cases);
       run_registered(rank);

@@ -1,5 +1,6 @@
 #include "common/benchmark_flags.hpp"
 
+#include <cctype>
 #include <regex>
 
 #include "common/errors.hpp"
@@ -10,6 +11,27 @@ std::optional<std::string> flag_value(const std::string& a, const std::string& n
   const std::string key = name + "=";
   if (a.rfind(key, 0) != 0) return std::nullopt;
   return a.substr(key.size());
+}
+
+std::string last_flag_value(const std::vector<std::string>& flags, const std::string& name,
+                            const std::string& fallback) {
+  std::string value = fallback;
+  for (const auto& a : flags)
+    if (auto v = flag_value(a, name)) value = *v;
+  return value;
+}
+
+bool flag_is_true(const std::vector<std::string>& flags, const std::string& name) {
+  std::optional<std::string> value;
+  for (const auto& a : flags) {
+    if (a == name) value = "true";
+    if (auto v = flag_value(a, name)) value = *v;
+  }
+  if (!value) return false;
+  std::string v = *value;
+  for (char& c : v)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(v == "0" || v == "false" || v == "no" || v == "off" || v == "f" || v == "n");
 }
 
 void check_benchmark_values(const std::string& a) {

@@ -37,18 +37,45 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
-// Where the job ran and how its links were set up (Slurm, slurm/link_presets.json), and the
-// benchmark's process groups (consecutive ranks).
-Attributes cluster_attrs(const BenchContext& ctx) {
-  const std::int64_t world = ctx.mpi.size(), group = ctx.comm.size();
+// The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU.
+std::string gemm_library_version() {
+#if defined(SUITE_HAVE_CUDA)
+  return kernels::cuda::GemmLt::library_version();
+#else
+  return "none";
+#endif
+}
+
+// What every results file records whatever ran: the build, the run, the libraries of the
+// backend, and where the job ran and how its links were set up (Slurm,
+// slurm/link_presets.json).
+Attributes provenance_attrs(const std::string& bench, const std::string& command_line, bool cuda) {
   return {
+      {"suite_version", std::string(kSuiteVersion)},
+      {"git_commit", std::string(kGitCommit)},
+      {"created_utc", utc_now_iso()},
+      {"command_line", command_line},
+      {"bench", bench},
+      {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
+      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
+      {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
       {"link_env", env_or_empty("SUITE_LINK_ENV")},
-      {"group_size", group},
-      {"group_count", world / group},
-      {"group_layout", std::string("consecutive")},
   };
+}
+
+// The benchmark's process groups (consecutive ranks): group_size ranks each, group_count of
+// them.
+Attributes group_attrs(std::int64_t group_size, std::int64_t group_count) {
+  return {{"group_size", group_size},
+          {"group_count", group_count},
+          {"group_layout", std::string("consecutive")}};
+}
+
+void append(Attributes& to, Attributes more) {
+  for (auto& attr : more)
+    to.push_back(std::move(attr));
 }
 
 // Hardware threads this rank may run on (its CPU affinity: a cpuset or a binding), as a
@@ -90,15 +117,6 @@ Attributes placement_attrs() {
           {"oversubscribed", worst[2]}};
 }
 
-// The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU.
-std::string gemm_library_version() {
-#if defined(SUITE_HAVE_CUDA)
-  return kernels::cuda::GemmLt::library_version();
-#else
-  return "none";
-#endif
-}
-
 }  // namespace
 
 std::string utc_now_iso() {
@@ -121,36 +139,23 @@ RunInfo single_process_run_info(const std::string& bench, const std::string& com
                                 const std::string& backend, const std::string& device_name) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const bool cuda = backend == "cuda";
   RunInfo info;
   info.rank_hosts = {host};
   info.rank_devices = {device_name};
-  info.attrs = {
-      {"suite_version", std::string(kSuiteVersion)},
-      {"git_commit", std::string(kGitCommit)},
-      {"created_utc", utc_now_iso()},
-      {"command_line", command_line},
-      {"bench", bench},
-      {"world_size", std::int64_t{1}},
-      {"hostnames", std::string(host)},
-      {"backend", backend},
-      {"transport", std::string("none")},
-      {"transport_detail", std::string("one process")},
-      {"link", std::string("none")},
-      {"dtype", std::string("per case")},
-      {"mpi_version", std::string("none")},
-      {"nccl_version", std::string("none")},
-      {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
-      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
-      {"device_names", device_name},
-      {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
-      {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
-      {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
-      {"link_env", env_or_empty("SUITE_LINK_ENV")},
-      {"group_size", std::int64_t{1}},
-      {"group_count", std::int64_t{1}},
-      {"group_layout", std::string("consecutive")},
-  };
+  info.attrs = provenance_attrs(bench, command_line, backend == "cuda");
+  append(info.attrs, {
+                         {"world_size", std::int64_t{1}},
+                         {"hostnames", std::string(host)},
+                         {"backend", backend},
+                         {"transport", std::string("none")},
+                         {"transport_detail", std::string("one process")},
+                         {"link", std::string("none")},
+                         {"dtype", std::string("per case")},
+                         {"mpi_version", std::string("none")},
+                         {"nccl_version", std::string("none")},
+                         {"device_names", device_name},
+                     });
+  append(info.attrs, group_attrs(1, 1));
   return info;
 }
 
@@ -158,37 +163,27 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
   RunInfo info;
   info.rank_hosts = ctx.mpi.all_hostnames();
   info.rank_devices = all_gather_strings(ctx.device.name());
-  const char* job = std::getenv("SLURM_JOB_ID");
-  bool cuda = ctx.backend == Backend::cuda;
-  info.attrs = {
-      {"suite_version", std::string(kSuiteVersion)},
-      {"git_commit", std::string(kGitCommit)},
-      {"created_utc", utc_now_iso()},
-      {"command_line", command_line},
-      {"bench", ctx.bench},
-      {"world_size", std::int64_t{ctx.mpi.size()}},
-      {"hostnames", join_distinct(info.rank_hosts)},
-      {"backend", std::string(backend_name(ctx.backend))},
-      {"transport", std::string(transport_name(ctx.comm.transport()))},
-      {"transport_detail", ctx.comm.detail()},
-      {"link", ctx.opts.link},
-      {"dtype", std::string(dtype_name(ctx.dtype))},
-      {"mpi_version", ctx.mpi.library_version()},
-      {"nccl_version",
-       ctx.comm.transport() == Transport::nccl ? nccl_version() : std::string("none")},
-      {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
-      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
-      {"device_names", join_distinct(info.rank_devices)},
-      {"slurm_job_id", std::string(job ? job : "")},
-      // What reproduces the inputs (routing, skew, tensors) and how the run was guarded.
-      {"seed", static_cast<std::int64_t>(ctx.opts.seed)},
-      {"check", std::int64_t{ctx.opts.check}},
-      {"timeout_s", ctx.opts.timeout_s},
-  };
-  for (auto& attr : cluster_attrs(ctx))
-    info.attrs.push_back(std::move(attr));
-  for (auto& attr : placement_attrs())
-    info.attrs.push_back(std::move(attr));
+  info.attrs = provenance_attrs(ctx.bench, command_line, ctx.backend == Backend::cuda);
+  append(info.attrs,
+         {
+             {"world_size", std::int64_t{ctx.mpi.size()}},
+             {"hostnames", join_distinct(info.rank_hosts)},
+             {"backend", std::string(backend_name(ctx.backend))},
+             {"transport", std::string(transport_name(ctx.comm.transport()))},
+             {"transport_detail", ctx.comm.detail()},
+             {"link", ctx.opts.link},
+             {"dtype", std::string(dtype_name(ctx.dtype))},
+             {"mpi_version", ctx.mpi.library_version()},
+             {"nccl_version",
+              ctx.comm.transport() == Transport::nccl ? nccl_version() : std::string("none")},
+             {"device_names", join_distinct(info.rank_devices)},
+             // What reproduces the inputs (routing, skew, tensors) and how the run was guarded.
+             {"seed", static_cast<std::int64_t>(ctx.opts.seed)},
+             {"check", std::int64_t{ctx.opts.check}},
+             {"timeout_s", ctx.opts.timeout_s},
+         });
+  append(info.attrs, group_attrs(ctx.comm.size(), ctx.mpi.size() / ctx.comm.size()));
+  append(info.attrs, placement_attrs());
   return info;
 }
 

@@ -80,29 +80,26 @@ std::optional<double> parse_peak(const std::string& text) {
   return std::nullopt;
 }
 
-// Whether a --benchmark_*_aggregates_only value asks for aggregates only (Google Benchmark's
-// reading of a boolean flag value).
-bool truthy(const std::string& v) {
-  return !(v == "0" || v == "false" || v == "False" || v == "FALSE" || v == "no" || v == "n" ||
-           v == "off" || v == "f");
-}
-
 int main(int argc, char** argv) {
-  std::string command_line;
-  for (int i = 0; i < argc; ++i)
-    command_line += (i ? " " : "") + std::string(argv[i]);
-  bool list_only = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0) print_help();
-    list_only |= std::strncmp(argv[i], "--benchmark_list_tests", 22) == 0 &&
-                 truthy(argv[i][22] == '=' ? argv[i] + 23 : "true");
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command_line = argv[0];
+  for (const auto& a : args)
+    command_line += " " + a;
+  for (const auto& a : args) {
+    if (a == "--help") print_help();
     try {
-      suite::check_benchmark_values(argv[i]);
+      suite::check_benchmark_values(a);
     } catch (const std::exception& e) {
       std::cerr << "error: kernel_bench: " << e.what() << "\n";
       return 2;
     }
   }
+  const bool list_only = suite::flag_is_true(args, "--benchmark_list_tests");
+  // Taken out of Google Benchmark's hands below: it would hand the reporter the aggregates
+  // alone, and the results file keeps every run.
+  const bool aggregates_only = suite::flag_is_true(args, "--benchmark_report_aggregates_only") ||
+                               suite::flag_is_true(args, "--benchmark_display_aggregates_only");
+  const std::string format = suite::last_flag_value(args, "--benchmark_format", "console");
   double cpu_peak = 0;
   if (auto v = take_flag(argc, argv, "--peak-gflops=")) {
     const auto peak = parse_peak(*v);
@@ -114,13 +111,9 @@ int main(int argc, char** argv) {
   }
   const std::string out =
       take_flag(argc, argv, "--out=").value_or(suite::default_results_path("kernel_bench"));
-  // Taken out of Google Benchmark's hands: it would hand the reporter the aggregates alone,
-  // and the results file keeps every run.
-  bool aggregates_only = false;
   for (const char* flag :
-       {"--benchmark_report_aggregates_only=", "--benchmark_display_aggregates_only="}) {
-    if (auto v = take_flag(argc, argv, flag)) aggregates_only |= truthy(*v);
-  }
+       {"--benchmark_report_aggregates_only", "--benchmark_display_aggregates_only"})
+    take_flag(argc, argv, flag);
   std::vector<std::string> attn_kernels;
   try {
     attn_kernels = suite::bench::parse_attn_kernel_list(
@@ -179,9 +172,6 @@ int main(int argc, char** argv) {
     return 3;
   }
   // stdout is Google Benchmark's report alone when it is JSON or CSV.
-  std::string format = "console";
-  for (int i = 1; i < argc; ++i)
-    if (auto v = suite::flag_value(argv[i], "--benchmark_format")) format = *v;
   (format == "console" ? std::cout : std::cerr)
       << "results: " << out << " (" << reporter.cases_written() << " cases)\n";
   return 0;

@@ -55,17 +55,13 @@ Attributes params_of(const std::string& registered) {
 // a value runs to the next " key=".
 Attributes label_attrs(const std::string& label) {
   static const std::regex kKey("(^| )([a-z_]+)=");
+  std::vector<std::smatch> keys(std::sregex_iterator(label.begin(), label.end(), kKey),
+                                std::sregex_iterator());
   Attributes out;
-  std::vector<std::pair<std::string, std::size_t>> keys;  // name, where its value starts
-  std::vector<std::size_t> key_starts;
-  for (auto it = std::sregex_iterator(label.begin(), label.end(), kKey);
-       it != std::sregex_iterator(); ++it) {
-    keys.emplace_back((*it)[2].str(), static_cast<std::size_t>(it->position() + it->length()));
-    key_starts.push_back(static_cast<std::size_t>(it->position()));
-  }
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    const std::size_t end = i + 1 < keys.size() ? key_starts[i + 1] : label.size();
-    out.emplace_back(keys[i].first, label.substr(keys[i].second, end - keys[i].second));
+    const std::size_t from = keys[i].position() + keys[i].length();
+    const std::size_t to = i + 1 < keys.size() ? keys[i + 1].position() : label.size();
+    out.emplace_back(keys[i][2].str(), label.substr(from, to - from));
   }
   return out;
 }
