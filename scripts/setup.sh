@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libbenchmark-dev
+packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libbenchmark-dev
           libgtest-dev libcli11-dev python3 python3-venv python3-pip)
 
 missing=()
@@ -26,10 +26,10 @@ else
   if [ ${#missing[@]} -gt 0 ]; then
     cat >&2 <<MSG
 setup: not a Debian/Ubuntu system and these are missing: ${missing[*]}
-Install: a C++20 compiler, CMake >= 3.24, OpenMPI (or another MPI) with mpicxx, HDF5 (C library and
+Install: a C++20 compiler, CMake >= 3.24, OpenMPI (or another MPI) with mpicxx, OpenBLAS, HDF5 (C library and
 headers), Google Benchmark, GoogleTest, CLI11 (header-only), Python 3 with venv. Optional: the CUDA
-Toolkit with NCCL for the GPU backend. E.g. with Spack: spack install openmpi hdf5 benchmark
-googletest cli11; or conda: conda install -c conda-forge openmpi hdf5 benchmark gtest cli11.
+Toolkit with NCCL for the GPU backend. E.g. with Spack: spack install openmpi openblas hdf5 benchmark
+googletest cli11; or conda: conda install -c conda-forge openmpi openblas hdf5 benchmark gtest cli11.
 MSG
     exit 1
   fi

@@ -8,7 +8,7 @@
 
 namespace suite::kernels::cpu {
 
-// Cache-blocked, packed, register-tiled version: the CPU backend's GEMM.
+// OpenBLAS (CBLAS) underneath: the CPU backend's GEMM.
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
           std::type_identity_t<T> alpha, const T* A, std::int64_t lda, const T* B, std::int64_t ldb,
