@@ -70,6 +70,9 @@ class Device {
   virtual void mark_queued_work() = 0;
   // Device-to-device copy, ordered on stream() (asynchronous on CUDA).
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+  // Sets `bytes` bytes at dst to zero, ordered on stream() (asynchronous on CUDA): gradient
+  // accumulators start from it.
+  virtual void fill_zero(void* dst, std::size_t bytes) = 0;
   // Bytes this process could still allocate with alloc() (CUDA: free device memory; CPU:
   // available physical memory), to refuse a case that cannot fit before allocating it.
   virtual std::size_t memory_available() const = 0;

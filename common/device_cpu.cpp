@@ -52,6 +52,9 @@ class CpuDevice final : public Device {
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
     copy_from_host(dst, src, bytes);
   }
+  void fill_zero(void* dst, std::size_t bytes) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+  }
   std::size_t memory_available() const override {
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)

@@ -101,6 +101,9 @@ class CudaDevice final : public Device {
     if (bytes)
       SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
+  void fill_zero(void* dst, std::size_t bytes) override {
+    if (bytes > 0) SUITE_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+  }
   std::size_t memory_available() const override {
     std::size_t free = 0, total = 0;
     SUITE_CUDA_CHECK(cudaMemGetInfo(&free, &total));

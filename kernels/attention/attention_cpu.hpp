@@ -36,6 +36,35 @@ void attention_unfused(const AttentionParams& p, float dropout_p, std::uint64_t 
                        const std::int64_t* q_pos, const std::int64_t* k_pos, T* probs,
                        std::uint8_t* mask, T* probs_dropped, T* o, T* lse);
 
+// Backward (METHODS.md section 5). Gradients are those of sum(d_o * o), o the attention of
+// q over k, v; d_o has o's layout (row stride ld_o), dq q's (ld_q), dk / dv k's and v's
+// (ld_k, ld_v); GQA: dk, dv of a K/V head sum over its group's query heads.
+
+// Reference: from scratch in long double with its own softmax over the block's visible keys
+// (no lse, no delta): overwrites dq, dk, dv. Queries that see no key contribute nothing.
+template <class T>
+void attention_backward_reference(const AttentionParams& p, const T* q, const T* k, const T* v,
+                                  const T* d_o, const std::int64_t* q_pos,
+                                  const std::int64_t* k_pos, T* dq, T* dk, T* dv);
+
+// delta [heads, cq] = rowsum(d_o * o) per query and head (o, d_o [cq, heads, d], stride ld_o;
+// accumulated in double).
+template <class T>
+void attention_backward_delta(std::int64_t cq, int heads, int head_dim, const T* o, const T* d_o,
+                              std::int64_t ld_o, T* delta);
+
+// Tiled FlashAttention-2 backward on BLAS GEMMs: ADDS this key block's contribution to dq, dk
+// and dv, given the FINAL lse and delta of the queries (over every key block, so the
+// contributions of disjoint key blocks sum to the full gradient): P = exp(scale q k^T - lse)
+// (masked), dV += P^T dO, dP = dO V^T, dS = P (dP - delta), dQ += scale dS K,
+// dK += scale dS^T Q. A query with lse = -inf (it sees no key at all) contributes nothing.
+// after_tile (if set) runs between tiles, as in the forward.
+template <class T>
+void attention_backward(const AttentionParams& p, const T* q, const T* k, const T* v, const T* d_o,
+                        const T* lse, const T* delta, const std::int64_t* q_pos,
+                        const std::int64_t* k_pos, T* dq, T* dk, T* dv,
+                        const std::function<void()>& after_tile = {});
+
 // Merges partials (o_a, lse_a) and (o_b, lse_b) over disjoint key sets into (o, lse); o may
 // alias o_a or o_b and lse may alias lse_a or lse_b (a running accumulator). Layouts as
 // above: o rows of heads * head_dim with row strides ld_*, lse [heads, cq]. Start a running

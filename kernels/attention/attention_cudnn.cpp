@@ -189,6 +189,20 @@ class CudnnEngine final : public AttentionEngine {
              std::int64_t ld_o, void* lse) override {
     fallback_->merge(cq, heads, head_dim, o_a, ld_a, lse_a, o_b, ld_b, lse_b, o, ld_o, lse);
   }
+  DType grad_type() const override { return fallback_->grad_type(); }
+  void backward_delta(std::int64_t cq, int heads, int head_dim, const void* o, const void* d_o,
+                      std::int64_t ld_o, void* delta) override {
+    fallback_->backward_delta(cq, heads, head_dim, o, d_o, ld_o, delta);
+  }
+  void backward(const AttentionParams& p, BlockMask mask, const void* q, const void* k,
+                const void* v, const void* o, const void* d_o, const void* lse, const void* delta,
+                const std::int64_t* q_pos, const std::int64_t* k_pos, void* dq, void* dk,
+                void* dv) override {
+    fallback_->backward(p, mask, q, k, v, o, d_o, lse, delta, q_pos, k_pos, dq, dk, dv);
+  }
+  void accumulate(void* dst, DType dst_type, const void* src, std::int64_t n) override {
+    fallback_->accumulate(dst, dst_type, src, n);
+  }
 
  private:
   // Builds (first use of a block shape) or finds the block's graph; grows the workspace.

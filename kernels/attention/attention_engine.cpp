@@ -2,8 +2,10 @@
 #include "kernels/attention/attention_engine.hpp"
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "kernels/attention/attention_cpu.hpp"
+#include "kernels/core/bf16.hpp"
 
 namespace suite::kernels {
 
@@ -42,6 +44,31 @@ std::string_view attn_kernel_choice_name(AttnKernelChoice c) {
 
 namespace {
 
+// dst[i] += src[i] with dst of type D (bf16 rounds each sum, as a bf16 partial sum would).
+template <class T>
+void accumulate_into(void* dst, DType dst_type, const T* src, std::int64_t n) {
+  switch (dst_type) {
+    case DType::fp32: {
+      auto* d = static_cast<float*>(dst);
+      for (std::int64_t i = 0; i < n; ++i)
+        d[i] = static_cast<float>(d[i] + src[i]);
+      return;
+    }
+    case DType::fp64: {
+      auto* d = static_cast<double*>(dst);
+      for (std::int64_t i = 0; i < n; ++i)
+        d[i] += static_cast<double>(src[i]);
+      return;
+    }
+    case DType::bf16: {
+      auto* d = static_cast<bf16*>(dst);
+      for (std::int64_t i = 0; i < n; ++i)
+        d[i] = to_bf16(static_cast<float>(to_float(d[i]) + src[i]));
+      return;
+    }
+  }
+}
+
 // The CPU backend: the tiled online-softmax kernel reads positions, so every mask works.
 template <class T>
 class CpuAttentionEngine final : public AttentionEngine {
@@ -61,6 +88,24 @@ class CpuAttentionEngine final : public AttentionEngine {
     cpu::lse_merge<T>(cq, heads, head_dim, static_cast<const T*>(o_a), ld_a,
                       static_cast<const T*>(lse_a), static_cast<const T*>(o_b), ld_b,
                       static_cast<const T*>(lse_b), static_cast<T*>(o), ld_o, static_cast<T*>(lse));
+  }
+  DType grad_type() const override { return std::is_same_v<T, float> ? DType::fp32 : DType::fp64; }
+  void backward_delta(std::int64_t cq, int heads, int head_dim, const void* o, const void* d_o,
+                      std::int64_t ld_o, void* delta) override {
+    cpu::attention_backward_delta<T>(cq, heads, head_dim, static_cast<const T*>(o),
+                                     static_cast<const T*>(d_o), ld_o, static_cast<T*>(delta));
+  }
+  void backward(const AttentionParams& p, BlockMask, const void* q, const void* k, const void* v,
+                const void*, const void* d_o, const void* lse, const void* delta,
+                const std::int64_t* q_pos, const std::int64_t* k_pos, void* dq, void* dk,
+                void* dv) override {
+    cpu::attention_backward<T>(
+        p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+        static_cast<const T*>(d_o), static_cast<const T*>(lse), static_cast<const T*>(delta), q_pos,
+        k_pos, static_cast<T*>(dq), static_cast<T*>(dk), static_cast<T*>(dv), hook_);
+  }
+  void accumulate(void* dst, DType dst_type, const void* src, std::int64_t n) override {
+    accumulate_into(dst, dst_type, static_cast<const T*>(src), n);
   }
   void set_progress_hook(std::function<void()> hook) override { hook_ = std::move(hook); }
 

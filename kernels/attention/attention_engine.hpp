@@ -57,6 +57,26 @@ class AttentionEngine {
   virtual void merge(std::int64_t cq, int heads, int head_dim, const void* o_a, std::int64_t ld_a,
                      const void* lse_a, const void* o_b, std::int64_t ld_b, const void* lse_b,
                      void* o, std::int64_t ld_o, void* lse) = 0;
+  // Backward (METHODS.md section 5). The element type of the gradient accumulators backward()
+  // adds into: the storage type on the CPU, fp32 on CUDA.
+  virtual DType grad_type() const = 0;
+  // delta [heads, cq] (lse_elem_size() each) = rowsum(d_o * o) per query and head, o and d_o
+  // [cq, heads, d] with row stride ld_o: the final output and its gradient.
+  virtual void backward_delta(std::int64_t cq, int heads, int head_dim, const void* o,
+                              const void* d_o, std::int64_t ld_o, void* delta) = 0;
+  // Adds one block pair's gradient contributions into dq (q's layout, p.ld_q), dk (p.ld_k) and
+  // dv (p.ld_v), accumulators of grad_type(). o and d_o (p.ld_o) are the FINAL output and its
+  // gradient, lse and delta the final statistics [heads, cq], so the contributions of disjoint
+  // key blocks add up to the full gradient (a ring computes them block by block). Masks and
+  // positions as in forward(); a query that sees no key contributes nothing.
+  virtual void backward(const AttentionParams& p, BlockMask mask, const void* q, const void* k,
+                        const void* v, const void* o, const void* d_o, const void* lse,
+                        const void* delta, const std::int64_t* q_pos, const std::int64_t* k_pos,
+                        void* dq, void* dk, void* dv) = 0;
+  // dst[i] += src[i] for n elements: src of grad_type(), dst of dst_type (e.g. the ring's
+  // travelling partial sums when --grad-dtype differs from grad_type()). Throws
+  // std::invalid_argument for a dst_type this engine cannot hold.
+  virtual void accumulate(void* dst, DType dst_type, const void* src, std::int64_t n) = 0;
   // Blocks that the chosen kernel could not express and ran on the suite's kernel instead
   // (counted since construction).
   virtual std::int64_t fallbacks() const { return 0; }

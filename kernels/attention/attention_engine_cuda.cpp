@@ -30,6 +30,19 @@ class SuiteFlashEngine final : public AttentionEngine {
                     static_cast<const float*>(lse_a), o_b, ld_b, static_cast<const float*>(lse_b),
                     o, ld_o, static_cast<float*>(lse));
   }
+  DType grad_type() const override { return DType::fp32; }
+  void backward_delta(std::int64_t, int, int, const void*, const void*, std::int64_t,
+                      void*) override {
+    throw std::invalid_argument("CUDA attention backward: not built yet");
+  }
+  void backward(const AttentionParams&, BlockMask, const void*, const void*, const void*,
+                const void*, const void*, const void*, const void*, const std::int64_t*,
+                const std::int64_t*, void*, void*, void*) override {
+    throw std::invalid_argument("CUDA attention backward: not built yet");
+  }
+  void accumulate(void*, DType, const void*, std::int64_t) override {
+    throw std::invalid_argument("CUDA attention backward: not built yet");
+  }
 
  private:
   cudaStream_t stream_;

@@ -1,40 +1,23 @@
-// Tiled online-softmax attention on the CPU. Per K/V head, K is transposed once to [d][ck] so
-// both inner loops (scores over keys, P V over features) run over contiguous memory without a
-// reduction, which the compiler vectorises without -ffast-math.
+// Tiled online-softmax attention on the CPU: per head and query tile, S = scale Q K^T and
+// O += P V are BLAS GEMMs over key tiles; between them the rows are masked, their running max
+// and sum updated and exponentiated by the vectorised row operations. The cq x ck score
+// matrix is never materialised, only one query tile against one key tile.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/attention/attention_cpu.hpp"
+#include "kernels/attention/attention_tile_range.hpp"
+#include "kernels/attention/softmax_rows_cpu.hpp"
+#include "kernels/core/blas_cpu.hpp"
 
 namespace suite::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kTileQ = 32;
-constexpr std::int64_t kTileK = 128;
-
-// Running softmax state of one query tile.
-template <class T>
-struct TileState {
-  std::vector<T> m, l, acc;  // acc: [kTileQ][d]
-  explicit TileState(int d) : m(kTileQ), l(kTileQ), acc(static_cast<std::size_t>(kTileQ) * d) {}
-  void reset() {
-    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
-    std::fill(l.begin(), l.end(), T(0));
-    std::fill(acc.begin(), acc.end(), T(0));
-  }
-};
-
-template <class T>
-std::int64_t min_pos(const std::int64_t* pos, std::int64_t b, std::int64_t e) {
-  return *std::min_element(pos + b, pos + e);
-}
-
-template <class T>
-std::int64_t max_pos(const std::int64_t* pos, std::int64_t b, std::int64_t e) {
-  return *std::max_element(pos + b, pos + e);
-}
+constexpr std::int64_t kTileQ = 256;  // rows of a query tile (GEMM rows where nothing is masked)
+constexpr std::int64_t kSubQ = 64;    // rows per GEMM where a causal diagonal crosses the tile
+constexpr std::int64_t kTileK = 512;
 
 }  // namespace
 
@@ -47,73 +30,58 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int group = p.heads / p.kv_heads;
-  std::vector<T> kt(static_cast<std::size_t>(d) * std::max<std::int64_t>(p.ck, 1));
   std::vector<T> s(static_cast<std::size_t>(kTileQ * kTileK));
-  TileState<T> st(d);
+  std::vector<T> acc(static_cast<std::size_t>(kTileQ * d)), m(kTileQ), l(kTileQ);
 
-  for (int kh = 0; kh < p.kv_heads; ++kh) {
-    for (std::int64_t j = 0; j < p.ck; ++j) {
-      for (int c = 0; c < d; ++c)
-        kt[c * p.ck + j] = k[j * p.ld_k + kh * d + c];
-    }
-    for (int h = kh * group; h < (kh + 1) * group; ++h) {
-      for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
-        const std::int64_t i0 = qt * kTileQ, i1 = tile_end(qt, kTileQ, p.cq);
-        const std::int64_t q_max = max_pos<T>(q_pos, i0, i1);
-        st.reset();
-        for (std::int64_t kt_i = 0; kt_i < tile_count(p.ck, kTileK); ++kt_i) {
-          const std::int64_t j0 = kt_i * kTileK, j1 = tile_end(kt_i, kTileK, p.ck);
-          if (!tile_pair_visible(p.causal, q_max, min_pos<T>(k_pos, j0, j1))) continue;
-          const std::int64_t nj = j1 - j0;
-          for (std::int64_t i = i0; i < i1; ++i) {
-            T* si = s.data() + (i - i0) * kTileK;
-            std::fill(si, si + nj, T(0));
-            const T* qi = q + i * p.ld_q + h * d;
-            for (int c = 0; c < d; ++c) {
-              const T qc = qi[c] * scale;
-              const T* kc = kt.data() + c * p.ck + j0;
-              for (std::int64_t j = 0; j < nj; ++j)
-                si[j] += qc * kc[j];
-            }
-            // Online softmax: rescale what was accumulated when the running max grows.
-            T m_new = st.m[i - i0];
-            for (std::int64_t j = 0; j < nj; ++j) {
-              if (!key_visible(p.causal, q_pos[i], k_pos[j0 + j])) si[j] = neg_inf;
-              m_new = std::max(m_new, si[j]);
-            }
-            if (m_new == neg_inf) continue;  // nothing visible yet for this query
-            T* acc = st.acc.data() + (i - i0) * d;
-            const T corr = std::exp(st.m[i - i0] - m_new);
-            T l = st.l[i - i0] * corr;
-            for (int c = 0; c < d; ++c)
-              acc[c] *= corr;
-            for (std::int64_t j = 0; j < nj; ++j) {
-              if (si[j] == neg_inf) continue;
-              const T w = std::exp(si[j] - m_new);
-              l += w;
-              const T* vj = v + (j0 + j) * p.ld_v + kh * d;
-              for (int c = 0; c < d; ++c)
-                acc[c] += w * vj[c];
-            }
-            st.m[i - i0] = m_new;
-            st.l[i - i0] = l;
+  for (int h = 0; h < p.heads; ++h) {
+    const int kh = h / group;
+    for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
+      const std::int64_t i0 = qt * kTileQ, i1 = tile_end(qt, kTileQ, p.cq), tq = i1 - i0;
+      std::fill(m.begin(), m.end(), neg_inf);
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(0));
+      const T* q_tile = q + i0 * p.ld_q + h * d;
+      // Rows [r0, r1) of the tile against the keys of `span`: S = scale Q K^T, online
+      // softmax per row, acc += P V.
+      auto attend = [&](std::int64_t r0, std::int64_t r1, const KeySpan& span) {
+        const std::int64_t rows = r1 - r0, a = span.begin, nj = span.end - span.begin;
+        blas_gemm<T>(false, true, rows, nj, d, scale, q_tile + r0 * p.ld_q, p.ld_q,
+                     k + a * p.ld_k + kh * d, p.ld_k, T(0), s.data(), nj);
+        for (std::int64_t i = r0; i < r1; ++i) {
+          T* row = s.data() + (i - r0) * nj;
+          if (span.needs_mask) mask_row(row, k_pos + a, nj, q_pos[i0 + i]);
+          const T m_new = std::max(m[i], row_max(row, nj));
+          if (m_new == neg_inf) {  // nothing visible to this query yet: P row of zeros
+            std::fill(row, row + nj, T(0));
+            continue;
           }
-        }
-        for (std::int64_t i = i0; i < i1; ++i) {
-          T* oi = o + i * p.ld_o + h * d;
-          const T l = st.l[i - i0];
-          const T* acc = st.acc.data() + (i - i0) * d;
-          if (l == T(0)) {
-            std::fill(oi, oi + d, T(0));
-            lse[h * p.cq + i] = neg_inf;
-          } else {
-            for (int c = 0; c < d; ++c)
-              oi[c] = acc[c] / l;
-            lse[h * p.cq + i] = st.m[i - i0] + std::log(l);
+          if (m[i] != neg_inf && m_new != m[i]) {  // rescale what was accumulated
+            const T corr = std::exp(m[i] - m_new);
+            l[i] *= corr;
+            scale_row(acc.data() + i * d, d, corr);
           }
+          l[i] += exp_shift_sum(row, nj, m_new);
+          m[i] = m_new;
         }
-        if (after_tile) after_tile();
+        blas_gemm<T>(false, false, rows, d, nj, T(1), s.data(), nj, v + a * p.ld_v + kh * d, p.ld_v,
+                     T(1), acc.data() + r0 * d, d);
+      };
+      for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
+        for_each_row_block(p.causal, q_pos, i0, i1, k_pos, kt * kTileK, tile_end(kt, kTileK, p.ck),
+                           kSubQ, attend);
+      for (std::int64_t i = 0; i < tq; ++i) {
+        T* oi = o + (i0 + i) * p.ld_o + h * d;
+        if (l[i] == T(0)) {  // no visible key at all
+          std::fill(oi, oi + d, T(0));
+          lse[h * p.cq + i0 + i] = neg_inf;
+          continue;
+        }
+        const T inv = T(1) / l[i];
+        for (int c = 0; c < d; ++c)
+          oi[c] = acc[static_cast<std::size_t>(i * d + c)] * inv;
+        lse[h * p.cq + i0 + i] = m[i] + std::log(l[i]);
       }
+      if (after_tile) after_tile();
     }
   }
 }

@@ -127,4 +127,64 @@ inline void expect_matches_reference(const AttentionParams& p, const Block& blk,
   }
 }
 
+// The gradient side of one block problem: a seeded output gradient dO (o's layout, row stride
+// p.ld_o) and, from the double-precision references on the same (storage-rounded) inputs,
+// the block's o, lse, delta = rowsum(dO o) and the gradients dq, dk, dv.
+struct BackwardProblem {
+  std::vector<float> d_o;
+  std::vector<double> o, lse, delta, dq, dk, dv;
+};
+
+inline BackwardProblem make_backward(const AttentionProblem& x) {
+  const AttentionParams& p = x.p;
+  BackwardProblem b;
+  b.d_o = random_vector<float>(std::max<std::int64_t>(p.cq, 1) * p.ld_o, 11);
+  std::vector<double> qd(x.q.begin(), x.q.end()), kd(x.k.begin(), x.k.end()),
+      vd(x.v.begin(), x.v.end()), gd(b.d_o.begin(), b.d_o.end());
+  b.o.assign(gd.size(), 0.0);
+  b.lse.assign(static_cast<std::size_t>(p.heads * p.cq), 0.0);
+  b.delta.assign(b.lse.size(), 0.0);
+  b.dq.assign(qd.size(), 0.0);
+  b.dk.assign(kd.size(), 0.0);
+  b.dv.assign(vd.size(), 0.0);
+  cpu::attention_reference<double>(p, qd.data(), kd.data(), vd.data(), x.blk.qp.data(),
+                                   x.blk.kp.data(), b.o.data(), b.lse.data());
+  cpu::attention_backward_delta<double>(p.cq, p.heads, p.head_dim, b.o.data(), gd.data(), p.ld_o,
+                                        b.delta.data());
+  cpu::attention_backward_reference<double>(p, qd.data(), kd.data(), vd.data(), gd.data(),
+                                            x.blk.qp.data(), x.blk.kp.data(), b.dq.data(),
+                                            b.dk.data(), b.dv.data());
+  return b;
+}
+
+// Each gradient element within tol * (|ref| + max |ref| of that tensor) of the reference, and
+// no NaN; `rows`, `row_elems` and `ld` describe which elements are data (the rest is padding).
+// A gradient that is exactly 0 in exact arithmetic (one visible key: dS = 0) is a difference
+// of O(1) terms in the kernel, hence the floor of 1e-2 on the scale.
+template <class G>
+void expect_grad_near(const std::vector<G>& got, const std::vector<double>& ref, std::int64_t rows,
+                      std::int64_t row_elems, std::int64_t ld, double tol,
+                      const std::string& what) {
+  const double scale = std::max(max_abs(ref), 1e-2);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < row_elems; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * ld + c);
+      ASSERT_FALSE(std::isnan(static_cast<double>(got[i]))) << what << " row " << r << " col " << c;
+      ASSERT_NEAR(static_cast<double>(got[i]), ref[i], tol * (std::abs(ref[i]) + scale))
+          << what << " row " << r << " col " << c;
+    }
+}
+
+// dq, dk, dv (layouts of q, k, v) against the reference gradients of `ref`.
+template <class G>
+void expect_grads_match(const AttentionParams& p, const BackwardProblem& ref,
+                        const std::vector<G>& dq, const std::vector<G>& dk,
+                        const std::vector<G>& dv, double tol, const std::string& what) {
+  const std::int64_t q_row = static_cast<std::int64_t>(p.heads) * p.head_dim;
+  const std::int64_t kv_row = static_cast<std::int64_t>(p.kv_heads) * p.head_dim;
+  expect_grad_near(dq, ref.dq, p.cq, q_row, p.ld_q, tol, what + " dq");
+  expect_grad_near(dk, ref.dk, p.ck, kv_row, p.ld_k, tol, what + " dk");
+  expect_grad_near(dv, ref.dv, p.ck, kv_row, p.ld_v, tol, what + " dv");
+}
+
 }  // namespace suite::kernels::test

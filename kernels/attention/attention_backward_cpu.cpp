@@ -1,0 +1,107 @@
+// Tiled FlashAttention-2 backward on the CPU: per head, query tile and key tile, five BLAS
+// GEMMs (S = scale Q K^T, dV += P^T dO, dP = dO V^T, dQ += scale dS K, dK += scale dS^T Q)
+// with the probabilities recomputed from the final lse and dS = P (dP - D) formed row by row
+// between them. Only one query tile against one key tile is ever held.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention/attention_cpu.hpp"
+#include "kernels/attention/attention_tile_range.hpp"
+#include "kernels/attention/softmax_rows_cpu.hpp"
+#include "kernels/core/blas_cpu.hpp"
+
+namespace suite::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kTileQ = 128;  // rows of a query tile (GEMM rows where nothing is masked)
+constexpr std::int64_t kSubQ = 64;    // rows per GEMM where a causal diagonal crosses the tile
+constexpr std::int64_t kTileK = 256;
+
+}  // namespace
+
+template <class T>
+void attention_backward_delta(std::int64_t cq, int heads, int head_dim, const T* o, const T* d_o,
+                              std::int64_t ld_o, T* delta) {
+  for (int h = 0; h < heads; ++h)
+    for (std::int64_t i = 0; i < cq; ++i) {
+      const T* oi = o + i * ld_o + h * head_dim;
+      const T* gi = d_o + i * ld_o + h * head_dim;
+      double sum = 0;
+      for (int c = 0; c < head_dim; ++c)
+        sum += static_cast<double>(oi[c]) * gi[c];
+      delta[h * cq + i] = static_cast<T>(sum);
+    }
+}
+
+template <class T>
+void attention_backward(const AttentionParams& p, const T* q, const T* k, const T* v, const T* d_o,
+                        const T* lse, const T* delta, const std::int64_t* q_pos,
+                        const std::int64_t* k_pos, T* dq, T* dk, T* dv,
+                        const std::function<void()>& after_tile) {
+  validate_attention(p);
+  const int d = p.head_dim;
+  const T scale = static_cast<T>(p.softmax_scale);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const int group = p.heads / p.kv_heads;
+  std::vector<T> prob(static_cast<std::size_t>(kTileQ * kTileK));
+  std::vector<T> grad(static_cast<std::size_t>(kTileQ * kTileK));  // dP, then dS in place
+
+  for (int h = 0; h < p.heads; ++h) {
+    const int kh = h / group;
+    for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
+      const std::int64_t i0 = qt * kTileQ, i1 = tile_end(qt, kTileQ, p.cq);
+      const T* q_tile = q + i0 * p.ld_q + h * d;
+      const T* do_tile = d_o + i0 * p.ld_o + h * d;
+      T* dq_tile = dq + i0 * p.ld_q + h * d;
+      // Rows [r0, r1) of the tile against the keys of `span`: the five GEMMs.
+      auto attend = [&](std::int64_t r0, std::int64_t r1, const KeySpan& span) {
+        const std::int64_t rows = r1 - r0, a = span.begin, nj = span.end - span.begin;
+        const T* qr = q_tile + r0 * p.ld_q;
+        const T* dor = do_tile + r0 * p.ld_o;
+        const T* k_tile = k + a * p.ld_k + kh * d;
+        const T* v_tile = v + a * p.ld_v + kh * d;
+        blas_gemm<T>(false, true, rows, nj, d, scale, qr, p.ld_q, k_tile, p.ld_k, T(0), prob.data(),
+                     nj);
+        for (std::int64_t i = r0; i < r1; ++i) {
+          T* row = prob.data() + (i - r0) * nj;
+          const T row_lse = lse[h * p.cq + i0 + i];
+          if (row_lse == neg_inf) {  // the query sees no key anywhere: no gradient
+            std::fill(row, row + nj, T(0));
+            continue;
+          }
+          if (span.needs_mask) mask_row(row, k_pos + a, nj, q_pos[i0 + i]);
+          exp_shift(row, nj, row_lse);
+        }
+        blas_gemm<T>(true, false, nj, d, rows, T(1), prob.data(), nj, dor, p.ld_o, T(1),
+                     dv + a * p.ld_v + kh * d, p.ld_v);
+        blas_gemm<T>(false, true, rows, nj, d, T(1), dor, p.ld_o, v_tile, p.ld_v, T(0), grad.data(),
+                     nj);
+        for (std::int64_t i = r0; i < r1; ++i)
+          softmax_grad_row(grad.data() + (i - r0) * nj, prob.data() + (i - r0) * nj, nj,
+                           delta[h * p.cq + i0 + i]);
+        blas_gemm<T>(false, false, rows, d, nj, scale, grad.data(), nj, k_tile, p.ld_k, T(1),
+                     dq_tile + r0 * p.ld_q, p.ld_q);
+        blas_gemm<T>(true, false, nj, d, rows, scale, grad.data(), nj, qr, p.ld_q, T(1),
+                     dk + a * p.ld_k + kh * d, p.ld_k);
+      };
+      for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
+        for_each_row_block(p.causal, q_pos, i0, i1, k_pos, kt * kTileK, tile_end(kt, kTileK, p.ck),
+                           kSubQ, attend);
+      if (after_tile) after_tile();
+    }
+  }
+}
+
+#define SUITE_INSTANTIATE_ATTN_BWD(T)                                                     \
+  template void attention_backward_delta<T>(std::int64_t, int, int, const T*, const T*,   \
+                                            std::int64_t, T*);                            \
+  template void attention_backward<T>(                                                    \
+      const AttentionParams&, const T*, const T*, const T*, const T*, const T*, const T*, \
+      const std::int64_t*, const std::int64_t*, T*, T*, T*, const std::function<void()>&);
+SUITE_INSTANTIATE_ATTN_BWD(float)
+SUITE_INSTANTIATE_ATTN_BWD(double)
+#undef SUITE_INSTANTIATE_ATTN_BWD
+
+}  // namespace suite::kernels::cpu

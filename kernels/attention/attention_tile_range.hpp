@@ -1,0 +1,71 @@
+// Which keys of a key tile the CPU kernels must compute for a query tile: under a causal mask
+// only keys with position <= the tile's largest query position can be visible, so the GEMMs
+// run over the span from the first to the last such key (any layout: positions need not be
+// sorted), and element masking is needed only where a key in that span is newer than the
+// tile's oldest query.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+namespace suite::kernels::cpu {
+
+struct KeySpan {
+  std::int64_t begin = 0, end = 0;  // [begin, end) within the block's keys
+  bool needs_mask = false;          // some pair inside the span is hidden
+  bool empty() const { return end <= begin; }
+};
+
+inline KeySpan key_span(bool causal, const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
+                        std::int64_t q_min, std::int64_t q_max) {
+  if (!causal) return {j0, j1, false};
+  KeySpan s{j1, j0, false};
+  for (std::int64_t j = j0; j < j1; ++j) {
+    if (k_pos[j] > q_max) continue;
+    s.begin = std::min(s.begin, j);
+    s.end = j + 1;
+  }
+  for (std::int64_t j = s.begin; j < s.end; ++j)
+    s.needs_mask = s.needs_mask || k_pos[j] > q_min;
+  return s;
+}
+
+// Smallest and largest position among q_pos[i0, i1).
+inline std::pair<std::int64_t, std::int64_t> position_range(const std::int64_t* pos,
+                                                            std::int64_t i0, std::int64_t i1) {
+  const auto [lo, hi] = std::minmax_element(pos + i0, pos + i1);
+  return {*lo, *hi};
+}
+
+// Calls fn(r0, r1, span) for the query rows [i0 + r0, i0 + r1) of a query tile and keys
+// [span.begin, span.end) of the key tile [j0, j1) they may see. Where nothing is masked, once
+// for the whole tile (large GEMMs). Where a causal diagonal crosses the tile: once for the
+// leading keys every query of the tile sees (unmasked, all rows), then once per sub-tile of
+// `sub` rows over the rest with its own span, so the diagonal wastes at most sub x sub / 2
+// pairs per sub-tile instead of rows x rows / 2.
+template <class Fn>
+void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0, std::int64_t i1,
+                        const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
+                        std::int64_t sub, Fn&& fn) {
+  const auto [q_min, q_max] = position_range(q_pos, i0, i1);
+  const KeySpan span = key_span(causal, k_pos, j0, j1, q_min, q_max);
+  const std::int64_t rows = i1 - i0;
+  if (span.empty()) return;
+  if (!span.needs_mask || rows <= sub) {
+    fn(std::int64_t{0}, rows, span);
+    return;
+  }
+  std::int64_t split = span.begin;
+  while (split < span.end && k_pos[split] <= q_min)
+    ++split;
+  if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
+  for (std::int64_t r0 = 0; r0 < rows; r0 += sub) {
+    const std::int64_t r1 = std::min(r0 + sub, rows);
+    const auto [lo, hi] = position_range(q_pos, i0 + r0, i0 + r1);
+    const KeySpan part = key_span(causal, k_pos, split, span.end, lo, hi);
+    if (!part.empty()) fn(r0, r1, part);
+  }
+}
+
+}  // namespace suite::kernels::cpu

@@ -1,0 +1,164 @@
+#include "kernels/attention/softmax_rows_cpu.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace suite::kernels::cpu {
+namespace {
+
+// One clone per x86-64 level; elsewhere the plain build.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SUITE_ROW_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SUITE_ROW_CLONES
+#endif
+// Helpers are inlined into each clone, so they are compiled for its instruction set too.
+#define SUITE_ROW_INLINE inline __attribute__((always_inline))
+
+// e^x for float without a call: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial
+// (Cephes' expf coefficients), 2^n put into the exponent bits. Branch-free, so loops over it
+// vectorise. Below -87 (and for -inf) it returns 0; the kernels never pass x > 0 by much.
+SUITE_ROW_INLINE float exp_f(float x) {
+  constexpr float lo = -87.0f, hi = 88.0f;
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  // Round x log2(e) to the nearest integer by adding and removing 1.5 * 2^23.
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;  // ln 2 split in two for an exact first product
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  const float y = p * std::bit_cast<float>(bits);
+  return x < lo ? 0.0f : y;
+}
+
+SUITE_ROW_INLINE float exp_t(float x) {
+  return exp_f(x);
+}
+SUITE_ROW_INLINE double exp_t(double x) {
+  return std::exp(x);
+}
+
+// Sums and maxima over 64 bytes of lanes at a time (GCC vector extensions, lowered to what
+// the clone's instruction set has): the compiler may not reorder a float reduction by itself,
+// and its `a > b ? a : b` max would otherwise stay scalar.
+template <class T>
+struct Lanes {
+  static constexpr int n = 64 / sizeof(T);
+  typedef T vec __attribute__((vector_size(64)));
+};
+
+template <class T>
+SUITE_ROW_INLINE T lane_sum(const T* x, std::int64_t n) {
+  using V = Lanes<T>;
+  typename V::vec acc = {};
+  std::int64_t j = 0;
+  for (; j + V::n <= n; j += V::n) {
+    typename V::vec v;
+    std::memcpy(&v, x + j, sizeof v);
+    acc += v;
+  }
+  T s = 0;
+  for (int l = 0; l < V::n; ++l)
+    s += acc[l];
+  for (; j < n; ++j)
+    s += x[j];
+  return s;
+}
+
+template <class T>
+SUITE_ROW_INLINE T lane_max(const T* x, std::int64_t n) {
+  using V = Lanes<T>;
+  constexpr T lowest = -std::numeric_limits<T>::infinity();
+  typename V::vec acc = {};
+  acc -= std::numeric_limits<T>::infinity();
+  std::int64_t j = 0;
+  for (; j + V::n <= n; j += V::n) {
+    typename V::vec v;
+    std::memcpy(&v, x + j, sizeof v);
+    acc = acc > v ? acc : v;
+  }
+  T m = lowest;
+  for (int l = 0; l < V::n; ++l)
+    m = m > acc[l] ? m : acc[l];
+  for (; j < n; ++j)
+    m = m > x[j] ? m : x[j];
+  return m;
+}
+
+#define SUITE_ROW_OPS(T)                                                                    \
+  SUITE_ROW_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos, \
+                                     std::int64_t n, std::int64_t q_pos) {                  \
+    for (std::int64_t j = 0; j < n; ++j)                                                    \
+      x[j] = k_pos[j] <= q_pos ? x[j] : -std::numeric_limits<T>::infinity();                \
+  }                                                                                         \
+  SUITE_ROW_CLONES T row_max_##T(const T* __restrict x, std::int64_t n) {                   \
+    return lane_max(x, n);                                                                  \
+  }                                                                                         \
+  SUITE_ROW_CLONES void exp_shift_##T(T* __restrict x, std::int64_t n, T shift) {           \
+    for (std::int64_t j = 0; j < n; ++j)                                                    \
+      x[j] = exp_t(x[j] - shift);                                                           \
+  }                                                                                         \
+  SUITE_ROW_CLONES T exp_shift_sum_##T(T* __restrict x, std::int64_t n, T shift) {          \
+    for (std::int64_t j = 0; j < n; ++j)                                                    \
+      x[j] = exp_t(x[j] - shift);                                                           \
+    return lane_sum(x, n);                                                                  \
+  }                                                                                         \
+  SUITE_ROW_CLONES void softmax_grad_row_##T(T* __restrict dp, const T* __restrict p,       \
+                                             std::int64_t n, T delta) {                     \
+    for (std::int64_t j = 0; j < n; ++j)                                                    \
+      dp[j] = p[j] * (dp[j] - delta);                                                       \
+  }                                                                                         \
+  SUITE_ROW_CLONES void scale_row_##T(T* __restrict x, std::int64_t n, T a) {               \
+    for (std::int64_t j = 0; j < n; ++j)                                                    \
+      x[j] *= a;                                                                            \
+  }
+SUITE_ROW_OPS(float)
+SUITE_ROW_OPS(double)
+#undef SUITE_ROW_OPS
+
+}  // namespace
+
+#define SUITE_ROW_API(T)                                                                   \
+  template <>                                                                              \
+  void mask_row<T>(T * x, const std::int64_t* k_pos, std::int64_t n, std::int64_t q_pos) { \
+    mask_row_##T(x, k_pos, n, q_pos);                                                      \
+  }                                                                                        \
+  template <>                                                                              \
+  T row_max<T>(const T* x, std::int64_t n) {                                               \
+    return row_max_##T(x, n);                                                              \
+  }                                                                                        \
+  template <>                                                                              \
+  T exp_shift_sum<T>(T * x, std::int64_t n, T shift) {                                     \
+    return exp_shift_sum_##T(x, n, shift);                                                 \
+  }                                                                                        \
+  template <>                                                                              \
+  void exp_shift<T>(T * x, std::int64_t n, T shift) {                                      \
+    exp_shift_##T(x, n, shift);                                                            \
+  }                                                                                        \
+  template <>                                                                              \
+  void softmax_grad_row<T>(T * dp, const T* p, std::int64_t n, T delta) {                  \
+    softmax_grad_row_##T(dp, p, n, delta);                                                 \
+  }                                                                                        \
+  template <>                                                                              \
+  void scale_row<T>(T * x, std::int64_t n, T a) {                                          \
+    scale_row_##T(x, n, a);                                                                \
+  }
+SUITE_ROW_API(float)
+SUITE_ROW_API(double)
+#undef SUITE_ROW_API
+
+float exp_approx(float x) {
+  return exp_f(x);
+}
+
+}  // namespace suite::kernels::cpu
