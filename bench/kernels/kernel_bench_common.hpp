@@ -49,6 +49,12 @@ inline double attention_flops(const AttentionCase& c, const std::vector<std::int
   return 4.0 * c.head_dim * c.heads * pairs;
 }
 
+// Backward attention FLOPs (METHODS.md section 5): five matmuls instead of two, 10 d FLOPs per
+// visible pair and head: 2.5x the forward's.
+inline double attention_bwd_flops(const AttentionCase& c, const std::vector<std::int64_t>& pos) {
+  return 2.5 * attention_flops(c, pos);
+}
+
 // --attn-kernel=LIST: names among suite, cudnn, auto, all; throws std::invalid_argument.
 inline std::vector<std::string> parse_attn_kernel_list(const std::string& text) {
   std::vector<std::string> out;
