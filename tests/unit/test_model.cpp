@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -347,6 +348,22 @@ TEST(ModelInputs, DivisibilityRulesNameTheFlagValues) {
   EXPECT_EQ(params_error(with([](Params& p) { p.bw = 0; }), "moe"), "--bw 0 must be > 0");
 }
 
+TEST(ModelInputs, BackwardRateAndGradientType) {
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = 4e14; }), "ring"), "");
+  for (const char* dtype : {"bf16", "fp32", "fp64"}) {
+    Params p;
+    p.grad_dtype = dtype;
+    EXPECT_EQ(params_error(p, "all"), "") << dtype;
+  }
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = 0; }), "ring"),
+            "--flops-bwd 0 must be > 0 (omit it to use --flops)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = -1e12; }), "sp"),
+            "--flops-bwd -1000000000000 must be > 0 (omit it to use --flops)");
+  EXPECT_NE(params_error(with([](Params& p) { p.flops_bwd = HUGE_VAL; }), "ulysses"), "");
+  EXPECT_EQ(params_error(with([](Params& p) { p.grad_dtype = "fp16"; }), "ring"),
+            "--grad-dtype fp16 must be bf16, fp32 or fp64");
+}
+
 namespace {
 
 // The model executable beside this test binary (both land in the build's bin/); empty if absent.
@@ -421,4 +438,41 @@ TEST(ModelCli, ImpossibleSizesExitTwoWithOneMessage) {
   const ModelRun ok = run_model(exe, "--section ring --seq 131072 --cp 16 --kv-heads 8 --causal");
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("prediction: section=ring"), std::string::npos);
+}
+
+TEST(ModelCli, BadBackwardFlagsExitTwoWithOneMessage) {
+  const auto exe = model_exe();
+  if (exe.empty()) GTEST_SKIP() << "the model executable is not built beside unit_tests";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--grad-dtype fp16", "--grad-dtype fp16 must be bf16, fp32 or fp64"},
+      {"--section ring --flops-bwd 0", "--flops-bwd 0 must be > 0"},
+      {"--section sp --flops-bwd -5", "--flops-bwd -5 must be > 0"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const ModelRun r = run_model(exe, args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err.rfind("error: model: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+TEST(ModelCli, BackwardRateDefaultsToTheForwards) {
+  const auto exe = model_exe();
+  if (exe.empty()) GTEST_SKIP() << "the model executable is not built beside unit_tests";
+  const std::string args = "--section ring -F 1e12 -W 1e9 ";
+  const ModelRun plain = run_model(exe, args), same = run_model(exe, args + "--flops-bwd 1e12");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out, same.out);  // omitted --flops-bwd is --flops
+  // bf16 K/V and partial sums, MHA, full: c*_bwd = 0.8 F_b/W = 0.8 x 500 at F_b = 5e11.
+  const ModelRun slow = run_model(exe, args + "--flops-bwd 5e11 --grad-dtype bf16");
+  ASSERT_EQ(slow.status, 0) << slow.err;
+  EXPECT_NE(slow.out.find("F_b=5e+11 FLOP/s, dK/dV partial sums in bf16"), std::string::npos)
+      << slow.out;
+  const auto at = slow.out.find("minimum block size for bwd overlap");
+  ASSERT_NE(at, std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.substr(at, slow.out.find('\n', at) - at).find(" 400 tokens"),
+            std::string::npos)
+      << slow.out;
 }
