@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
       "Sizes no run could have are refused with exit status 2, by the rules of the sections\n"
       "printed: h % a, a % n_kv (ring, ulysses), a % t, d_ff % t, s % t (sp), s % N_c and,\n"
       "with --causal, s % 2N_c (ring), s % N_c and a % N_c (ulysses; a hybrid: N_c % u and\n"
-      "a % u), E % N_e and k <= E (moe); so are rates <= 0 and an unknown --grad-dtype.\n"
+      "a % u), E % N_e and k <= E (moe); so are rates <= 0 and unknown flags or values.\n"
       "sp, ring and ulysses also print the backward pass and the training step (fwd+bwd).",
       "model");
   app.add_option("--section", section, "sp, ring, ulysses, moe or all")
@@ -250,7 +250,15 @@ int main(int argc, char** argv) {
   app.add_option("--layers,-L", p.layers,
                  "L: layers of the model; every section also prints totals over L layers")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0 with the help text; a bad flag or value is refused like the benchmarks
+    // refuse theirs and like impossible sizes below: one line, exit status 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: model: %s\n", e.what());
+    return 2;
+  }
   if (flops_bwd_opt->count() > 0) p.flops_bwd = flops_bwd;
   // Sizes that no run could have (METHODS.md's divisibility rules): one message, exit 2.
   if (const std::string why = suite::model_cli::params_error(p, section); !why.empty()) {

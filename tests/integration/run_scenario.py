@@ -186,7 +186,8 @@ def scenario_model_backward(env: Env) -> None:
         expect(flag in proc.stdout, f"--help does not explain {flag}", proc)
     for what, args, needle in (("unknown grad dtype", ["--grad-dtype", "fp16"], "--grad-dtype fp16"),
                                ("zero backward rate", ["--flops-bwd", "0"], "--flops-bwd 0 must be > 0"),
-                               ("negative backward rate", ["--section", "ring", "--flops-bwd", "-1e12"], "must be > 0")):
+                               ("negative backward rate", ["--section", "ring", "--flops-bwd", "-1e12"], "must be > 0"),
+                               ("backward rate not a number", ["--flops-bwd", "fast"], "--flops-bwd")):
         proc = model_run(env, *args)
         expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}, expected 2", proc)
         expect(proc.stdout == "", f"{what}: predictions printed", proc)

@@ -447,6 +447,10 @@ TEST(ModelCli, BadBackwardFlagsExitTwoWithOneMessage) {
       {"--grad-dtype fp16", "--grad-dtype fp16 must be bf16, fp32 or fp64"},
       {"--section ring --flops-bwd 0", "--flops-bwd 0 must be > 0"},
       {"--section sp --flops-bwd -5", "--flops-bwd -5 must be > 0"},
+      // Values CLI11 itself refuses, like the benchmarks refuse theirs.
+      {"--flops-bwd fast", "--flops-bwd"},
+      {"--dtype fp16", "--dtype"},
+      {"--no-such-flag", "--no-such-flag"},
   };
   for (const auto& [args, needle] : cases) {
     const ModelRun r = run_model(exe, args);
