@@ -55,10 +55,50 @@ double act_bytes_tp_sp_flash(const Activation& x) {
 double act_bytes_no_parallel_flash(const Activation& x) {
   return x.s * x.b * x.h * (act_fixed(x) + act_split(x));
 }
+namespace {
+// Forward FLOPs of one layer, all ranks together: the matmuls (Q, K, V, output projection: 4;
+// the MLP: 2 d_ff/h, each 2 sbh^2) and attention (QK^T and PV, 2 s^2 b h each).
+double layer_matmul_flops(const Activation& x) {
+  return 2 * x.s * x.b * x.h * x.h * (4 + 2 * x.ffn);
+}
+double layer_attention_flops(const Activation& x, bool causal) {
+  return 4 * x.s * x.s * x.b * x.h * (causal ? 0.5 : 1);
+}
+}  // namespace
+
 double layer_flops_per_rank(const Activation& x, bool causal) {
-  const double matmul = 2 * x.s * x.b * x.h * x.h * (4 + 2 * x.ffn);
-  const double attention = 4 * x.s * x.s * x.b * x.h * (causal ? 0.5 : 1);
-  return (matmul + attention) / x.t;
+  return (layer_matmul_flops(x) + layer_attention_flops(x, causal)) / x.t;
+}
+
+LayerCollectives tp_layer_collectives(bool /*backward*/) {
+  return {2, 0, 0};
+}
+LayerCollectives sp_layer_collectives(bool backward) {
+  return {0, 2, backward ? 4 : 2};
+}
+double layer_collectives_bytes_per_rank(const LayerCollectives& c, double n, int t) {
+  return c.all_reduce * all_reduce_bytes_per_rank(n, t) +
+         (c.reduce_scatter + c.all_gather) * rs_or_ag_bytes_per_rank(n, t);
+}
+double tp_layer_comm_bytes_fwd_bwd(double s, double b, double h, int t, double e) {
+  const double n = s * b * h * e;
+  return layer_collectives_bytes_per_rank(tp_layer_collectives(false), n, t) +
+         layer_collectives_bytes_per_rank(tp_layer_collectives(true), n, t);
+}
+double sp_layer_comm_bytes_fwd_bwd(double s, double b, double h, int t, double e) {
+  const double n = s * b * h * e;
+  return layer_collectives_bytes_per_rank(sp_layer_collectives(false), n, t) +
+         layer_collectives_bytes_per_rank(sp_layer_collectives(true), n, t);
+}
+double sp_layernorm_grad_bytes_per_rank(double h, int t, double e) {
+  return all_reduce_bytes_per_rank(4 * h * e, t);  // 2 LayerNorms x (weight + bias) x h
+}
+double layer_bwd_attention_flops_per_rank(const Activation& x, bool causal) {
+  return 2.5 * layer_attention_flops(x, causal) / x.t;  // five matmuls against two
+}
+double layer_bwd_flops_per_rank(const Activation& x, bool causal) {
+  // input and weight gradients of every GEMM: twice its forward FLOPs
+  return 2 * layer_matmul_flops(x) / x.t + layer_bwd_attention_flops_per_rank(x, causal);
 }
 
 double ring_flops_per_round(const Ring& r) {
@@ -83,6 +123,33 @@ double ring_causal_steps_contiguous(int n_c) {
 double ring_causal_steps_balanced(int n_c) {
   return n_c / 2.0;
 }
+double ring_bwd_flops_per_round(const Ring& r) {
+  return 10 * r.c * r.c * r.h * r.b;
+}
+namespace {
+double ring_grad_bytes_per_hop(const Ring& r, double e_grad) {  // dK and dV partial sums
+  return 2 * r.c * r.h * e_grad * r.b / r.g;
+}
+}  // namespace
+double ring_bwd_bytes_per_round(const Ring& r, double e_grad) {
+  return ring_bytes_per_round(r) + ring_grad_bytes_per_hop(r, e_grad);
+}
+double ring_bwd_bytes_per_layer(const Ring& r, double e_grad) {
+  if (r.n_c <= 1) return 0;  // the only block is the rank's own: nothing travels
+  return ring_bytes_per_layer(r) + r.n_c * ring_grad_bytes_per_hop(r, e_grad);
+}
+double ring_min_block_bwd(double flops_bwd_per_s, double bytes_per_s, double g,
+                          bool causal_balanced, double e, double e_grad) {
+  return (causal_balanced ? 2 : 1) * (e + e_grad) / (5 * g) * flops_bwd_per_s / bytes_per_s;
+}
+double ring_bwd_memory_bytes(const Ring& r, double e_grad) {
+  const double block = r.c * r.h * r.b;
+  return block * (3 * r.e + e_grad) + block / r.g * (4 * r.e + 6 * e_grad);
+}
+double ring_allgather_bwd_bytes_per_layer(double s, double h, int n_c, double g, double e_grad,
+                                          double b) {
+  return rs_or_ag_bytes_per_rank(2 * s * h * b * e_grad / g, n_c);
+}
 
 double ulysses_bytes_per_layer(double s, double h, int n_c, double g, double e) {
   double per_tensor = static_cast<double>(n_c - 1) / n_c * s * h * e / n_c;
@@ -96,6 +163,12 @@ Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool ca
 }
 double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e) {
   return ulysses_bytes_per_layer(s * u / n_c, h, u, g, e);
+}
+double ulysses_bwd_bytes_per_layer(double s, double h, int n_c, double g, double e) {
+  return ulysses_bytes_per_layer(s, h, n_c, g, e);  // dO in, dQ, dK, dV out
+}
+double hybrid_ulysses_bwd_bytes_per_layer(double s, double h, int n_c, int u, double g, double e) {
+  return hybrid_ulysses_bytes_per_layer(s, h, n_c, u, g, e);
 }
 
 double moe_a2a_bytes_per_rank(double k, double tokens, double h, int n_e, double e) {

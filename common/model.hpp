@@ -44,6 +44,32 @@ double act_bytes_no_parallel_flash(const Activation& x);
 // sbh^2 for d_ff = 4h) plus attention 4 s^2 b h (halved when causal), all divided by t.
 double layer_flops_per_rank(const Activation& x, bool causal);
 
+// Backward pass (METHODS.md section 5). Collectives per layer and pass, n = s*b*h*e bytes each.
+struct LayerCollectives {
+  int all_reduce = 0, reduce_scatter = 0, all_gather = 0;
+};
+// TP: fwd 2 all-reduces (after the row-parallel matmuls); bwd 2 (the input gradients before the
+// column-parallel matmuls): {2,0,0} either way.
+LayerCollectives tp_layer_collectives(bool backward);
+// TP+SP: fwd 2 RS + 2 AG {0,2,2}; bwd {0,2,4}: g's backward is a reduce-scatter, g_bar's an
+// all-gather, and 2 more all-gathers re-gather the LayerNorm output shards for the weight
+// gradients of the column-parallel matmuls.
+LayerCollectives sp_layer_collectives(bool backward);
+// Bytes each rank sends for those collectives over t ranks: (2 AR + RS + AG) (t-1)/t n.
+double layer_collectives_bytes_per_rank(const LayerCollectives& c, double n, int t);
+// Per layer forward + backward: TP 8 (t-1)/t n (4 all-reduces); SP 10 (t-1)/t n (4 RS + 6 AG).
+double tp_layer_comm_bytes_fwd_bwd(double s, double b, double h, int t, double e);
+double sp_layer_comm_bytes_fwd_bwd(double s, double b, double h, int t, double e);
+// Under SP the 2 LayerNorms' weight and bias gradients (4h elements) are partial sums over the
+// rank's tokens: one all-reduce over the TP group per layer, 2 (t-1)/t * 4 h e bytes per rank.
+double sp_layernorm_grad_bytes_per_rank(double h, int t, double e);
+// Backward FLOPs of one layer per rank: the GEMMs' input and weight gradients, 2x the forward's
+// matmul FLOPs, plus attention backward, 2.5x the forward's attention FLOPs (five matmuls per
+// visible (query, key) pair instead of two), all divided by t.
+double layer_bwd_flops_per_rank(const Activation& x, bool causal);
+// The attention part of it alone: 10 s^2 b h / t (halved when causal).
+double layer_bwd_attention_flops_per_rank(const Activation& x, bool causal);
+
 // ---- 2. Ring attention ----
 struct Ring {
   double h;      // hidden size
@@ -64,6 +90,28 @@ double ring_memory_bytes(const Ring& r);  // six blocks of c*h*e*b (K, V divided
 // balanced (zig-zag) N_c/2.
 double ring_causal_steps_contiguous(int n_c);
 double ring_causal_steps_balanced(int n_c);
+// Backward (METHODS.md section 5). Q, O, dO, lse and D stay; K/V blocks travel as in the
+// forward, each with its dK/dV partial sums, which end back at the block's owner. e_grad: bytes
+// per element of the travelling dK/dV (4: fp32 partial sums, as ring-flash-attention does).
+double ring_bwd_flops_per_round(const Ring& r);  // 10 c^2 h b (full block; 2.5x the forward)
+// K and V (2 c h b e / g) plus dK and dV (2 c h b e_grad / g).
+double ring_bwd_bytes_per_round(const Ring& r, double e_grad);
+// K/V make N_c - 1 hops, the dK/dV partial sums N_c (the last one home to the block's owner):
+// (N_c-1) 2chbe/g + N_c 2chb e_grad/g; 0 for N_c = 1.
+double ring_bwd_bytes_per_layer(const Ring& r, double e_grad);
+// Backward overlap condition 10 c^2 h / F_b >= 2ch(e + e_grad)/(g W):
+// c >= (e + e_grad)/(5g) F_b/W (x2 causal balanced): 0.8 F_b/(gW) with bf16 K/V and partial
+// sums, 1.2 F_b/(gW) with fp32 partial sums.
+double ring_min_block_bwd(double flops_bwd_per_s, double bytes_per_s, double g,
+                          bool causal_balanced, double e, double e_grad);
+// Blocks the backward holds: Q, O, dO (c h b e each), dQ (c h b e_grad), current and incoming
+// K/V (4 c h b e / g), three dK/dV blocks in e_grad (accumulated, arriving, leaving):
+// c h b (3e + e_grad) + c h b/g (4e + 6 e_grad).
+double ring_bwd_memory_bytes(const Ring& r, double e_grad);
+// All-gather variant's backward: dK, dV of all s tokens reduce-scattered back to their owners,
+// (N_c-1)/N_c * 2 s h b e_grad / g per rank (its forward all-gather moves the ring's K/V bytes).
+double ring_allgather_bwd_bytes_per_layer(double s, double h, int n_c, double g, double e_grad,
+                                          double b);
 
 // ---- 3. DeepSpeed-Ulysses ----
 // Bytes per rank per layer, forward: Q, K, V and output all-to-alls (K, V divided by g).
@@ -78,6 +126,10 @@ Ring hybrid_ring(double s, double h, int n_c, int u, double g, double e, bool ca
 // Bytes per rank per layer, forward, of the group's all-to-alls (K/V heads split u ways), for
 // one sequence (the bytes grow with b like s).
 double hybrid_ulysses_bytes_per_layer(double s, double h, int n_c, int u, double g, double e);
+// Backward: dO takes the output's all-to-all in reverse, dQ, dK, dV go back: the same bytes as
+// the forward (one sequence, like the forward's).
+double ulysses_bwd_bytes_per_layer(double s, double h, int n_c, double g, double e);
+double hybrid_ulysses_bwd_bytes_per_layer(double s, double h, int n_c, int u, double g, double e);
 
 // ---- 4. MoE expert parallelism ----
 // Expected dispatch + combine bytes per rank, uniform routing: 2 k T h e (N_e - 1)/N_e.

@@ -21,6 +21,12 @@ void line(const char* what, double v, const char* unit) {
   std::printf("  %-52s %16.6g %s\n", what, v, unit);
 }
 
+void counts(const char* what, int fwd, int bwd) {
+  const std::string v =
+      std::to_string(fwd) + ", " + std::to_string(bwd) + ", " + std::to_string(fwd + bwd);
+  std::printf("  %-52s %16s\n", what, v.c_str());
+}
+
 void print_sp(const Params& p, double e) {
   std::printf("Megatron TP vs SP (s=%g b=%g h=%g a=%g t=%d, %s)\n", p.s, p.b, p.h, p.a, p.t,
               p.dtype.c_str());
@@ -34,9 +40,33 @@ void print_sp(const Params& p, double e) {
   line("activations/layer, TP+SP: sbh/t(34+5as/h)", m::act_bytes_tp_sp(x), "B");
   line("activations/layer, TP, flash: sbh(10+24/t)", m::act_bytes_tp_flash(x), "B");
   line("activations/layer, TP+SP, flash: 34sbh/t", m::act_bytes_tp_sp_flash(x), "B");
+  // Backward (METHODS.md section 5): the collectives of each pass and their bytes.
+  const m::LayerCollectives tp_f = m::tp_layer_collectives(false),
+                            tp_b = m::tp_layer_collectives(true),
+                            sp_f = m::sp_layer_collectives(false),
+                            sp_b = m::sp_layer_collectives(true);
+  const double n = p.s * p.b * p.h * e;
+  counts("TP all-reduces per layer: fwd, bwd, fwd+bwd", tp_f.all_reduce, tp_b.all_reduce);
+  counts("SP reduce-scatters per layer: fwd, bwd, fwd+bwd", sp_f.reduce_scatter,
+         sp_b.reduce_scatter);
+  counts("SP all-gathers per layer: fwd, bwd, fwd+bwd", sp_f.all_gather, sp_b.all_gather);
+  line("TP comm per layer bwd per rank (2 all-reduces)",
+       m::layer_collectives_bytes_per_rank(tp_b, n, p.t), "B");
+  line("TP comm per layer fwd+bwd per rank: 8(t-1)/t sbhe",
+       m::tp_layer_comm_bytes_fwd_bwd(p.s, p.b, p.h, p.t, e), "B");
+  line("SP comm per layer bwd per rank (2 RS + 4 AG)",
+       m::layer_collectives_bytes_per_rank(sp_b, n, p.t), "B");
+  line("SP comm per layer fwd+bwd per rank: 10(t-1)/t sbhe",
+       m::sp_layer_comm_bytes_fwd_bwd(p.s, p.b, p.h, p.t, e), "B");
+  line("SP LayerNorm grads all-reduce per layer (4h elems)",
+       m::sp_layernorm_grad_bytes_per_rank(p.h, p.t, e), "B");
+  line("layer FLOPs per rank fwd", m::layer_flops_per_rank(x, p.causal), "FLOP");
+  line("layer FLOPs per rank bwd (GEMMs 2x, attention 2.5x)",
+       m::layer_bwd_flops_per_rank(x, p.causal), "FLOP");
+  line("  of which attention bwd", m::layer_bwd_attention_flops_per_rank(x, p.causal), "FLOP");
 }
 
-void print_ring(const Params& p, double e) {
+void print_ring(const Params& p, double e, double e_grad, double flops_bwd) {
   double g = p.a / p.kv;
   m::Ring r{p.h, p.s / p.n_c, p.n_c, g, e, p.causal, p.b};
   std::printf("\nRing attention (s=%g b=%g N_c=%d c=%g h=%g g=%g %s, F=%g FLOP/s, W=%g B/s)\n", p.s,
@@ -54,17 +84,42 @@ void print_ring(const Params& p, double e) {
   line("causal steps, contiguous layout (N_c - 1/2)", m::ring_causal_steps_contiguous(p.n_c),
        "blocks");
   line("causal steps, zig-zag layout (N_c/2)", m::ring_causal_steps_balanced(p.n_c), "blocks");
+  // Backward: K/V travel as in the forward, each with its dK/dV partial sums.
+  std::printf("  backward: F_b=%g FLOP/s, dK/dV partial sums in %s\n", flops_bwd,
+              p.grad_dtype.c_str());
+  line("backward FLOPs per round 10c^2hb", m::ring_bwd_flops_per_round(r), "FLOP");
+  line("backward bytes per round (K, V and dK, dV)", m::ring_bwd_bytes_per_round(r, e_grad), "B");
+  line("backward compute time per round at F_b",
+       m::ring_bwd_flops_per_round(r) / flops_bwd * (p.causal ? 0.5 : 1), "s");
+  line("backward transfer time per round", m::ring_bwd_bytes_per_round(r, e_grad) / p.bw, "s");
+  const double c_min_bwd = m::ring_min_block_bwd(flops_bwd, p.bw, g, p.causal, e, e_grad);
+  line("minimum block size for bwd overlap (e+e_g)F_b/(5gW)", c_min_bwd, "tokens");
+  std::printf("  %-52s %16s\n", "backward overlap holds at this c?",
+              p.n_c == 1         ? "N_c = 1: no hops"
+              : r.c >= c_min_bwd ? "yes"
+                                 : "NO: transfer exposed");
+  line("bytes per layer bwd per rank (N_c-1) KV + N_c dKV", m::ring_bwd_bytes_per_layer(r, e_grad),
+       "B");
+  line("bytes per layer fwd+bwd per rank",
+       m::ring_bytes_per_layer(r) + m::ring_bwd_bytes_per_layer(r, e_grad), "B");
+  line("backward memory per rank (Q,O,dO,dQ,2 K/V,3 dK/dV)", m::ring_bwd_memory_bytes(r, e_grad),
+       "B");
+  line("all-gather variant: bytes per layer bwd (RS dK, dV)",
+       m::ring_allgather_bwd_bytes_per_layer(p.s, p.h, p.n_c, g, e_grad, p.b), "B");
 }
 
-void print_ulysses(const Params& p, double e) {
+void print_ulysses(const Params& p, double e, double e_grad) {
   double g = p.a / p.kv;
   const int u = p.u > 0 ? p.u : p.n_c;
   std::printf("\nDeepSpeed-Ulysses (s=%g b=%g h=%g N_c=%d a=%g n_kv=%g", p.s, p.b, p.h, p.n_c, p.a,
               p.kv);
   if (u == p.n_c) {
     std::printf(")\n");
-    line("bytes per layer fwd per rank (4 all-to-alls)",
-         p.b * m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e), "B");
+    const double fwd = p.b * m::ulysses_bytes_per_layer(p.s, p.h, p.n_c, g, e),
+                 bwd = p.b * m::ulysses_bwd_bytes_per_layer(p.s, p.h, p.n_c, g, e);
+    line("bytes per layer fwd per rank (4 all-to-alls)", fwd, "B");
+    line("bytes per layer bwd per rank (dO in; dQ, dK, dV out)", bwd, "B");
+    line("bytes per layer fwd+bwd per rank", fwd + bwd, "B");
   } else {  // a hybrid: Ulysses in groups of u ranks, the ring across N_c/u groups
     const m::Ring ring = m::hybrid_ring(p.s, p.h, p.n_c, u, g, e, p.causal, p.b);
     std::printf("; hybrid: Ulysses degree u=%d, ring across %d groups)\n", u, ring.n_c);
@@ -74,6 +129,13 @@ void print_ulysses(const Params& p, double e) {
          "B");
     line("bytes per layer fwd per rank, both parts", a2a + m::ring_bytes_per_layer(ring), "B");
     line("ring block per rank after the all-to-alls (s u/N_c)", ring.c, "tokens");
+    const double a2a_bwd = p.b * m::hybrid_ulysses_bwd_bytes_per_layer(p.s, p.h, p.n_c, u, g, e);
+    const double ring_bwd = m::ring_bwd_bytes_per_layer(ring, e_grad);
+    line("all-to-all bytes per layer bwd per rank (group of u)", a2a_bwd, "B");
+    line("ring bytes per layer bwd per rank (K/V and dK/dV)", ring_bwd, "B");
+    line("bytes per layer bwd per rank, both parts", a2a_bwd + ring_bwd, "B");
+    line("bytes per layer fwd+bwd per rank, both parts",
+         a2a + m::ring_bytes_per_layer(ring) + a2a_bwd + ring_bwd, "B");
   }
   bool ok = m::ulysses_degree_ok(u, static_cast<int>(p.a), static_cast<int>(p.kv));
   // a % N_c is a rule (checked up front); the K/V heads may be replicated instead of split.
@@ -103,7 +165,7 @@ void print_moe(const Params& p, double e) {
        m::moe_aux_loss(uniform.data(), uniform.data(), p.experts, 1e-2), "");
 }
 
-suite::plan::Inputs plan_inputs(const Params& p, double e) {
+suite::plan::Inputs plan_inputs(const Params& p, double e, double e_grad) {
   return {p.s,
           p.b,
           p.h,
@@ -122,7 +184,9 @@ suite::plan::Inputs plan_inputs(const Params& p, double e) {
           p.causal,
           p.swiglu,
           p.layers,
-          p.u > 0 ? p.u : p.n_c};
+          p.u > 0 ? p.u : p.n_c,
+          p.flops_bwd.value_or(p.flops),
+          e_grad};
 }
 
 }  // namespace
@@ -135,7 +199,8 @@ int main(int argc, char** argv) {
       "Sizes no run could have are refused with exit status 2, by the rules of the sections\n"
       "printed: h % a, a % n_kv (ring, ulysses), a % t, d_ff % t, s % t (sp), s % N_c and,\n"
       "with --causal, s % 2N_c (ring), s % N_c and a % N_c (ulysses; a hybrid: N_c % u and\n"
-      "a % u), E % N_e and k <= E (moe).",
+      "a % u), E % N_e and k <= E (moe); so are rates <= 0 and unknown flags or values.\n"
+      "sp, ring and ulysses also print the backward pass and the training step (fwd+bwd).",
       "model");
   app.add_option("--section", section, "sp, ring, ulysses, moe or all")
       ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe"}))
@@ -153,12 +218,25 @@ int main(int argc, char** argv) {
                  "u: Ulysses x ring hybrid: Ulysses inside groups of u ranks, ring attention "
                  "across the N_c/u groups (u must divide N_c; 0: u = N_c, plain Ulysses)")
       ->capture_default_str();
-  app.add_option("--flops,-F", p.flops, "F: achieved attention FLOP/s (kernel_bench measures it)")
+  app.add_option("--flops,-F", p.flops,
+                 "F: achieved attention FLOP/s (kernel_bench measures it); sp also times the "
+                 "layers' GEMMs, forward and backward, at F")
       ->capture_default_str();
+  double flops_bwd = 0;
+  CLI::Option* flops_bwd_opt =
+      app.add_option("--flops-bwd", flops_bwd,
+                     "F_b: achieved attention backward FLOP/s, the backward kernel's own rate "
+                     "(usually below F): times ring and Ulysses attention backward and sp's "
+                     "attention backward; default: the value of --flops");
   app.add_option("--bw,-W", p.bw, "W: achieved link bandwidth in bytes/s (sp_tp busbw measures it)")
       ->capture_default_str();
   app.add_option("--dtype", p.dtype, "element type: bf16, fp32, fp64")
       ->check(CLI::IsMember({"bf16", "fp32", "fp64"}))
+      ->capture_default_str();
+  app.add_option("--grad-dtype", p.grad_dtype,
+                 "e_grad: element type of the dK/dV partial sums that travel around the ring in "
+                 "the backward: fp32 (as ring-flash-attention keeps them), bf16 or fp64; the "
+                 "other gradients (TP/SP, Ulysses' dO, dQ, dK, dV) travel in --dtype")
       ->capture_default_str();
   app.add_flag("--causal", p.causal, "causal attention with a balanced (zig-zag) layout");
   app.add_option("--experts,-E", p.experts, "E: experts")->capture_default_str();
@@ -172,19 +250,30 @@ int main(int argc, char** argv) {
   app.add_option("--layers,-L", p.layers,
                  "L: layers of the model; every section also prints totals over L layers")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0 with the help text; a bad flag or value is refused like the benchmarks
+    // refuse theirs and like impossible sizes below: one line, exit status 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: model: %s\n", e.what());
+    return 2;
+  }
+  if (flops_bwd_opt->count() > 0) p.flops_bwd = flops_bwd;
   // Sizes that no run could have (METHODS.md's divisibility rules): one message, exit 2.
   if (const std::string why = suite::model_cli::params_error(p, section); !why.empty()) {
     std::fprintf(stderr, "error: model: %s\n", why.c_str());
     return 2;
   }
   double e = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.dtype)));
+  double e_grad = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.grad_dtype)));
   if (section == "all" || section == "sp") print_sp(p, e);
-  if (section == "all" || section == "ring") print_ring(p, e);
-  if (section == "all" || section == "ulysses") print_ulysses(p, e);
+  if (section == "all" || section == "ring")
+    print_ring(p, e, e_grad, p.flops_bwd.value_or(p.flops));
+  if (section == "all" || section == "ulysses") print_ulysses(p, e, e_grad);
   if (section == "all" || section == "moe") print_moe(p, e);
-  const auto plan = plan_inputs(p, e);
-  std::printf("\nPlanning: times at F and W, totals over L layers\n");
+  const auto plan = plan_inputs(p, e, e_grad);
+  std::printf("\nPlanning: times at F, F_b and W, totals over L layers\n");
   if (section == "all" || section == "sp") suite::plan::print_sp_plan(plan);
   if (section == "all" || section == "ring") suite::plan::print_ring_plan(plan);
   if (section == "all" || section == "ulysses") suite::plan::print_ulysses_plan(plan);

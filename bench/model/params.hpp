@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@ struct Params {
   int u = 0;  // Ulysses degree of a Ulysses x ring hybrid; 0: N_c (plain Ulysses)
   double k = 2, tokens = 4096, capacity_factor = 1.25;
   double flops = 989e12, bw = 450e9;
+  std::optional<double> flops_bwd;  // F_b, the attention backward kernel's FLOP/s; unset: flops
   std::string dtype = "bf16";
+  std::string grad_dtype = "fp32";  // element type of the travelling dK/dV partial sums
   bool causal = false, swiglu = false;
   int layers = 1;
 };
@@ -75,6 +78,10 @@ inline std::string params_error(const Params& p, const std::string& section) {
     return "--ulysses-degree " + std::to_string(p.u) + " must be >= 1 (or 0: plain Ulysses)";
   if (!(p.flops > 0) || !std::isfinite(p.flops)) return "--flops " + num(p.flops) + " must be > 0";
   if (!(p.bw > 0) || !std::isfinite(p.bw)) return "--bw " + num(p.bw) + " must be > 0";
+  if (p.flops_bwd && (!(*p.flops_bwd > 0) || !std::isfinite(*p.flops_bwd)))
+    return "--flops-bwd " + num(*p.flops_bwd) + " must be > 0 (omit it to use --flops)";
+  if (p.grad_dtype != "bf16" && p.grad_dtype != "fp32" && p.grad_dtype != "fp64")
+    return "--grad-dtype " + p.grad_dtype + " must be bf16, fp32 or fp64";
   if (!(p.capacity_factor >= 0) || !std::isfinite(p.capacity_factor))
     return "--capacity-factor " + num(p.capacity_factor) + " must be >= 0";
 

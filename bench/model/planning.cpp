@@ -30,6 +30,24 @@ m::Activation activation(const Inputs& in, int t) {
   return {in.s, in.b, in.h, in.a, t, in.e, in.d_ff / in.h};
 }
 
+// One layer's ring attention backward on a rank: N_c rounds of compute at F_b (half a block per
+// round for a balanced causal layout). K/V and the dK/dV partial sums of round k travel while
+// round k+1 computes (N_c - 1 overlapped rounds); the last dK/dV hop home follows the last
+// round's compute, exposed.
+struct RingBwd {
+  double time, exposed;
+};
+RingBwd ring_bwd_time(const m::Ring& r, bool causal, const Inputs& in) {
+  const double compute = m::ring_bwd_flops_per_round(r) * (causal ? 0.5 : 1) / in.flops_bwd;
+  if (r.n_c <= 1) return {compute, 0};
+  const double xfer = m::ring_bwd_bytes_per_round(r, in.e_grad) / in.bw;
+  const double last_hop = (m::ring_bwd_bytes_per_layer(r, in.e_grad) -
+                           (r.n_c - 1) * m::ring_bwd_bytes_per_round(r, in.e_grad)) /
+                          in.bw;
+  return {compute + (r.n_c - 1) * std::max(compute, xfer) + last_hop,
+          (r.n_c - 1) * std::max(0.0, xfer - compute) + last_hop};
+}
+
 }  // namespace
 
 void print_sp_plan(const Inputs& in) {
@@ -45,8 +63,32 @@ void print_sp_plan(const Inputs& in) {
   line("TP or SP collectives per layer fwd per rank", comm, "s");
   line("communication / compute", comm / compute, "");
   line("model fwd per rank, no overlap: L(compute+comm)", L * (compute + comm), "s");
-  line("model comm per rank per step, fwd (x2 with bwd)",
+  line("model comm per rank per step, fwd (TP or SP)",
        L * m::tp_layer_comm_bytes_per_rank(in.s, in.b, in.h, in.t, in.e), "B");
+  // Backward: GEMM gradients at F, attention backward at F_b; TP 2 all-reduces, SP 2 RS + 4 AG
+  // and the LayerNorm gradients' all-reduce.
+  const double attn_bwd_flops = m::layer_bwd_attention_flops_per_rank(x, in.causal);
+  const double compute_bwd =
+      (m::layer_bwd_flops_per_rank(x, in.causal) - attn_bwd_flops) / in.flops +
+      attn_bwd_flops / in.flops_bwd;
+  const double n = in.s * in.b * in.h * in.e;
+  const double tp_bwd_bytes =
+      m::layer_collectives_bytes_per_rank(m::tp_layer_collectives(true), n, in.t);
+  const double sp_bwd_bytes =
+      m::layer_collectives_bytes_per_rank(m::sp_layer_collectives(true), n, in.t) +
+      m::sp_layernorm_grad_bytes_per_rank(in.h, in.t, in.e);
+  const double tp_step_bytes = m::tp_layer_comm_bytes_fwd_bwd(in.s, in.b, in.h, in.t, in.e);
+  const double sp_step_bytes = m::sp_layer_comm_bytes_fwd_bwd(in.s, in.b, in.h, in.t, in.e) +
+                               m::sp_layernorm_grad_bytes_per_rank(in.h, in.t, in.e);
+  line("compute per layer bwd per rank (GEMMs F, attn F_b)", compute_bwd, "s");
+  line("TP collectives per layer bwd per rank", tp_bwd_bytes / in.bw, "s");
+  line("SP collectives + LayerNorm grads per layer bwd", sp_bwd_bytes / in.bw, "s");
+  line("model train step per rank, TP, no overlap",
+       L * (compute + compute_bwd + tp_step_bytes / in.bw), "s");
+  line("model train step per rank, TP+SP, no overlap",
+       L * (compute + compute_bwd + sp_step_bytes / in.bw), "s");
+  line("model comm per rank per step, fwd+bwd, TP", L * tp_step_bytes, "B");
+  line("model comm per rank per step, fwd+bwd, TP+SP", L * sp_step_bytes, "B");
   line("model activations, no parallelism, fused", L * m::act_bytes_no_parallel_flash(one), "B");
   line("model activations, no parallelism, unfused", L * m::act_bytes_no_parallel(one), "B");
   line("model activations per rank, TP, fused", L * m::act_bytes_tp_flash(x), "B");
@@ -68,7 +110,16 @@ void print_ring_plan(const Inputs& in) {
   line("attention per layer fwd, overlapped: N_c max(comp,xfer)", layer, "s");
   line("of which exposed transfer", in.n_c * std::max(0.0, round_xfer - round_compute), "s");
   line("model attention fwd per rank (L layers)", L * layer, "s");
-  line("model ring bytes per rank, fwd (bwd about 2x more)", L * m::ring_bytes_per_layer(r), "B");
+  line("model ring bytes per rank, fwd", L * m::ring_bytes_per_layer(r), "B");
+  const RingBwd bwd = ring_bwd_time(r, in.causal, in);
+  const double bwd_bytes = m::ring_bwd_bytes_per_layer(r, in.e_grad);
+  line("attention per layer bwd (last dK/dV hop exposed)", bwd.time, "s");
+  line("of which exposed transfer (bwd)", bwd.exposed, "s");
+  line("attention per layer fwd+bwd", layer + bwd.time, "s");
+  line("model attention bwd per rank (L layers)", L * bwd.time, "s");
+  line("model attention fwd+bwd per rank (L layers)", L * (layer + bwd.time), "s");
+  line("model ring bytes per rank, bwd", L * bwd_bytes, "B");
+  line("model ring bytes per rank, fwd+bwd", L * (m::ring_bytes_per_layer(r) + bwd_bytes), "B");
   prediction("ring", L * layer, L * m::ring_bytes_per_layer(r), m::ring_memory_bytes(r));
 }
 
@@ -90,6 +141,20 @@ void print_ulysses_plan(const Inputs& in) {
   line("attention per layer fwd per rank (with the ring part)", attention, "s");
   line("model attention + all-to-alls fwd per rank", L * (a2a + attention), "s");
   line("model all-to-all and ring bytes per rank, fwd", L * bytes, "B");
+  // Backward: dO's all-to-all in, dQ, dK, dV out (the forward's bytes); the ring part as ring
+  // attention's backward.
+  const double a2a_bwd_bytes =
+      in.b * m::hybrid_ulysses_bwd_bytes_per_layer(in.s, in.h, in.n_c, in.u, g, in.e);
+  const RingBwd attention_bwd = ring_bwd_time(ring, in.causal, in);
+  const double bytes_bwd = a2a_bwd_bytes + m::ring_bwd_bytes_per_layer(ring, in.e_grad);
+  line("all-to-alls per layer bwd per rank (exposed)", a2a_bwd_bytes / in.bw, "s");
+  line("attention bwd per layer per rank at F_b (with ring)", attention_bwd.time, "s");
+  line("model attention + all-to-alls bwd per rank",
+       L * (a2a_bwd_bytes / in.bw + attention_bwd.time), "s");
+  line("model attention + all-to-alls fwd+bwd per rank",
+       L * (a2a + attention + a2a_bwd_bytes / in.bw + attention_bwd.time), "s");
+  line("model all-to-all and ring bytes per rank, bwd", L * bytes_bwd, "B");
+  line("model all-to-all and ring bytes per rank, fwd+bwd", L * (bytes + bytes_bwd), "B");
   prediction("ulysses", L * (a2a + attention), L * bytes, 0);
 }
 

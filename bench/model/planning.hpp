@@ -1,6 +1,7 @@
 // The model as a planning tool: times at the given F (FLOP/s) and W (bytes/s) for every
 // section, whole-model totals over --layers L, and one machine-readable `prediction:` line per
-// section (scripts/sweep.py reads it in its dry-run). Forward pass unless said otherwise.
+// section (scripts/sweep.py reads it in its dry-run; it stays the forward pass). Forward pass
+// unless said otherwise; sp, ring and ulysses also print the backward and fwd+bwd figures.
 #pragma once
 
 namespace suite::plan {
@@ -13,6 +14,8 @@ struct Inputs {
   bool causal, swiglu;
   int layers;
   int u;  // Ulysses degree (u = n_c: plain Ulysses; below: a hybrid with a ring across groups)
+  double flops_bwd;  // F_b: attention backward FLOP/s
+  double e_grad;     // bytes per element of the ring's travelling dK/dV partial sums
 };
 
 void print_sp_plan(const Inputs& in);

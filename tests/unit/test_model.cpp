@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "bench/model/params.hpp"
 #include "common/model.hpp"
@@ -132,6 +134,153 @@ TEST(ModelPlanning, FusedNoParallelismAndLayerFlops) {
   EXPECT_DOUBLE_EQ(m::layer_flops_per_rank(t4, true), (matmul + attention / 2) / 4);
 }
 
+// ---- the backward pass (METHODS.md section 5) ----
+
+TEST(ModelBackwardSpTp, CollectiveCountsPerPass) {
+  const m::LayerCollectives tp_f = m::tp_layer_collectives(false),
+                            tp_b = m::tp_layer_collectives(true);
+  EXPECT_EQ(std::make_tuple(tp_f.all_reduce, tp_f.reduce_scatter, tp_f.all_gather),
+            std::make_tuple(2, 0, 0));
+  EXPECT_EQ(std::make_tuple(tp_b.all_reduce, tp_b.reduce_scatter, tp_b.all_gather),
+            std::make_tuple(2, 0, 0));
+  const m::LayerCollectives sp_f = m::sp_layer_collectives(false),
+                            sp_b = m::sp_layer_collectives(true);
+  EXPECT_EQ(std::make_tuple(sp_f.all_reduce, sp_f.reduce_scatter, sp_f.all_gather),
+            std::make_tuple(0, 2, 2));
+  // g's backward RS, g_bar's backward AG, and 2 AG re-gathering the LayerNorm outputs.
+  EXPECT_EQ(std::make_tuple(sp_b.all_reduce, sp_b.reduce_scatter, sp_b.all_gather),
+            std::make_tuple(0, 2, 4));
+  // n = 8 MiB over t = 4: an AR sends 2 x 3/4 n = 12582912 B, an RS or AG 6291456 B.
+  const double n = 8388608;
+  EXPECT_DOUBLE_EQ(m::layer_collectives_bytes_per_rank(tp_b, n, 4), 25165824);  // 2 AR
+  EXPECT_DOUBLE_EQ(m::layer_collectives_bytes_per_rank(sp_b, n, 4), 37748736);  // 6 x 3/4 n
+  EXPECT_DOUBLE_EQ(m::layer_collectives_bytes_per_rank(sp_b, n, 1), 0);
+}
+
+TEST(ModelBackwardSpTp, BytesPerLayerForwardPlusBackward) {
+  // s=2048 b=2 h=1024 bf16, t=4: n = 8388608 B. TP 8 x 3/4 n = 6n; SP 10 x 3/4 n = 7.5n.
+  EXPECT_DOUBLE_EQ(m::tp_layer_comm_bytes_fwd_bwd(2048, 2, 1024, 4, 2), 50331648);
+  EXPECT_DOUBLE_EQ(m::sp_layer_comm_bytes_fwd_bwd(2048, 2, 1024, 4, 2), 62914560);
+  // b = 1, fp32 (e = 4), t = 8: n = 2048*1024*4 = 8388608 again; TP 7n, SP 8.75n.
+  EXPECT_DOUBLE_EQ(m::tp_layer_comm_bytes_fwd_bwd(2048, 1, 1024, 8, 4), 58720256);
+  EXPECT_DOUBLE_EQ(m::sp_layer_comm_bytes_fwd_bwd(2048, 1, 1024, 8, 4), 73400320);
+  EXPECT_DOUBLE_EQ(m::tp_layer_comm_bytes_fwd_bwd(2048, 2, 1024, 1, 2), 0);  // one rank
+  EXPECT_DOUBLE_EQ(m::sp_layer_comm_bytes_fwd_bwd(2048, 2, 1024, 1, 2), 0);
+}
+
+TEST(ModelBackwardSpTp, LayerNormGradientAllReduce) {
+  // 2 LayerNorms x (weight + bias) x h = 4h elements: h=1024 bf16 is 8192 B; AR over 4: 1.5x.
+  EXPECT_DOUBLE_EQ(m::sp_layernorm_grad_bytes_per_rank(1024, 4, 2), 12288);
+  // h=4096 bf16 over 8: 32768 B x 2 x 7/8.
+  EXPECT_DOUBLE_EQ(m::sp_layernorm_grad_bytes_per_rank(4096, 8, 2), 57344);
+  EXPECT_DOUBLE_EQ(m::sp_layernorm_grad_bytes_per_rank(4096, 1, 2), 0);
+}
+
+TEST(ModelBackwardSpTp, LayerBackwardFlops) {
+  // s=1024 b=1 h=512: forward matmuls 24 sbh^2 = 6442450944, attention 4 s^2 b h = 2147483648.
+  // Backward: 2 x 6442450944 + 2.5 x 2147483648 = 12884901888 + 5368709120.
+  m::Activation x{1024, 1, 512, 8, 1};
+  EXPECT_DOUBLE_EQ(m::layer_bwd_flops_per_rank(x, false), 18253611008.0);
+  EXPECT_DOUBLE_EQ(m::layer_bwd_attention_flops_per_rank(x, false), 5368709120.0);
+  // Causal halves attention (2684354560); t = 4 divides all: (12884901888 + 2684354560) / 4.
+  m::Activation t4{1024, 1, 512, 8, 4};
+  EXPECT_DOUBLE_EQ(m::layer_bwd_flops_per_rank(t4, true), 3892314112.0);
+  EXPECT_DOUBLE_EQ(m::layer_bwd_attention_flops_per_rank(t4, true), 671088640.0);
+  // b = 2: twice everything.
+  m::Activation b2{1024, 2, 512, 8, 1};
+  EXPECT_DOUBLE_EQ(m::layer_bwd_flops_per_rank(b2, false), 36507222016.0);
+  // SwiGLU-sized MLP d_ff = 2h (ffn = 2): matmuls 2 sbh^2 (4 + 4) = 16 sbh^2 = 4294967296 fwd.
+  m::Activation ffn2{1024, 1, 512, 8, 1, 2, 2};
+  EXPECT_DOUBLE_EQ(m::layer_bwd_flops_per_rank(ffn2, false), 8589934592.0 + 5368709120.0);
+}
+
+TEST(ModelBackwardRing, FlopsAndBytesPerRound) {
+  // h=4096 c=1024 N_c=8 MHA bf16: 10 c^2 h = 42949672960 FLOPs.
+  const m::Ring r{4096, 1024, 8, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_flops_per_round(r), 42949672960.0);
+  // K, V: 2 x 1024 x 4096 x 2 = 16777216 B; dK, dV in fp32 33554432 B, in bf16 16777216 B.
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_round(r, 4), 50331648);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_round(r, 2), 33554432);
+  // GQA g = 4, b = 2: K, V 2 x 1024 x 4096 x 2 x 2 / 4 = 8388608 B; dK, dV bf16 the same.
+  const m::Ring gqa{4096, 1024, 8, 4, 2, false, 2};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_flops_per_round(gqa), 85899345920.0);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_round(gqa, 2), 16777216);
+  // Causal: the full block's figures (a balanced layout halves the work per round, not these).
+  const m::Ring causal{4096, 1024, 8, 1, 2, true};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_flops_per_round(causal), 42949672960.0);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_round(causal, 4), 50331648);
+}
+
+TEST(ModelBackwardRing, BytesPerLayerDkDvMakeOneHopMore) {
+  // 7 K/V hops of 16777216 B and 8 dK/dV hops of 33554432 B (fp32).
+  const m::Ring r{4096, 1024, 8, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_layer(r, 4), 117440512.0 + 268435456.0);
+  // GQA g = 4, b = 2, bf16 partial sums: (7 + 8) x 8388608.
+  const m::Ring gqa{4096, 1024, 8, 4, 2, false, 2};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_layer(gqa, 2), 125829120);
+  // N_c = 2, h=64 c=8 g=2 b=2: K/V 2x8x64x2x2/2 = 2048 B once, dK/dV fp32 4096 B twice.
+  const m::Ring two{64, 8, 2, 2, 2, true, 2};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_layer(two, 4), 10240);
+  // N_c = 1: the rank's own block, nothing travels.
+  const m::Ring one{4096, 4096, 1, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_layer(one, 4), 0);
+}
+
+TEST(ModelBackwardRing, MinimumBlockSizeForOverlap) {
+  // METHODS.md: 0.8 F_b/(gW) with bf16 K/V and partial sums, 1.2 F_b/(gW) with fp32 sums.
+  EXPECT_DOUBLE_EQ(m::ring_min_block_bwd(1000, 1, 1, false, 2, 2), 800);
+  EXPECT_DOUBLE_EQ(m::ring_min_block_bwd(1000, 1, 1, false, 2, 4), 1200);
+  EXPECT_DOUBLE_EQ(m::ring_min_block_bwd(1000, 1, 1, true, 2, 2), 1600);   // causal balanced x2
+  EXPECT_DOUBLE_EQ(m::ring_min_block_bwd(1000, 1, 8, true, 2, 4), 300);    // GQA g=8: 2 x 1.2/8
+  EXPECT_DOUBLE_EQ(m::ring_min_block_bwd(1000, 1, 1, false, 4, 4), 1600);  // fp32 K/V and sums
+  // H100 peak over NVLink, F_b/W = 989e12/450e9 = 2197.78: 1758.22 bf16, 2637.33 fp32 sums.
+  EXPECT_NEAR(m::ring_min_block_bwd(989e12, 450e9, 1, false, 2, 2), 1758.22, 0.01);
+  EXPECT_NEAR(m::ring_min_block_bwd(989e12, 450e9, 1, false, 2, 4), 2637.33, 0.01);
+  // At c = 1200 (fp32 sums, h = 64) the round's compute 10 c^2 h = 921600000 FLOPs at
+  // F_b = 1000 FLOP/s and its bytes 2 c h (2 + 4) = 921600 B at W = 1 B/s both take 921600 s.
+  const m::Ring at{64, 1200, 2, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_flops_per_round(at), 921600000.0);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_round(at, 4), 921600.0);
+}
+
+TEST(ModelBackwardRing, Memory) {
+  // h=4096 c=1024 b=1 MHA bf16, fp32 sums: block c h = 4194304 elements;
+  // Q, O, dO, dQ: (3 x 2 + 4) = 10 B each; K/V x2 and dK/dV x3: (4 x 2 + 6 x 4) = 32 B.
+  const m::Ring r{4096, 1024, 8, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_memory_bytes(r, 4), 4194304.0 * 42);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_memory_bytes(r, 2), 4194304.0 * (8 + 20));  // bf16 sums
+  // GQA g = 4, b = 2: 8388608 x 10 + 8388608 / 4 x 32.
+  const m::Ring gqa{4096, 1024, 8, 4, 2, false, 2};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_memory_bytes(gqa, 4), 83886080.0 + 67108864.0);
+  // N_c = 1 holds the same blocks (the buffers are there whether or not they travel).
+  const m::Ring one{4096, 1024, 1, 1, 2, false};
+  EXPECT_DOUBLE_EQ(m::ring_bwd_memory_bytes(one, 4), 4194304.0 * 42);
+}
+
+TEST(ModelBackwardRing, AllGatherVariantReduceScatter) {
+  // s=8192 h=4096 N_c=8, fp32 sums: 7/8 x 2 x 8192 x 4096 x 4 = 7/8 x 268435456.
+  EXPECT_DOUBLE_EQ(m::ring_allgather_bwd_bytes_per_layer(8192, 4096, 8, 1, 4, 1), 234881024);
+  // GQA g=4, b=2, bf16 sums: 7/8 x 2 x 8192 x 4096 x 2 x 2 / 4 = 7/8 x 67108864.
+  EXPECT_DOUBLE_EQ(m::ring_allgather_bwd_bytes_per_layer(8192, 4096, 8, 4, 2, 2), 58720256);
+  EXPECT_DOUBLE_EQ(m::ring_allgather_bwd_bytes_per_layer(8192, 4096, 1, 1, 4, 1), 0);
+}
+
+TEST(ModelBackwardUlysses, SameBytesAsTheForward) {
+  // MHA s=8192 h=4096 N=8 bf16: dO in, dQ, dK, dV out: 4 x 7/8 x 2 x 8192 x 4096 / 8.
+  EXPECT_DOUBLE_EQ(m::ulysses_bwd_bytes_per_layer(8192, 4096, 8, 1, 2), 29360128);
+  // GQA g=4: dQ and dO whole, dK and dV a quarter: 2.5 x 7/8 x 8388608.
+  EXPECT_DOUBLE_EQ(m::ulysses_bwd_bytes_per_layer(8192, 4096, 8, 4, 2), 18350080);
+  EXPECT_DOUBLE_EQ(m::ulysses_bwd_bytes_per_layer(8192, 4096, 1, 1, 2), 0);
+  // Hybrid u = 2 of 8, s=h=4096 g=4: groups of 2 over s/4 = 1024 tokens:
+  // 1/2 x 1024 x 4096 x 2 / 2 x (2 + 1/2) = 5242880 B, as in the forward.
+  EXPECT_DOUBLE_EQ(m::hybrid_ulysses_bwd_bytes_per_layer(4096, 4096, 8, 2, 4, 2), 5242880);
+  EXPECT_DOUBLE_EQ(m::hybrid_ulysses_bwd_bytes_per_layer(4096, 4096, 8, 1, 4, 2), 0);  // ring
+  // Its ring part (4 groups, h/2 = 2048, c = 1024, g = 4), fp32 sums: K/V 2097152 B x 3 hops,
+  // dK/dV 4194304 B x 4 hops.
+  const m::Ring ring = m::hybrid_ring(4096, 4096, 8, 2, 4, 2, true);
+  EXPECT_DOUBLE_EQ(m::ring_bwd_bytes_per_layer(ring, 4), 6291456.0 + 16777216.0);
+}
+
 // ---- the model executable's input rules (bench/model/params.hpp) ----
 
 namespace {
@@ -197,6 +346,22 @@ TEST(ModelInputs, DivisibilityRulesNameTheFlagValues) {
             "--seq 100.5 must be a whole number >= 1");
   EXPECT_EQ(params_error(with([](Params& p) { p.t = 0; }), "all"), "--tp 0 must be >= 1");
   EXPECT_EQ(params_error(with([](Params& p) { p.bw = 0; }), "moe"), "--bw 0 must be > 0");
+}
+
+TEST(ModelInputs, BackwardRateAndGradientType) {
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = 4e14; }), "ring"), "");
+  for (const char* dtype : {"bf16", "fp32", "fp64"}) {
+    Params p;
+    p.grad_dtype = dtype;
+    EXPECT_EQ(params_error(p, "all"), "") << dtype;
+  }
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = 0; }), "ring"),
+            "--flops-bwd 0 must be > 0 (omit it to use --flops)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = -1e12; }), "sp"),
+            "--flops-bwd -1000000000000 must be > 0 (omit it to use --flops)");
+  EXPECT_NE(params_error(with([](Params& p) { p.flops_bwd = HUGE_VAL; }), "ulysses"), "");
+  EXPECT_EQ(params_error(with([](Params& p) { p.grad_dtype = "fp16"; }), "ring"),
+            "--grad-dtype fp16 must be bf16, fp32 or fp64");
 }
 
 namespace {
@@ -273,4 +438,45 @@ TEST(ModelCli, ImpossibleSizesExitTwoWithOneMessage) {
   const ModelRun ok = run_model(exe, "--section ring --seq 131072 --cp 16 --kv-heads 8 --causal");
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("prediction: section=ring"), std::string::npos);
+}
+
+TEST(ModelCli, BadBackwardFlagsExitTwoWithOneMessage) {
+  const auto exe = model_exe();
+  if (exe.empty()) GTEST_SKIP() << "the model executable is not built beside unit_tests";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--grad-dtype fp16", "--grad-dtype fp16 must be bf16, fp32 or fp64"},
+      {"--section ring --flops-bwd 0", "--flops-bwd 0 must be > 0"},
+      {"--section sp --flops-bwd -5", "--flops-bwd -5 must be > 0"},
+      // Values CLI11 itself refuses, like the benchmarks refuse theirs.
+      {"--flops-bwd fast", "--flops-bwd"},
+      {"--dtype fp16", "--dtype"},
+      {"--no-such-flag", "--no-such-flag"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const ModelRun r = run_model(exe, args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err.rfind("error: model: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+TEST(ModelCli, BackwardRateDefaultsToTheForwards) {
+  const auto exe = model_exe();
+  if (exe.empty()) GTEST_SKIP() << "the model executable is not built beside unit_tests";
+  const std::string args = "--section ring -F 1e12 -W 1e9 ";
+  const ModelRun plain = run_model(exe, args), same = run_model(exe, args + "--flops-bwd 1e12");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out, same.out);  // omitted --flops-bwd is --flops
+  // bf16 K/V and partial sums, MHA, full: c*_bwd = 0.8 F_b/W = 0.8 x 500 at F_b = 5e11.
+  const ModelRun slow = run_model(exe, args + "--flops-bwd 5e11 --grad-dtype bf16");
+  ASSERT_EQ(slow.status, 0) << slow.err;
+  EXPECT_NE(slow.out.find("F_b=5e+11 FLOP/s, dK/dV partial sums in bf16"), std::string::npos)
+      << slow.out;
+  const auto at = slow.out.find("minimum block size for bwd overlap");
+  ASSERT_NE(at, std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.substr(at, slow.out.find('\n', at) - at).find(" 400 tokens"),
+            std::string::npos)
+      << slow.out;
 }
