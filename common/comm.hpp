@@ -58,14 +58,25 @@ class Comm {
                             const std::vector<std::size_t>& send_displs, void* recv,
                             const std::vector<std::size_t>& recv_counts,
                             const std::vector<std::size_t>& recv_displs, DType t) = 0;
-  // Ring step: starts sending `count` elements to rank `to` and receiving from rank `from`.
-  // `send` must have no pending writer on the device's stream (its producer has finished);
-  // `recv` may still be read by work already queued there (the exchange waits for that);
-  // finish_exchange() waits for both (MPI: on the host; NCCL: the exchange runs on the
-  // transport's own stream, ordered after the work already queued on the device's stream, and
-  // finish makes later work on the device's stream wait for it). One exchange in flight.
-  virtual void start_exchange(const void* send, int to, void* recv, int from, std::size_t count,
-                              DType t) = 0;
+  // Ring step: starts sending each part's `count` elements to rank `to` and receiving as many
+  // from rank `from` into its `recv` (parts may differ in type: the backward ring moves K/V in
+  // the storage type beside dK/dV partial sums in the gradient type; posted in order on both
+  // sides). `send` must have no pending writer on the device's stream (its producer has
+  // finished); `recv` may still be read by work already queued there (the exchange waits for
+  // that); finish_exchange() waits for every part (MPI: on the host; NCCL: the exchange runs
+  // on the transport's own stream, ordered after the work already queued on the device's
+  // stream, and finish makes later work on the device's stream wait for it). One exchange in
+  // flight.
+  struct ExchangePart {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    std::size_t count = 0;
+    DType type = DType::fp32;
+  };
+  virtual void start_exchange(const std::vector<ExchangePart>& parts, int to, int from) = 0;
+  void start_exchange(const void* send, int to, void* recv, int from, std::size_t count, DType t) {
+    start_exchange(std::vector<ExchangePart>{{send, recv, count, t}}, to, from);
+  }
   virtual void finish_exchange() = 0;
   // Lets an exchange in flight move while the caller computes: MPI progresses only inside MPI
   // calls, so the CPU ring calls this between attention tiles. No-op where the transport

@@ -126,44 +126,58 @@ class MpiComm final : public Comm {
     count(sent, got);
   }
 
-  void start_exchange(const void* send, int to, void* recv, int from, std::size_t count_elems,
-                      DType t) override {
+  using Comm::start_exchange;
+  void start_exchange(const std::vector<ExchangePart>& parts, int to, int from) override {
     SUITE_CHECK(!exchange_.active, "start_exchange while another exchange is in flight");
-    std::size_t n = count_elems * dtype_size(t);
     exchange_.t0 = Clock::now();  // the staging copies belong to the exchange's duration
-    exchange_.staged = stage_exchange(send, recv, n);
     exchange_.active = true;
     exchange_.done = false;
     exchange_.done_in_progress = false;
-    exchange_.recv_dst = recv;
-    exchange_.bytes = n;
-    SUITE_MPI_CHECK(MPI_Irecv(exchange_.staged.recv, as_int(count_elems), mpi_type(t), from,
-                              kRingTag, comm_, &exchange_.requests[0]));
-    SUITE_MPI_CHECK(MPI_Isend(exchange_.staged.send, as_int(count_elems), mpi_type(t), to, kRingTag,
-                              comm_, &exchange_.requests[1]));
-    count(to == rank_ ? 0 : static_cast<std::int64_t>(n),
-          from == rank_ ? 0 : static_cast<std::int64_t>(n));
+    exchange_.parts.clear();
+    exchange_.requests.clear();
+    std::size_t staged_offset = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const ExchangePart& part = parts[i];
+      const std::size_t n = part.count * dtype_size(part.type);
+      Exchange::Part mine{stage_exchange(part.send, part.recv, n, staged_offset, parts), part.recv,
+                          n};
+      staged_offset += 2 * n;
+      const int tag = kRingTag + static_cast<int>(i);  // parts pair up by order and tag
+      exchange_.requests.emplace_back();
+      SUITE_MPI_CHECK(MPI_Irecv(mine.staged.recv, as_int(part.count), mpi_type(part.type), from,
+                                tag, comm_, &exchange_.requests.back()));
+      exchange_.requests.emplace_back();
+      SUITE_MPI_CHECK(MPI_Isend(mine.staged.send, as_int(part.count), mpi_type(part.type), to, tag,
+                                comm_, &exchange_.requests.back()));
+      exchange_.parts.push_back(mine);
+      count(to == rank_ ? 0 : static_cast<std::int64_t>(n),
+            from == rank_ ? 0 : static_cast<std::int64_t>(n));
+    }
   }
-
   void progress() override {
     if (!exchange_.active || exchange_.done) return;
     int flag = 0;
-    SUITE_MPI_CHECK(MPI_Testall(2, exchange_.requests, &flag, MPI_STATUSES_IGNORE));
+    SUITE_MPI_CHECK(MPI_Testall(static_cast<int>(exchange_.requests.size()),
+                                exchange_.requests.data(), &flag, MPI_STATUSES_IGNORE));
     if (flag) mark_done(true);
   }
 
   void finish_exchange() override {
     SUITE_CHECK(exchange_.active, "finish_exchange without start_exchange");
     if (!exchange_.done) {
-      SUITE_MPI_CHECK(MPI_Waitall(2, exchange_.requests, MPI_STATUSES_IGNORE));
+      SUITE_MPI_CHECK(MPI_Waitall(static_cast<int>(exchange_.requests.size()),
+                                  exchange_.requests.data(), MPI_STATUSES_IGNORE));
       mark_done(false);
     }
     // Into a buffer that only the work queued before start_exchange read: the copy waits for
     // that work (mark_queued_work), not for the attention queued since.
-    if (exchange_.staged.staged) {
-      device_.copy_from_host_concurrent(exchange_.recv_dst, exchange_.staged.recv, exchange_.bytes);
-      exchange_.t_done = Clock::now();
+    bool staged = false;
+    for (const Exchange::Part& part : exchange_.parts) {
+      if (!part.staged.staged) continue;
+      device_.copy_from_host_concurrent(part.recv_dst, part.staged.recv, part.bytes);
+      staged = true;
     }
+    if (staged) exchange_.t_done = Clock::now();
     exchange_.active = false;
     log_.push_back({std::chrono::duration<double>(exchange_.t_done - exchange_.t0).count(),
                     exchange_.done_in_progress});
@@ -202,10 +216,13 @@ class MpiComm final : public Comm {
     bool done = false;
     bool done_in_progress = false;
     Clock::time_point t0, t_done;
-    Staged staged;
-    void* recv_dst = nullptr;
-    std::size_t bytes = 0;
-    MPI_Request requests[2]{};
+    struct Part {
+      Staged staged;
+      void* recv_dst = nullptr;
+      std::size_t bytes = 0;
+    };
+    std::vector<Part> parts;
+    std::vector<MPI_Request> requests;
   };
 
   MPI_Op sum_op(DType t) const { return t == DType::bf16 ? bf16_sum_op_ : MPI_SUM; }
@@ -229,15 +246,23 @@ class MpiComm final : public Comm {
   // Host-staged: nothing waits for the queued kernels. `send` (ready by contract) is copied
   // out on the side stream while they run, and the copy back into `recv` in finish_exchange
   // waits only for the work queued up to now, not for the attention queued after this call.
-  Staged stage_exchange(const void* send, void* recv, std::size_t n) {
+  // `offset`: where this part's two staging halves start in the exchange's staging buffer,
+  // sized for all `parts` on the first call.
+  Staged stage_exchange(const void* send, void* recv, std::size_t n, std::size_t offset,
+                        const std::vector<ExchangePart>& parts) {
     if (!on_device_) return {send, recv, false};
     if (cuda_aware_) {
-      device_.synchronize();
+      if (offset == 0) device_.synchronize();
       return {send, recv, false};
     }
-    if (exchange_staging_.bytes() < 2 * n) exchange_staging_ = device_.alloc_host(2 * n);
-    auto* host = exchange_staging_.as<std::byte>();
-    device_.mark_queued_work();
+    if (offset == 0) {
+      std::size_t total = 0;
+      for (const ExchangePart& p : parts)
+        total += 2 * p.count * dtype_size(p.type);
+      if (exchange_staging_.bytes() < total) exchange_staging_ = device_.alloc_host(total);
+      device_.mark_queued_work();
+    }
+    auto* host = exchange_staging_.as<std::byte>() + offset;
     device_.copy_to_host_concurrent(host, send, n);
     return {host, host + n, true};
   }

@@ -114,8 +114,8 @@ class NcclComm final : public Comm {
   }
   // The exchange runs on the transport's own stream, so the attention queued on the device's
   // stream meanwhile overlaps it; events order the two streams both ways.
-  void start_exchange(const void* send, int to, void* recv, int from, std::size_t n,
-                      DType t) override {
+  using Comm::start_exchange;
+  void start_exchange(const std::vector<ExchangePart>& parts, int to, int from) override {
     SUITE_CHECK(!exchange_active_, "start_exchange while another exchange is in flight");
     // Work queued so far (what produced `send`, and the compute that last read `recv`) first.
     SUITE_CUDA_OK(cudaEventRecord(ready_, stream_));
@@ -124,12 +124,17 @@ class NcclComm final : public Comm {
     EventPair& ev = log_events_[log_used_];
     SUITE_CUDA_OK(cudaEventRecord(ev.start, comm_stream_));
     SUITE_NCCL_CHECK(ncclGroupStart());
-    SUITE_NCCL_CHECK(ncclSend(send, n, nccl_type(t), to, nccl_, comm_stream_));
-    SUITE_NCCL_CHECK(ncclRecv(recv, n, nccl_type(t), from, nccl_, comm_stream_));
+    std::int64_t bytes = 0;
+    for (const ExchangePart& part : parts) {
+      SUITE_NCCL_CHECK(
+          ncclSend(part.send, part.count, nccl_type(part.type), to, nccl_, comm_stream_));
+      SUITE_NCCL_CHECK(
+          ncclRecv(part.recv, part.count, nccl_type(part.type), from, nccl_, comm_stream_));
+      bytes += static_cast<std::int64_t>(part.count * dtype_size(part.type));
+    }
     SUITE_NCCL_CHECK(ncclGroupEnd());
     SUITE_CUDA_OK(cudaEventRecord(ev.done, comm_stream_));
     exchange_active_ = true;
-    std::int64_t bytes = static_cast<std::int64_t>(n * dtype_size(t));
     count(to == rank_ ? 0 : bytes, from == rank_ ? 0 : bytes);
   }
   // Later work on the device's stream waits for the received block; the host does not.

@@ -54,11 +54,48 @@ void expect_from_previous_rank(const std::vector<float>& got, int rank, int n) {
   EXPECT_EQ(got, pattern((rank - 1 + n) % n));
 }
 
+// The backward ring's exchange: two parts of different types and sizes (K/V in the storage
+// type, dK/dV partial sums in fp64 here) in one exchange; each must arrive from rank r-1 in
+// its own buffer, and the bytes sent count both.
+void expect_two_part_exchange(Device& device, Comm& comm) {
+  const int r = comm.rank(), n = comm.size();
+  constexpr std::size_t kSmall = kCount / 3;
+  Buffer send_a = device.alloc(kCount * sizeof(float)), recv_a = device.alloc(send_a.bytes());
+  Buffer send_b = device.alloc(kSmall * sizeof(double)), recv_b = device.alloc(send_b.bytes());
+  const auto a = pattern(r);
+  std::vector<double> b(kSmall);
+  for (std::size_t i = 0; i < kSmall; ++i)
+    b[i] = 0.5 + r * 7.0 + static_cast<double>(i);
+  device.copy_from_host(send_a.data(), a.data(), send_a.bytes());
+  device.copy_from_host(send_b.data(), b.data(), send_b.bytes());
+  comm.clear_exchange_log();
+  comm.reset_bytes();
+  comm.start_exchange({{send_a.data(), recv_a.data(), kCount, DType::fp32},
+                       {send_b.data(), recv_b.data(), kSmall, DType::fp64}},
+                      (r + 1) % n, (r - 1 + n) % n);
+  comm.progress();
+  comm.finish_exchange();
+  device.synchronize();
+  std::vector<float> got_a(kCount);
+  std::vector<double> got_b(kSmall);
+  device.copy_to_host(got_a.data(), recv_a.data(), recv_a.bytes());
+  device.copy_to_host(got_b.data(), recv_b.data(), recv_b.bytes());
+  expect_from_previous_rank(got_a, r, n);
+  const int prev = (r - 1 + n) % n;
+  for (std::size_t i = 0; i < kSmall; ++i)
+    ASSERT_EQ(got_b[i], 0.5 + prev * 7.0 + static_cast<double>(i)) << i;
+  EXPECT_EQ(comm.exchange_log().size(), 1u);
+  EXPECT_EQ(
+      comm.bytes().sent,
+      n > 1 ? static_cast<std::int64_t>(kCount * sizeof(float) + kSmall * sizeof(double)) : 0);
+}
+
 TEST(RingExchange, MpiOnHostBuffersWithPolling) {
   auto device = make_cpu_device();
   auto comm = make_mpi_comm(*device, MPI_COMM_WORLD);
   expect_from_previous_rank(exchange_once(*device, *comm, true), comm->rank(), comm->size());
   expect_from_previous_rank(exchange_once(*device, *comm, false), comm->rank(), comm->size());
+  expect_two_part_exchange(*device, *comm);
 }
 
 bool every_rank_has_a_gpu() {
@@ -74,6 +111,7 @@ TEST(RingExchange, MpiOnGpuBuffers) {
   auto device = make_cuda_device(local);
   auto comm = make_mpi_comm(*device, MPI_COMM_WORLD);
   expect_from_previous_rank(exchange_once(*device, *comm, false), comm->rank(), comm->size());
+  expect_two_part_exchange(*device, *comm);
 }
 
 TEST(RingExchange, NcclOnItsOwnStream) {
@@ -89,6 +127,7 @@ TEST(RingExchange, NcclOnItsOwnStream) {
     GTEST_SKIP() << e.what();
   }
   expect_from_previous_rank(exchange_once(*device, *comm, false), 0, 1);
+  expect_two_part_exchange(*device, *comm);
 }
 
 }  // namespace
