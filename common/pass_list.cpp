@@ -27,4 +27,11 @@ std::vector<Pass> parse_pass_list(const std::string& flag, const std::string& te
   return out;
 }
 
+DType parse_grad_dtype_flag(const std::string& text, DType storage) {
+  if (text == "auto") return storage == DType::fp64 ? DType::fp64 : DType::fp32;
+  const auto t = parse_dtype(text);
+  if (!t) throw UsageError("--grad-dtype: unknown type '" + text + "' (auto, fp32, bf16, fp64)");
+  return *t;
+}
+
 }  // namespace suite

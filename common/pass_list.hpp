@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/core/dtype.hpp"
+
 namespace suite {
 
 enum class Pass { fwd, fwd_bwd };
@@ -22,5 +24,14 @@ constexpr const char* kPassHelp =
     "passes of a training step, comma-separated: fwd (forward only) and/or fwd_bwd (forward "
     "then backward on the same inputs, each pass timed and predicted, and their sum); each "
     "case runs once per pass";
+
+// --grad-dtype: the element type of gradient partial sums a method sends (the ring's dK/dV).
+// "auto": fp64 for fp64 runs, else fp32 (as ring-flash-attention sends them). Throws
+// UsageError for anything but auto, fp32, fp64, bf16.
+DType parse_grad_dtype_flag(const std::string& text, DType storage);
+
+constexpr const char* kGradDtypeHelp =
+    "element type of the gradient partial sums that travel in the backward (the ring's dK/dV): "
+    "auto (fp32; fp64 with --dtype fp64), fp32, bf16, fp64 (cpu only)";
 
 }  // namespace suite

@@ -10,7 +10,8 @@
 
 namespace suite::ring {
 
-enum class InputTensor : std::uint64_t { q = 1, k = 2, v = 3 };
+// d_o: the output gradient a training step feeds the backward (loss = sum(d_o * o)).
+enum class InputTensor : std::uint64_t { q = 1, k = 2, v = 3, d_o = 4 };
 
 // Values in [-1, 1) for the tokens at `positions`, laid out [tokens, batch, heads, head_dim].
 std::vector<double> attention_input(std::uint64_t seed, InputTensor which,

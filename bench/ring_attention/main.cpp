@@ -4,6 +4,7 @@
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
+#include "common/pass_list.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -18,9 +19,11 @@ struct RingOptions {
   int cp = 0;
   std::string attn_kernel = "auto";
   std::string cpu_progress = "poll";
+  std::string passes = "fwd";
+  std::string grad_dtype = "auto";
 };
 
-suite::ring::RingSweep make_sweep(const RingOptions& o) {
+suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
   using namespace suite::ring;
   RingSweep s;
   s.blocks = suite::parse_sweep(o.blocks);
@@ -41,6 +44,8 @@ suite::ring::RingSweep make_sweep(const RingOptions& o) {
   s.batch = o.batch;
   s.attn_kernel = parse_attn_kernel_flag(o.attn_kernel);
   s.poll_progress = o.cpu_progress == "poll";
+  s.passes = suite::parse_pass_list("--pass", o.passes);
+  s.grad_dtype = suite::parse_grad_dtype_flag(o.grad_dtype, dtype);
   return s;
 }
 
@@ -95,6 +100,8 @@ int main(int argc, char** argv) {
            "cudnn")
         ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
         ->capture_default_str();
+    app.add_option("--pass", o.passes, suite::kPassHelp)->capture_default_str();
+    app.add_option("--grad-dtype", o.grad_dtype, suite::kGradDtypeHelp)->capture_default_str();
     app.add_option("--cpu-progress", o.cpu_progress,
                    "CPU backend: poll (MPI_Testall between attention tiles, so the transfer moves "
                    "during compute) or none (MPI progresses only when waiting: no overlap)")
@@ -103,7 +110,7 @@ int main(int argc, char** argv) {
   };
   def.group_size = [&](int world) { return suite::resolve_group_size(o.cp, world, "--cp"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
-    return suite::ring::ring_cases(ctx, make_sweep(o));
+    return suite::ring::ring_cases(ctx, make_sweep(o, ctx.dtype));
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::ring::print_ring_table(records);

@@ -1,7 +1,10 @@
 #include "bench/ring_attention/ring_attention.hpp"
 
+#include "bench/ring_attention/ring_attention_impl.hpp"
+
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "common/errors.hpp"
@@ -10,15 +13,8 @@
 namespace suite::ring {
 namespace {
 
-using kernels::AttentionParams;
-using kernels::BlockMask;
-
 DType lse_type(std::size_t lse_elem) {
   return lse_elem == sizeof(float) ? DType::fp32 : DType::fp64;
-}
-
-std::int64_t pos_bytes(std::int64_t n) {
-  return n * static_cast<std::int64_t>(sizeof(std::int64_t));
 }
 
 // Positions of the keys once the all-gather variant has laid the gathered K/V out: global
@@ -41,158 +37,85 @@ std::vector<std::int64_t> gathered_positions(const RingConfig& cfg) {
 
 }  // namespace
 
-struct RingAttention::Impl {
-  Impl(const RingConfig& c, Device& d, Comm& cm, kernels::AttentionEngine& en)
-      : cfg(c),
-        dev(d),
-        comm(cm),
-        engine(en),
-        rank(cm.rank()),
-        n(cm.size()),
-        e(c.elem()),
-        lse_e(en.lse_elem_size()) {}
+// Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),
+// written into the running result or merged into it.
+void RingAttention::Impl::attend(std::int64_t bi, std::size_t qi, const std::byte* k,
+                                 const std::byte* v, std::int64_t ld_kv, std::int64_t ck,
+                                 const std::int64_t* kpos, BlockMask mask) {
+  const Segment& qs = my_segs()[qi];
+  const AttentionParams p = params(qs.count, ck, ld_kv);
+  const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
+  const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
+  const std::byte* qp = at(q, q_off, e);
+  const std::int64_t* qpos = q_pos.as<std::int64_t>() + qs.local_offset;
+  std::byte* run_o = at(o, q_off, e);
+  std::byte* run_lse = at(lse_run, lse_off, lse_e);
+  char& has = written[static_cast<std::size_t>(bi) * my_segs().size() + qi];
+  if (!has) {
+    engine.forward(p, mask, qp, k, v, qpos, kpos, run_o, run_lse);
+    has = 1;
+    return;
+  }
+  std::byte* part_o = at(o_part, q_off, e);
+  engine.forward(p, mask, qp, k, v, qpos, kpos, part_o, lse_part.data());
+  engine.merge(qs.count, cfg.heads, cfg.head_dim, run_o, p.ld_o, run_lse, part_o, p.ld_o,
+               lse_part.data(), run_o, p.ld_o, run_lse);
+}
 
-  RingConfig cfg;
-  Device& dev;
-  Comm& comm;
-  kernels::AttentionEngine& engine;
-  int rank, n;
-  std::size_t e, lse_e;
-
-  Buffer q, o, o_part, lse_run, lse_part;
-  Buffer slot[2];       // ring: from round 1 on, the block in use and the one arriving
-  Buffer kv_local;      // this rank's own K/V: used and sent in round 0, kept for backward
-  Buffer gathered;      // all-gather: [n_c][K | V] as the collective delivers it
-  Buffer k_all, v_all;  // all-gather: K and V of all s tokens, laid out for one attention
-  Buffer q_pos;
-  std::vector<Buffer> k_pos;                // per source rank
-  Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
-  std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
-  std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
-  std::vector<char> written;  // per (batch, query segment): running result holds a partial
-  // One recorded step's per-round timers, resolved only by collect_times(), so no host
-  // synchronisation sits inside a timed step. Reused after each collection.
-  struct StepRecord {
-    std::vector<std::unique_ptr<IntervalTimer>> compute, wait;
-    std::vector<char> computed, waited;
-    std::size_t first_exchange = 0, exchanges = 0;
-  };
-  std::vector<StepRecord> records;
-  std::size_t recorded = 0;          // records in use since the last collection
-  std::size_t exchanges_logged = 0;  // exchanges in the transport's log since it was cleared
-
-  StepRecord& next_record(int rounds) {
-    if (recorded == records.size()) {
-      StepRecord r;
-      for (int k = 0; k < rounds; ++k) {
-        r.compute.push_back(dev.make_timer());
-        r.wait.push_back(dev.make_timer());
+// One ring round: this rank's queries against the block of rank `src` held in `block`.
+void RingAttention::Impl::ring_round(int src, const Buffer& block) {
+  const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
+  for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
+    for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
+      for (const Segment& ks : csegs[src]) {
+        auto mask = classify_pair(my_segs()[qi], ks, cfg.causal);
+        if (!mask) continue;  // fully masked: skipped (the block still travels on)
+        const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
+        const std::byte* k = at(block, k_off, e);
+        const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
+        attend(bi, qi, k, v, cfg.kv_row(), ks.count,
+               k_pos[src].as<std::int64_t>() + ks.local_offset, *mask);
       }
-      records.push_back(std::move(r));
-    }
-    StepRecord& r = records[recorded++];
-    r.computed.assign(static_cast<std::size_t>(rounds), 0);
-    r.waited.assign(static_cast<std::size_t>(rounds), 0);
-    r.first_exchange = exchanges_logged;
-    r.exchanges = 0;
-    return r;
-  }
+}
 
-  std::byte* at(const Buffer& b, std::int64_t elems, std::size_t elem_size) const {
-    return b.as<std::byte>() + elems * static_cast<std::int64_t>(elem_size);
-  }
-  std::int64_t block_bytes() const { return cfg.kv_block_elems() * static_cast<std::int64_t>(e); }
-  const std::vector<Segment>& my_segs() const { return csegs[rank]; }
-
-  AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv) const {
-    AttentionParams p =
-        kernels::make_attention_params(cq, ck, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
-    p.ld_q = p.ld_o = cfg.q_row();
-    p.ld_k = p.ld_v = ld_kv;
-    return p;
-  }
-
-  // Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),
-  // written into the running result or merged into it.
-  void attend(std::int64_t bi, std::size_t qi, const std::byte* k, const std::byte* v,
-              std::int64_t ld_kv, std::int64_t ck, const std::int64_t* kpos, BlockMask mask) {
-    const Segment& qs = my_segs()[qi];
-    const AttentionParams p = params(qs.count, ck, ld_kv);
-    const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
-    const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
-    const std::byte* qp = at(q, q_off, e);
-    const std::int64_t* qpos = q_pos.as<std::int64_t>() + qs.local_offset;
-    std::byte* run_o = at(o, q_off, e);
-    std::byte* run_lse = at(lse_run, lse_off, lse_e);
-    char& has = written[static_cast<std::size_t>(bi) * my_segs().size() + qi];
-    if (!has) {
-      engine.forward(p, mask, qp, k, v, qpos, kpos, run_o, run_lse);
-      has = 1;
-      return;
-    }
-    std::byte* part_o = at(o_part, q_off, e);
-    engine.forward(p, mask, qp, k, v, qpos, kpos, part_o, lse_part.data());
-    engine.merge(qs.count, cfg.heads, cfg.head_dim, run_o, p.ld_o, run_lse, part_o, p.ld_o,
-                 lse_part.data(), run_o, p.ld_o, run_lse);
-  }
-
-  // One ring round: this rank's queries against the block of rank `src` held in `block`.
-  void ring_round(int src, const Buffer& block) {
-    const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
-    for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-      for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
-        for (const Segment& ks : csegs[src]) {
-          auto mask = classify_pair(my_segs()[qi], ks, cfg.causal);
-          if (!mask) continue;  // fully masked: skipped (the block still travels on)
-          const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
-          const std::byte* k = at(block, k_off, e);
-          const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
-          attend(bi, qi, k, v, cfg.kv_row(), ks.count,
-                 k_pos[src].as<std::int64_t>() + ks.local_offset, *mask);
-        }
-  }
-
-  // All-gather variant, communication part: gather every K/V block, then lay K and V out
-  // as one array each (global order, or rank order for striped).
-  void gather_all() {
-    comm.all_gather(kv_local.data(), gathered.data(),
-                    static_cast<std::size_t>(cfg.kv_block_elems()), cfg.dtype);
-    const std::int64_t row = cfg.kv_row() * static_cast<std::int64_t>(e);
-    for (int src = 0; src < n; ++src) {
-      const std::byte* blk = gathered.as<std::byte>() + src * block_bytes();
-      for (const Segment& s : segs[src]) {
-        const std::int64_t dst_row =
-            cfg.layout == Layout::striped ? src * cfg.c + s.local_offset : s.start;
-        const std::int64_t rows = s.count;
-        dev.copy_on_device(k_all.as<std::byte>() + dst_row * row, blk + s.local_offset * row,
-                           static_cast<std::size_t>(rows * row));
-        dev.copy_on_device(v_all.as<std::byte>() + dst_row * row,
-                           blk + cfg.c * row + s.local_offset * row,
-                           static_cast<std::size_t>(rows * row));
-      }
+// All-gather variant, communication part: gather every K/V block, then lay K and V out
+// as one array each (global order, or rank order for striped).
+void RingAttention::Impl::gather_all() {
+  comm.all_gather(kv_local.data(), gathered.data(), static_cast<std::size_t>(cfg.kv_block_elems()),
+                  cfg.dtype);
+  const std::int64_t row = cfg.kv_row() * static_cast<std::int64_t>(e);
+  for (int src = 0; src < n; ++src) {
+    const std::byte* blk = gathered.as<std::byte>() + src * block_bytes();
+    for (const Segment& s : segs[src]) {
+      const std::int64_t dst_row =
+          cfg.layout == Layout::striped ? src * cfg.c + s.local_offset : s.start;
+      const std::int64_t rows = s.count;
+      dev.copy_on_device(k_all.as<std::byte>() + dst_row * row, blk + s.local_offset * row,
+                         static_cast<std::size_t>(rows * row));
+      dev.copy_on_device(v_all.as<std::byte>() + dst_row * row,
+                         blk + cfg.c * row + s.local_offset * row,
+                         static_cast<std::size_t>(rows * row));
     }
   }
+}
 
-  // All-gather variant, compute part: one attention per query segment over the keys it needs.
-  void attend_gathered() {
-    const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
-    for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-      for (std::size_t qi = 0; qi < my_segs().size(); ++qi) {
-        const Segment& qs = my_segs()[qi];
-        std::int64_t ck = cfg.s();
-        BlockMask mask = BlockMask::full;
-        if (cfg.causal && cfg.layout == Layout::striped) {
-          mask = BlockMask::positions;
-        } else if (cfg.causal) {
-          ck = qs.last() + 1;  // a contiguous query range sees a prefix of the sequence
-          mask = BlockMask::causal_bottom_right;
-        }
-        const std::byte* k = at(k_all, bi * kv_head_row, e);
-        const std::byte* v = at(v_all, bi * kv_head_row, e);
-        attend(bi, qi, k, v, cfg.kv_row(), ck, all_pos.as<std::int64_t>(), mask);
-      }
-  }
-};
+// All-gather variant, compute part: one attention per query segment over the keys it needs.
+void RingAttention::Impl::attend_gathered() {
+  const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
+  for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
+    for (std::size_t qi = 0; qi < my_segs().size(); ++qi) {
+      const auto [ck, mask] = gathered_keys(my_segs()[qi]);
+      const std::byte* k = at(k_all, bi * kv_head_row, e);
+      const std::byte* v = at(v_all, bi * kv_head_row, e);
+      attend(bi, qi, k, v, cfg.kv_row(), ck, all_pos.as<std::int64_t>(), mask);
+    }
+}
+
+std::pair<std::int64_t, BlockMask> RingAttention::Impl::gathered_keys(const Segment& qs) const {
+  if (!cfg.causal) return {cfg.s(), BlockMask::full};
+  if (cfg.layout == Layout::striped) return {cfg.s(), BlockMask::positions};
+  return {qs.last() + 1, BlockMask::causal_bottom_right};
+}
 
 RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
                              kernels::AttentionEngine& engine, std::uint64_t seed,
@@ -270,6 +193,9 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     scratch_bytes_ = m.block_bytes() * cfg.n_c + lse_run_bytes +
                      static_cast<std::int64_t>(m.lse_part.bytes()) + pos_total + pos_bytes(cfg.s());
   }
+  if (cfg.backward())
+    std::tie(backward_method_bytes_, backward_scratch_bytes_) =
+        m.init_backward(seed, generate_inputs, q_positions_);
   if (cfg.poll_progress) engine.set_progress_hook([&comm] { comm.progress(); });
   device.synchronize();
 }
@@ -298,8 +224,16 @@ std::int64_t RingAttention::estimate_bytes(const RingConfig& cfg) {
   const std::int64_t block = cfg.kv_block_elems() * e;
   const std::int64_t lse = 2 * cfg.batch * cfg.heads * cfg.c * 8;  // upper bound: 8-byte lse
   const std::int64_t pos = pos_bytes(cfg.c) * (2 + 2 * cfg.n_c);
-  if (cfg.variant == Variant::ring) return 3 * q_bytes + 3 * block + lse + pos;
-  return 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos;
+  // The backward (8-byte gradients as an upper bound): dO, dQ, delta, and three dK/dV blocks
+  // (all-gather: every block twice, and the own one).
+  const std::int64_t grad_block = cfg.kv_block_elems() * 8;
+  const std::int64_t bwd =
+      !cfg.backward()
+          ? 0
+          : q_bytes + cfg.c * cfg.q_row() * 8 + lse / 2 +
+                (cfg.variant == Variant::ring ? 3 * grad_block : (2 * cfg.n_c + 1) * grad_block);
+  if (cfg.variant == Variant::ring) return 3 * q_bytes + 3 * block + lse + pos + bwd;
+  return 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos + bwd;
 }
 
 std::int64_t RingAttention::fallbacks() const {
@@ -310,34 +244,20 @@ void RingAttention::step(Mode mode, bool record_times) {
   Impl& m = *impl_;
   const RingConfig& cfg = m.cfg;
   const int R = rounds();
+  using C = Impl::Clock;
   std::fill(m.written.begin(), m.written.end(), 0);
-  if (m.recorded == 0) {  // nothing waits to be collected: the transport's log starts afresh
-    m.comm.clear_exchange_log();
-    m.exchanges_logged = 0;
-  }
-  Impl::StepRecord* rec = record_times ? &m.next_record(R) : nullptr;
-  // Timers of this step's round k, or none when not recording.
-  auto compute_timer = [&](int k) { return rec ? rec->compute[k].get() : nullptr; };
-  auto wait_timer = [&](int k) { return rec ? rec->wait[k].get() : nullptr; };
-  auto start = [](IntervalTimer* t) {
-    if (t) t->start();
-  };
-  auto stop = [](IntervalTimer* t, std::vector<char>* ran, int k) {
-    if (!t) return;
-    t->stop();
-    (*ran)[k] = 1;
-  };
+  Impl::StepRecord* rec = m.begin_step(record_times, R, /*backward=*/false);
 
   if (cfg.variant == Variant::allgather) {
     if (mode != Mode::compute_only) {
-      start(wait_timer(0));
+      Impl::start(rec, C::wait, 0);
       m.gather_all();
-      if (rec) stop(wait_timer(0), &rec->waited, 0);
+      Impl::stop(rec, C::wait, 0);
     }
     if (mode != Mode::transfer_only) {
-      start(compute_timer(0));
+      Impl::start(rec, C::compute, 0);
       m.attend_gathered();
-      if (rec) stop(compute_timer(0), &rec->computed, 0);
+      Impl::stop(rec, C::compute, 0);
     }
   } else {
     const int next = (m.rank + 1) % m.n, prev = (m.rank - 1 + m.n) % m.n;
@@ -348,47 +268,55 @@ void RingAttention::step(Mode mode, bool record_times) {
       const Buffer& incoming = m.slot[(k + 1) % 2];
       const bool send = mode != Mode::compute_only && k < R - 1;  // no send in the last round
       if (send) {
-        if (mode == Mode::transfer_only) start(wait_timer(k));
+        if (mode == Mode::transfer_only) Impl::start(rec, C::wait, k);
         m.comm.start_exchange(cur.data(), next, incoming.data(), prev,
                               static_cast<std::size_t>(cfg.kv_block_elems()), cfg.dtype);
         ++m.exchanges_logged;
       }
       if (mode != Mode::transfer_only) {
-        start(compute_timer(k));
+        Impl::start(rec, C::compute, k);
         m.ring_round(ring_source(m.rank, k, m.n), cur);
-        if (rec) stop(compute_timer(k), &rec->computed, k);
+        Impl::stop(rec, C::compute, k);
       }
       if (send) {
-        if (mode != Mode::transfer_only) start(wait_timer(k));
+        if (mode != Mode::transfer_only) Impl::start(rec, C::wait, k);
         m.comm.finish_exchange();
-        if (rec) stop(wait_timer(k), &rec->waited, k);
+        Impl::stop(rec, C::wait, k);
       }
     }
   }
-  if (rec) rec->exchanges = m.exchanges_logged - rec->first_exchange;
+  m.end_step(rec);
 }
 
 std::vector<RoundTimes> RingAttention::collect_times() {
   Impl& m = *impl_;
-  const int R = rounds();
   const auto log = m.comm.exchange_log();
+  using C = Impl::Clock;
   std::vector<RoundTimes> out;
   for (std::size_t i = 0; i < m.recorded; ++i) {
     Impl::StepRecord& rec = m.records[i];
+    const int R = rec.rounds;
+    auto seconds = [&](C c, int k) {
+      const auto ci = static_cast<int>(c);
+      const auto ki = static_cast<std::size_t>(k);
+      return rec.ran[ci][ki] ? rec.timers[ci][ki]->seconds() : 0.0;
+    };
     RoundTimes t;
+    t.backward = rec.backward;
     t.compute_s.assign(R, 0.0);
     t.wait_s.assign(R, 0.0);
     t.transfer_s.assign(R, 0.0);
     for (int k = 0; k < R; ++k) {
-      if (rec.computed[k]) t.compute_s[k] = rec.compute[k]->seconds();
-      if (rec.waited[k]) t.wait_s[k] = rec.wait[k]->seconds();
+      t.compute_s[k] = seconds(C::compute, k) + seconds(C::accumulate, k);
+      t.wait_s[k] = seconds(C::wait, k);
     }
-    // Exchange j of a step is the one that round j started.
+    // Exchange j of a step is the one that round j started (the backward's home hop: round R-1).
     for (std::size_t j = 0; j < rec.exchanges && rec.first_exchange + j < log.size(); ++j) {
       t.transfer_s[j] = log[rec.first_exchange + j].seconds;
       t.completed_during_compute += log[rec.first_exchange + j].completed_in_progress ? 1 : 0;
     }
-    if (m.cfg.variant == Variant::allgather && rec.waited[0]) t.transfer_s[0] = t.wait_s[0];
+    if (m.cfg.variant == Variant::allgather && rec.ran[static_cast<int>(C::wait)][0])
+      t.transfer_s[0] = t.wait_s[0];
     out.push_back(std::move(t));
   }
   m.recorded = 0;

@@ -21,6 +21,7 @@ enum class Mode { overlapped, compute_only, transfer_only };
 // One step on this rank, per round: attention time, time blocked waiting for the round's
 // exchange, and the exchange's own duration (from the transport).
 struct RoundTimes {
+  bool backward = false;  // a backward step: one more round, the dK/dV partial sums' home hop
   std::vector<double> compute_s, wait_s, transfer_s;
   int completed_during_compute = 0;  // exchanges seen complete while attention still ran
 };
@@ -38,8 +39,16 @@ class RingAttention {
 
   // One forward step. With record_times, per-round timers are recorded for collect_times().
   void step(Mode mode, bool record_times = false);
-  // Per-round times of the steps recorded since the last call, in order (waits for their
-  // timers and the transport's exchange log, so call it outside timed regions).
+  // One backward step (cfg.backward() only) after a forward step of the same mode
+  // (METHODS.md section 5): Q, O, dO, lse and delta stay; K/V blocks travel as in the forward,
+  // each block's dK/dV partial sums travel with it (one round behind, in cfg.grad_dtype) and
+  // reach the block's owner after a final hop. dQ accumulates here. The all-gather variant
+  // computes dK/dV of all s tokens and reduce-scatters them home. compute_only: the same rounds
+  // without transfer; transfer_only: the exchanges alone.
+  void backward(Mode mode, bool record_times = false);
+  // Per-round times of the steps recorded since the last call, in order, forward and backward
+  // steps as they ran (waits for their timers and the transport's exchange log, so call it
+  // outside timed regions).
   std::vector<RoundTimes> collect_times();
 
   // This rank's Q [c, batch, heads, d], own K/V block [K | V] (each [c, batch, kv_heads, d])
@@ -50,6 +59,8 @@ class RingAttention {
 
   // Rounds of the schedule: n_c for the ring, 1 for the all-gather variant.
   int rounds() const;
+  // Rounds of the backward: the ring's n_c plus the home hop of the partial sums (n_c > 1).
+  int backward_rounds() const;
   // Exact work of this rank per round: visible (query, key) pairs over all batch elements.
   std::vector<std::int64_t> work_pairs() const;
   // This rank's output [c, batch, heads, d] (local token order) and lse, one [heads, count]
@@ -66,6 +77,20 @@ class RingAttention {
   // Bytes of the rest: partial output and lse, positions, and this rank's own K/V (the ring
   // sends it in round 0; a training step keeps it for backward).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
+  // Backward (cfg.backward()): this rank's output gradient dO [c, batch, heads, d] (drawn from
+  // the seed by global position unless the caller writes it, as Ulysses does), dQ (same
+  // layout, in dq_type()) and the final [dK | dV] of its own block (in cfg.grad_dtype).
+  void* do_buffer();
+  const void* dq_buffer() const;
+  const void* dkv_buffer() const;
+  DType dq_type() const;
+  std::vector<double> dq() const;
+  std::vector<double> dkv() const;
+  // Bytes of the backward's own buffers (Q, O, dO, dQ, the current and incoming K/V, and the
+  // dK/dV partial sums: this round's contribution, the ones arriving and leaving) and of the
+  // rest (delta; all-gather: dK/dV of all s tokens before packing).
+  std::int64_t backward_method_bytes() const { return backward_method_bytes_; }
+  std::int64_t backward_scratch_bytes() const { return backward_scratch_bytes_; }
   // Blocks whose mask the kernel could not express (vendor kernels fall back to the suite's).
   std::int64_t fallbacks() const;
 
@@ -78,6 +103,7 @@ class RingAttention {
   std::vector<std::int64_t> q_positions_;
   std::vector<Segment> q_segments_;
   std::int64_t method_bytes_ = 0, scratch_bytes_ = 0;
+  std::int64_t backward_method_bytes_ = 0, backward_scratch_bytes_ = 0;
 };
 
 }  // namespace suite::ring

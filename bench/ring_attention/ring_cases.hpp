@@ -22,6 +22,8 @@ struct RingSweep {
   std::int64_t batch = 1;
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
   bool poll_progress = true;
+  std::vector<Pass> passes{Pass::fwd};
+  DType grad_dtype = DType::fp32;  // the travelling dK/dV partial sums (--grad-dtype)
 };
 
 // Validates every case for this job (UsageError) and builds them; ctx.comm is the

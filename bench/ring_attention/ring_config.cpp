@@ -19,6 +19,7 @@ std::string RingConfig::case_name() const {
   if (kv_heads != heads) n += "_kv" + std::to_string(kv_heads);
   n += "_d" + std::to_string(head_dim);
   if (batch != 1) n += "_b" + std::to_string(batch);
+  if (backward()) n += "_fwd_bwd_g" + std::string(dtype_name(grad_dtype));
   return n;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "bench/ring_attention/ring_layout.hpp"
+#include "common/pass_list.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::ring {
@@ -30,7 +31,13 @@ struct RingConfig {
   // CPU backend: poll the transport between attention tiles so the transfer moves during
   // compute (off only to show what happens without it).
   bool poll_progress = true;
+  // fwd_bwd: each step is the forward then the backward (METHODS.md section 5).
+  Pass pass = Pass::fwd;
+  // Element type of the dK/dV partial sums that travel with the K/V blocks (--grad-dtype).
+  DType grad_dtype = DType::fp32;
 
+  bool backward() const { return pass == Pass::fwd_bwd; }
+  std::size_t grad_elem() const { return dtype_size(grad_dtype); }
   std::int64_t s() const { return c * n_c; }
   int group() const { return heads / kv_heads; }
   std::int64_t q_row() const { return batch * heads * head_dim; }      // elements per token

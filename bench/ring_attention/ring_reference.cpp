@@ -26,6 +26,25 @@ double reference_tolerance(DType t) {
   return 0;
 }
 
+namespace {
+
+// Why the reference is skipped for this much work on the host, or "" when it runs.
+std::string too_big(double flops, double bytes) {
+  if (flops <= kMaxReferenceFlops && bytes <= kMaxReferenceBytes) return {};
+  return "the host reference would need " + std::to_string(flops / 1e9) + " GFLOP and " +
+         std::to_string(bytes / 1e9) + " GB (limits " + std::to_string(kMaxReferenceFlops / 1e9) +
+         " GFLOP, " + std::to_string(kMaxReferenceBytes / 1e9) + " GB)";
+}
+
+std::vector<std::int64_t> all_positions(std::int64_t s) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(s));
+  for (std::int64_t i = 0; i < s; ++i)
+    all[static_cast<std::size_t>(i)] = i;
+  return all;
+}
+
+}  // namespace
+
 ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint64_t seed,
                                                 const std::vector<Segment>& segments,
                                                 const std::vector<std::int64_t>& positions,
@@ -36,17 +55,12 @@ ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint
       4.0 * cfg.c * static_cast<double>(cfg.s()) * cfg.batch * cfg.heads * cfg.head_dim;
   const double bytes =
       8.0 * static_cast<double>(cfg.s()) * cfg.batch * cfg.kv_heads * cfg.head_dim * 2;
-  if (flops > kMaxReferenceFlops || bytes > kMaxReferenceBytes) {
+  out.why_skipped = too_big(flops, bytes);
+  if (!out.why_skipped.empty()) {
     out.skipped = true;
-    out.why_skipped = "the host reference would need " + std::to_string(flops / 1e9) +
-                      " GFLOP and " + std::to_string(bytes / 1e9) + " GB (limits " +
-                      std::to_string(kMaxReferenceFlops / 1e9) + " GFLOP, " +
-                      std::to_string(kMaxReferenceBytes / 1e9) + " GB)";
     return out;
   }
-  std::vector<std::int64_t> all(static_cast<std::size_t>(cfg.s()));
-  for (std::int64_t i = 0; i < cfg.s(); ++i)
-    all[static_cast<std::size_t>(i)] = i;
+  const std::vector<std::int64_t> all = all_positions(cfg.s());
   const auto k = stored_attention_input(seed, InputTensor::k, all, cfg.batch, cfg.kv_heads,
                                         cfg.head_dim, cfg.dtype);
   const auto v = stored_attention_input(seed, InputTensor::v, all, cfg.batch, cfg.kv_heads,
@@ -87,6 +101,77 @@ ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint
       }
     }
   }
+  return out;
+}
+
+double GradientComparison::max_err() const {
+  return std::max({max_err_dq, max_err_dk, max_err_dv});
+}
+
+double gradient_tolerance(DType storage, DType grad) {
+  if (storage == DType::bf16 || grad == DType::bf16) return 5e-2;
+  return storage == DType::fp64 && grad == DType::fp64 ? 1e-9 : 1e-4;
+}
+
+GradientComparison compare_gradients_with_full_attention(const RingConfig& cfg, std::uint64_t seed,
+                                                         const std::vector<std::int64_t>& positions,
+                                                         const std::vector<double>& dq,
+                                                         const std::vector<double>& dkv) {
+  GradientComparison out;
+  const double s = static_cast<double>(cfg.s());
+  const double flops = 14.0 * s * s * cfg.batch * cfg.heads * cfg.head_dim;  // fwd + bwd
+  const double bytes = 8.0 * s * cfg.batch * (3.0 * cfg.heads + 4.0 * cfg.kv_heads) * cfg.head_dim;
+  out.why_skipped = too_big(flops, bytes);
+  if (!out.why_skipped.empty()) {
+    out.skipped = true;
+    return out;
+  }
+  const std::vector<std::int64_t> all = all_positions(cfg.s());
+  auto input = [&](InputTensor which, int heads) {
+    return stored_attention_input(seed, which, all, cfg.batch, heads, cfg.head_dim, cfg.dtype);
+  };
+  const auto q = input(InputTensor::q, cfg.heads), d_o = input(InputTensor::d_o, cfg.heads);
+  const auto k = input(InputTensor::k, cfg.kv_heads), v = input(InputTensor::v, cfg.kv_heads);
+  std::vector<double> o(q.size()), dq_ref(q.size(), 0.0), dk_ref(k.size(), 0.0),
+      dv_ref(v.size(), 0.0), lse(static_cast<std::size_t>(cfg.heads * cfg.s())), delta(lse.size());
+  const std::int64_t q_head_row = static_cast<std::int64_t>(cfg.heads) * cfg.head_dim;
+  const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
+  for (std::int64_t bi = 0; bi < cfg.batch; ++bi) {
+    auto p = kernels::make_attention_params(cfg.s(), cfg.s(), cfg.heads, cfg.kv_heads, cfg.head_dim,
+                                            cfg.causal);
+    p.ld_q = p.ld_o = cfg.q_row();
+    p.ld_k = p.ld_v = cfg.kv_row();
+    const double* qb = q.data() + bi * q_head_row;
+    const double* kb = k.data() + bi * kv_head_row;
+    const double* vb = v.data() + bi * kv_head_row;
+    kernels::cpu::attention_forward<double>(p, qb, kb, vb, all.data(), all.data(),
+                                            o.data() + bi * q_head_row, lse.data());
+    kernels::cpu::attention_backward_delta<double>(
+        cfg.s(), cfg.heads, cfg.head_dim, o.data() + bi * q_head_row, d_o.data() + bi * q_head_row,
+        p.ld_o, delta.data());
+    kernels::cpu::attention_backward<double>(
+        p, qb, kb, vb, d_o.data() + bi * q_head_row, lse.data(), delta.data(), all.data(),
+        all.data(), dq_ref.data() + bi * q_head_row, dk_ref.data() + bi * kv_head_row,
+        dv_ref.data() + bi * kv_head_row);
+  }
+  // Largest |got - ref| over this rank's rows of one tensor, relative to its largest |ref|.
+  auto compare = [&](const std::vector<double>& got, std::size_t got_offset,
+                     const std::vector<double>& ref, std::int64_t row) {
+    double scale = 0, err = 0;
+    for (double r : ref)
+      scale = std::max(scale, std::fabs(r));
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      for (std::int64_t j = 0; j < row; ++j) {
+        const double g = got[got_offset + i * static_cast<std::size_t>(row) + j];
+        const double d = std::fabs(g - ref[static_cast<std::size_t>(positions[i] * row + j)]);
+        err = std::isnan(d) ? INFINITY : std::max(err, d);
+      }
+    return scale > 0 ? err / scale : err;
+  };
+  out.max_err_dq = compare(dq, 0, dq_ref, cfg.q_row());
+  out.max_err_dk = compare(dkv, 0, dk_ref, cfg.kv_row());
+  out.max_err_dv =
+      compare(dkv, static_cast<std::size_t>(cfg.c * cfg.kv_row()), dv_ref, cfg.kv_row());
   return out;
 }
 

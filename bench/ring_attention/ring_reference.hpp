@@ -31,4 +31,26 @@ ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint
                                                 const std::vector<double>& o,
                                                 const std::vector<double>& lse);
 
+// The backward's check: dQ of this rank's queries and dK, dV of its own keys against the full
+// sequence's attention backward on the host in double (forward for lse and o, then the
+// gradients of sum(dO o), dO drawn by global position as the run draws it). Errors are
+// relative to the largest reference value of each tensor.
+struct GradientComparison {
+  bool skipped = false;
+  std::string why_skipped;
+  double max_err_dq = 0, max_err_dk = 0, max_err_dv = 0;
+  double max_err() const;
+};
+
+// Tolerance on those relative errors: the storage type's, or bf16's when the partial sums
+// travel in bf16.
+double gradient_tolerance(DType storage, DType grad);
+
+// dq: [c, batch, heads, d] in local token order; dkv: this rank's [dK | dV] block, each
+// [c, batch, kv_heads, d] in local token order.
+GradientComparison compare_gradients_with_full_attention(const RingConfig& cfg, std::uint64_t seed,
+                                                         const std::vector<std::int64_t>& positions,
+                                                         const std::vector<double>& dq,
+                                                         const std::vector<double>& dkv);
+
 }  // namespace suite::ring

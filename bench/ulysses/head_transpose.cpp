@@ -26,4 +26,15 @@ void head_unpack(Device& device, const kernels::HeadPackShape& s, std::size_t e,
   kernels::cpu::head_unpack(s, e, src, dst);
 }
 
+void head_unpack_sum(Device& device, const kernels::HeadPackShape& s, DType t, const void* src,
+                     void* dst) {
+#if defined(SUITE_HAVE_CUDA)
+  if (device.backend() == Backend::cuda)
+    return kernels::cuda::head_unpack_sum(static_cast<cudaStream_t>(device.stream()), s, t, src,
+                                          dst);
+#endif
+  (void)device;
+  kernels::cpu::head_unpack_sum(s, t, src, dst);
+}
+
 }  // namespace suite::ulysses

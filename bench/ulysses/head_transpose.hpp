@@ -11,4 +11,8 @@ void head_pack(Device& device, const kernels::HeadPackShape& s, std::size_t elem
 void head_unpack(Device& device, const kernels::HeadPackShape& s, std::size_t elem_size,
                  const void* src, void* dst);
 
+// The gradients' way back: the sum over each K/V head's replicas (head_unpack without them).
+void head_unpack_sum(Device& device, const kernels::HeadPackShape& s, DType t, const void* src,
+                     void* dst);
+
 }  // namespace suite::ulysses

@@ -4,6 +4,7 @@
 #include "bench/ulysses/ulysses_cases.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
+#include "common/pass_list.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -19,6 +20,8 @@ struct UlyssesOptions {
   std::int64_t batch = 1;
   bool kv_replicate = false;
   std::string attn_kernel = "auto";
+  std::string passes = "fwd";
+  std::string grad_dtype = "auto";
 };
 
 std::vector<int> parse_ints(const std::string& flag, const std::string& text) {
@@ -31,7 +34,7 @@ std::vector<int> parse_ints(const std::string& flag, const std::string& text) {
   return out;
 }
 
-suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o) {
+suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dtype) {
   suite::ulysses::UlyssesSweep s;
   s.seq_per_rank = !o.seq_per_rank.empty();
   s.seq = suite::parse_sweep(s.seq_per_rank ? o.seq_per_rank : o.seq);
@@ -45,6 +48,8 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o) {
   s.batch = o.batch;
   s.kv_replicate = o.kv_replicate;
   s.attn_kernel = suite::ring::parse_attn_kernel_flag(o.attn_kernel);
+  s.passes = suite::parse_pass_list("--pass", o.passes);
+  s.grad_dtype = suite::parse_grad_dtype_flag(o.grad_dtype, dtype);
   return s;
 }
 
@@ -89,6 +94,12 @@ int main(int argc, char** argv) {
     app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")
         ->capture_default_str();
     app.add_option("--batch", o.batch, "b: sequences")->capture_default_str();
+    app.add_option("--pass", o.passes,
+                   std::string(suite::kPassHelp) +
+                       "; the backward: dO's all-to-all, attention backward (hybrids: the ring's), "
+                       "dQ, dK, dV back")
+        ->capture_default_str();
+    app.add_option("--grad-dtype", o.grad_dtype, suite::kGradDtypeHelp)->capture_default_str();
     app.add_flag("--kv-replicate", o.kv_replicate,
                  "allow u > n_kv by replicating K/V heads (u a multiple of n_kv); the extra bytes "
                  "are reported beside METHODS.md's figure");
@@ -97,7 +108,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
   };
   def.make_cases = [&](suite::BenchContext& ctx) {
-    return suite::ulysses::ulysses_cases(ctx, make_sweep(o));
+    return suite::ulysses::ulysses_cases(ctx, make_sweep(o, ctx.dtype));
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::ulysses::print_ulysses_table(records);

@@ -18,7 +18,7 @@ Buffer upload(Device& device, const std::vector<double>& values, DType t) {
 
 UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Comm& group,
                                    Comm& ring, kernels::AttentionEngine& engine, std::uint64_t seed)
-    : cfg_(cfg), device_(device), group_(group) {
+    : cfg_(cfg), device_(device), group_(group), engine_(engine) {
   // With u = 1 the ring's own inputs are this rank's tokens; otherwise they arrive by all-to-all.
   ring_ = std::make_unique<ring::RingAttention>(cfg.ring_config(), device, ring, engine, seed,
                                                 cfg.u == 1);
@@ -48,6 +48,27 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
   v_send_ = device.alloc(kv_packed);
   o_recv_ = device.alloc(q_.bytes());
   o_ = device.alloc(q_.bytes());
+  if (cfg.backward()) {
+    // dK/dV go back in the storage type when the kernel's accumulation type is theirs (a cast
+    // like the forward's activations), else in the partial sums' own --grad-dtype.
+    dkv_t_ = cfg.grad_dtype == engine.grad_type() ? cfg.dtype : cfg.grad_dtype;
+    const std::size_t kv_t = dtype_size(dkv_t_);
+    const std::size_t kv_rows = kv_packed / e;  // elements of one packed K (or V)
+    do_ = upload(device,
+                 ring::attention_input(seed, ring::InputTensor::d_o, positions_, cfg.batch,
+                                       cfg.heads, cfg.head_dim),
+                 cfg.dtype);
+    do_send_ = device.alloc(q_.bytes());
+    if (engine.grad_type() != cfg.dtype) dq_cast_ = device.alloc(q_.bytes());
+    if (dkv_t_ != cfg.grad_dtype) dkv_cast_ = device.alloc(2 * kv_rows * kv_t);
+    dq_recv_ = device.alloc(q_.bytes());
+    dk_recv_ = device.alloc(kv_rows * kv_t);
+    dv_recv_ = device.alloc(kv_rows * kv_t);
+    dq_ = device.alloc(q_.bytes());
+    const std::size_t kv_unpacked = k_.bytes() / e * kv_t;
+    dk_ = device.alloc(kv_unpacked);
+    dv_ = device.alloc(kv_unpacked);
+  }
   device.synchronize();
 }
 
@@ -83,6 +104,79 @@ void UlyssesAttention::step(PhaseTimer& phases) {
   phases.time("a2a_out",
               [&] { group_.all_to_all(ring_->o_buffer(), o_recv_.data(), q_block, cfg_.dtype); });
   phases.time("unpack", [&] { head_unpack(device_, q_shape, e, o_recv_.data(), o_.data()); });
+}
+
+void UlyssesAttention::backward(PhaseTimer& phases) {
+  if (cfg_.u == 1) {
+    phases.time("bwd_attention", [&] { ring_->backward(ring::Mode::overlapped); });
+    return;
+  }
+  const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
+  const kernels::HeadPackShape q_shape{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(),
+                                       cfg_.head_dim};
+  const kernels::HeadPackShape kv_shape{rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(),
+                                        cfg_.head_dim};
+  const std::size_t e = dtype_size(cfg_.dtype);
+  const auto q_block = static_cast<std::size_t>(rows * cfg_.heads_per_rank() * cfg_.head_dim);
+  const auto kv_block = static_cast<std::size_t>(rows * cfg_.kv_heads_per_rank() * cfg_.head_dim);
+  const std::size_t kv_half = cfg_.u * kv_block;  // dK of the group's tokens, then dV
+  phases.time("bwd_pack", [&] { head_pack(device_, q_shape, e, do_.data(), do_send_.data()); });
+  phases.time("bwd_a2a_do",
+              [&] { group_.all_to_all(do_send_.data(), ring_->do_buffer(), q_block, cfg_.dtype); });
+  phases.time("bwd_attention", [&] { ring_->backward(ring::Mode::overlapped); });
+  // Into the types they travel in (the kernel accumulates in its own type).
+  const void* dq_src = ring_->dq_buffer();
+  const void* dkv_src = ring_->dkv_buffer();
+  phases.time("bwd_cast", [&] {
+    if (dq_cast_.data()) {
+      device_.fill_zero(dq_cast_.data(), dq_cast_.bytes());
+      engine_.accumulate(dq_cast_.data(), cfg_.dtype, dq_src,
+                         static_cast<std::int64_t>(cfg_.u * q_block));
+      dq_src = dq_cast_.data();
+    }
+    if (dkv_cast_.data()) {
+      device_.fill_zero(dkv_cast_.data(), dkv_cast_.bytes());
+      engine_.accumulate(dkv_cast_.data(), dkv_t_, dkv_src, static_cast<std::int64_t>(2 * kv_half));
+      dkv_src = dkv_cast_.data();
+    }
+  });
+  const std::size_t kv_t = dtype_size(dkv_t_);
+  // Block j of each (member j's tokens, this rank's heads) goes back to member j.
+  phases.time("bwd_a2a_dq",
+              [&] { group_.all_to_all(dq_src, dq_recv_.data(), q_block, cfg_.dtype); });
+  phases.time("bwd_a2a_dk", [&] { group_.all_to_all(dkv_src, dk_recv_.data(), kv_block, dkv_t_); });
+  phases.time("bwd_a2a_dv", [&] {
+    group_.all_to_all(static_cast<const std::byte*>(dkv_src) + kv_half * kv_t, dv_recv_.data(),
+                      kv_block, dkv_t_);
+  });
+  phases.time("bwd_unpack", [&] {
+    head_unpack(device_, q_shape, e, dq_recv_.data(), dq_.data());
+    head_unpack_sum(device_, kv_shape, dkv_t_, dk_recv_.data(), dk_.data());
+    head_unpack_sum(device_, kv_shape, dkv_t_, dv_recv_.data(), dv_.data());
+  });
+}
+
+namespace {
+
+std::vector<double> download(Device& device, const Buffer& b, DType t) {
+  std::vector<std::byte> host(b.bytes());
+  device.copy_to_host(host.data(), b.data(), host.size());
+  return decode(host.data(), host.size() / dtype_size(t), t);
+}
+
+}  // namespace
+
+std::vector<double> UlyssesAttention::dq() const {
+  if (cfg_.u == 1) return ring_->dq();
+  return download(device_, dq_, cfg_.dtype);
+}
+
+std::vector<double> UlyssesAttention::dkv() const {
+  if (cfg_.u == 1) return ring_->dkv();
+  auto out = download(device_, dk_, dkv_t_);
+  const auto v = download(device_, dv_, dkv_t_);
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
 }
 
 std::vector<double> UlyssesAttention::output() const {

@@ -29,8 +29,24 @@ class UlyssesAttention {
   // unpack (the pure ring, u = 1, has attention only).
   void step(PhaseTimer& phases);
 
+  // One backward step (cfg.backward()) after a forward step (METHODS.md section 5): dO takes
+  // the output's all-to-all in reverse (sequence to head sharding), the attention backward runs
+  // on whole heads (a hybrid: the ring's backward across groups), and dQ, dK, dV go back (head
+  // to sequence sharding; replicated K/V heads sum their replicas). Phases: bwd_pack,
+  // bwd_a2a_do, bwd_attention, bwd_cast (gradients into the type they travel in), bwd_a2a_dq,
+  // bwd_a2a_dk, bwd_a2a_dv, bwd_unpack (the pure ring: bwd_attention only).
+  void backward(PhaseTimer& phases);
+
   // This rank's output [t, batch, heads, d] in local token order, decoded to double.
   std::vector<double> output() const;
+  // Backward: dQ [t, batch, heads, d] and [dK | dV] ([t, batch, kv_heads, d] each) of this
+  // rank's tokens in local order, decoded.
+  std::vector<double> dq() const;
+  std::vector<double> dkv() const;
+  // The element types dQ and dK/dV go back in: the storage type, or the partial sums' own
+  // type where --grad-dtype differs from the kernel's accumulation type.
+  DType dq_a2a_type() const { return cfg_.dtype; }
+  DType dkv_a2a_type() const { return dkv_t_; }
   // Global positions of this rank's t tokens.
   const std::vector<std::int64_t>& positions() const { return positions_; }
 
@@ -43,6 +59,11 @@ class UlyssesAttention {
   Buffer q_, k_, v_;                 // sequence-sharded inputs [t, b, heads, d]
   Buffer q_send_, k_send_, v_send_;  // packed for the all-to-all, one block per member
   Buffer o_recv_, o_;                // head-sharded output blocks back; unpacked output
+  // Backward (u > 1): sequence-sharded dO and its packed blocks; the head-sharded gradients in
+  // their all-to-all types; the blocks back; the sequence-sharded gradients.
+  kernels::AttentionEngine& engine_;
+  DType dkv_t_ = DType::fp32;
+  Buffer do_, do_send_, dq_cast_, dkv_cast_, dq_recv_, dk_recv_, dv_recv_, dq_, dk_, dv_;
 };
 
 }  // namespace suite::ulysses

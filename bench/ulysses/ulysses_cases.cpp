@@ -30,6 +30,13 @@ struct Groups {
   std::shared_ptr<Comm> ulysses, ring;
 };
 
+// Median of a phase (max over ranks per step), NaN when the step has no such phase.
+double phase_median(const Measurement& m, const std::string& name) {
+  for (const auto& [n, v] : m.phase_median_s)
+    if (n == name) return v;
+  return NAN;
+}
+
 class UlyssesCase final : public BenchCase {
  public:
   UlyssesCase(BenchContext& ctx, Groups groups, UlyssesConfig cfg, kernels::AttnKernelChoice k)
@@ -44,8 +51,13 @@ class UlyssesCase final : public BenchCase {
   void step(PhaseTimer& phases) override {
     const std::int64_t u0 = groups_.ulysses->bytes().sent, r0 = groups_.ring->bytes().sent;
     method_->step(phases);
-    ulysses_bytes_ = groups_.ulysses->bytes().sent - u0;
-    ring_bytes_ = groups_.ring->bytes().sent - r0;
+    const std::int64_t u1 = groups_.ulysses->bytes().sent, r1 = groups_.ring->bytes().sent;
+    ulysses_bytes_ = u1 - u0;
+    ring_bytes_ = r1 - r0;
+    if (!cfg_.backward()) return;
+    method_->backward(phases);
+    bwd_ulysses_bytes_ = groups_.ulysses->bytes().sent - u1;
+    bwd_ring_bytes_ = groups_.ring->bytes().sent - r1;
   }
 
   CheckOutcome check() override {
@@ -58,6 +70,7 @@ class UlyssesCase final : public BenchCase {
     full.head_dim = cfg_.head_dim;
     full.batch = cfg_.batch;
     full.dtype = cfg_.dtype;
+    full.grad_dtype = cfg_.grad_dtype;
     auto cmp = ring::compare_with_full_attention(full, ctx_.opts.seed, {{0, 0, 1, full.c}},
                                                  method_->positions(), method_->output(), {});
     if (cmp.skipped) return {true, 0, cmp.why_skipped, true};
@@ -66,6 +79,19 @@ class UlyssesCase final : public BenchCase {
     if (!out.passed)
       out.detail = "differs from full attention by " + std::to_string(cmp.max_err_o) +
                    " (tolerance " + std::to_string(tol) + ")";
+    if (!cfg_.backward()) return out;
+    grads_ = ring::compare_gradients_with_full_attention(full, ctx_.opts.seed, method_->positions(),
+                                                         method_->dq(), method_->dkv());
+    if (grads_.skipped) return {true, 0, grads_.why_skipped, true};
+    const double gtol = ring::gradient_tolerance(cfg_.dtype, cfg_.grad_dtype);
+    if (grads_.max_err() > gtol) {
+      out.passed = false;
+      out.detail += (out.detail.empty() ? "" : "; ") +
+                    std::string("gradients differ from full attention's: dQ by ") +
+                    std::to_string(grads_.max_err_dq) + ", dK by " +
+                    std::to_string(grads_.max_err_dk) + ", dV by " +
+                    std::to_string(grads_.max_err_dv) + " (tolerance " + std::to_string(gtol) + ")";
+    }
     return out;
   }
 
@@ -100,23 +126,19 @@ class UlyssesCase final : public BenchCase {
                        all_reduce_max(std::vector<std::int64_t>{ulysses_bytes_ + ring_bytes_})[0]));
     a.emplace_back("pred_bytes_sent_per_rank", pred_uly + pred_ring);
     // nccl-tests conventions: algbw = bytes per rank incl. its own block / time; busbw x (u-1)/u.
-    auto phase = [&](const std::string& name) -> double {
-      for (const auto& [n, v] : m.phase_median_s)
-        if (n == name) return v;
-      return NAN;
-    };
     const double f = model::busbw_factor_rs_ag_a2a(cfg_.u);
     for (const auto& [name, block] : {std::pair<const char*, double>{"q", q_block},
                                       {"k", kv_block},
                                       {"v", kv_block},
                                       {"out", q_block}}) {
-      const double algbw = u * block / phase(std::string("a2a_") + name) / 1e9;
+      const double algbw = u * block / phase_median(m, std::string("a2a_") + name) / 1e9;
       a.emplace_back(std::string("a2a_") + name + "_algbw_GBps", algbw);
       a.emplace_back(std::string("a2a_") + name + "_busbw_GBps", algbw * f);
     }
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("check_tolerance", ring::reference_tolerance(cfg_.dtype));
+    if (cfg_.backward()) report_backward(m, rec, q_block / e, kv_block / e);
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
     rec.int_tables.push_back({"ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
                               gather_int(ulysses_bytes_, ranks, rank)});
@@ -136,7 +158,59 @@ class UlyssesCase final : public BenchCase {
     return total;
   }
 
-  // Q, K, V and O of this rank's share of its group's sequence, in global token order.
+  // The backward: dO's all-to-all carries what Q's did, dQ, dK and dV what the output, K and V
+  // did (in the types they travel in); the hybrid's ring moves K/V and the dK/dV partial sums.
+  void report_backward(const Measurement& m, CaseRecord& rec, double q_elems, double kv_elems) {
+    const double u = cfg_.u, e = static_cast<double>(dtype_size(cfg_.dtype));
+    const double e_kv = static_cast<double>(dtype_size(method_->dkv_a2a_type()));
+    const double pred_uly = (u - 1) * (2 * q_elems * e + 2 * kv_elems * e_kv);
+    const ring::RingConfig rc = cfg_.ring_config();
+    const model::Ring shape{static_cast<double>(rc.heads) * rc.head_dim,
+                            static_cast<double>(rc.c),
+                            rc.n_c,
+                            static_cast<double>(rc.group()),
+                            e,
+                            rc.causal};
+    const double pred_ring =
+        model::ring_bwd_bytes_per_layer(shape, static_cast<double>(dtype_size(cfg_.grad_dtype))) *
+        static_cast<double>(cfg_.batch);
+    auto max_bytes = [](std::int64_t v) {
+      return static_cast<double>(all_reduce_max(std::vector<std::int64_t>{v})[0]);
+    };
+    auto& a = rec.attrs;
+    a.emplace_back("grad_dtype", std::string(dtype_name(cfg_.grad_dtype)));
+    a.emplace_back("bwd_dkv_a2a_dtype", std::string(dtype_name(method_->dkv_a2a_type())));
+    a.emplace_back("bwd_ulysses_bytes_sent_per_rank", max_bytes(bwd_ulysses_bytes_));
+    a.emplace_back("pred_bwd_ulysses_bytes_sent_per_rank", pred_uly);
+    a.emplace_back("bwd_ring_bytes_sent_per_rank", max_bytes(bwd_ring_bytes_));
+    a.emplace_back("pred_bwd_ring_bytes_sent_per_rank", pred_ring);
+    a.emplace_back("bwd_bytes_sent_per_rank", max_bytes(bwd_ulysses_bytes_ + bwd_ring_bytes_));
+    a.emplace_back("pred_bwd_bytes_sent_per_rank", pred_uly + pred_ring);
+    a.emplace_back("grad_check_tolerance", ring::gradient_tolerance(cfg_.dtype, cfg_.grad_dtype));
+    if (!grads_.skipped) {
+      a.emplace_back("check_err_dq", grads_.max_err_dq);
+      a.emplace_back("check_err_dk", grads_.max_err_dk);
+      a.emplace_back("check_err_dv", grads_.max_err_dv);
+    }
+    const double f = model::busbw_factor_rs_ag_a2a(cfg_.u);
+    for (const auto& [name, bytes] : {std::pair<const char*, double>{"do", q_elems * e},
+                                      {"dq", q_elems * e},
+                                      {"dk", kv_elems * e_kv},
+                                      {"dv", kv_elems * e_kv}}) {
+      const double t = phase_median(m, std::string("bwd_a2a_") + name);
+      const double algbw = u * bytes / t / 1e9;
+      a.emplace_back(std::string("bwd_a2a_") + name + "_algbw_GBps", algbw);
+      a.emplace_back(std::string("bwd_a2a_") + name + "_busbw_GBps", algbw * f);
+    }
+    const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
+    rec.int_tables.push_back({"bwd_ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
+                              gather_int(bwd_ulysses_bytes_, ranks, rank)});
+    rec.int_tables.push_back({"bwd_ring_bytes_sent", 1, static_cast<std::size_t>(ranks),
+                              gather_int(bwd_ring_bytes_, ranks, rank)});
+  }
+
+  // Q, K, V and O of this rank's share of its group's sequence, in global token order (with
+  // the backward: dO, dQ, dK and dV too).
   std::vector<SavedTensor> tensors() override {
     const std::int64_t t = cfg_.tokens_per_rank(), q_row = cfg_.batch * cfg_.heads * cfg_.head_dim;
     if (t * q_row > kMaxSavedPerRank) return {};
@@ -145,11 +219,22 @@ class UlyssesCase final : public BenchCase {
       return ring::stored_input_slice(ctx_.opts.seed, static_cast<int>(which), me, t, cfg_.batch,
                                       heads, cfg_.head_dim, cfg_.dtype);
     };
-    return {{"q", input(ring::InputTensor::q, cfg_.heads)},
-            {"k", input(ring::InputTensor::k, cfg_.kv_heads)},
-            {"v", input(ring::InputTensor::v, cfg_.kv_heads)},
-            {"o", ring::slice_in_global_order(method_->output(), method_->positions(), q_row, me,
-                                              cfg_.n_c)}};
+    auto in_order = [&](const std::vector<double>& rows, std::int64_t width) {
+      return ring::slice_in_global_order(rows, method_->positions(), width, me, cfg_.n_c);
+    };
+    std::vector<SavedTensor> out = {{"q", input(ring::InputTensor::q, cfg_.heads)},
+                                    {"k", input(ring::InputTensor::k, cfg_.kv_heads)},
+                                    {"v", input(ring::InputTensor::v, cfg_.kv_heads)},
+                                    {"o", in_order(method_->output(), q_row)}};
+    if (!cfg_.backward()) return out;
+    const std::int64_t kv_row = cfg_.batch * cfg_.kv_heads * cfg_.head_dim;
+    const std::vector<double> dkv = method_->dkv();
+    const auto half = static_cast<std::ptrdiff_t>(t * kv_row);
+    out.push_back({"d_o", input(ring::InputTensor::d_o, cfg_.heads)});
+    out.push_back({"dq", in_order(method_->dq(), q_row)});
+    out.push_back({"dk", in_order({dkv.begin(), dkv.begin() + half}, kv_row)});
+    out.push_back({"dv", in_order({dkv.begin() + half, dkv.end()}, kv_row)});
+    return out;
   }
 
  private:
@@ -160,6 +245,8 @@ class UlyssesCase final : public BenchCase {
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<UlyssesAttention> method_;
   std::int64_t ulysses_bytes_ = 0, ring_bytes_ = 0;
+  std::int64_t bwd_ulysses_bytes_ = 0, bwd_ring_bytes_ = 0;
+  ring::GradientComparison grads_;
 };
 
 std::shared_ptr<Comm> borrow(Comm& c) {
@@ -201,6 +288,12 @@ void note_skipped_degrees(int n_c, const UlyssesSweep& s, const std::vector<int>
 std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep) {
   const int world = ctx.mpi.size(), rank = ctx.mpi.rank();
   make_attention_engine(ctx.device, ctx.dtype, sweep.attn_kernel);  // refuses what cannot run
+  if (ctx.backend == Backend::cuda && sweep.grad_dtype == DType::fp64)
+    for (Pass p : sweep.passes)
+      if (p == Pass::fwd_bwd)
+        throw UsageError(
+            "--grad-dtype fp64: the cuda backend accumulates and sends gradient "
+            "partial sums in fp32 or bf16");
   std::vector<UlyssesConfig> configs;
   for (int cp_flag : sweep.cp) {
     const int n_c = resolve_group_size(cp_flag, world, "--cp");
@@ -208,42 +301,45 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
         sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
     if (sweep.degrees.empty() && rank == 0) note_skipped_degrees(n_c, sweep, degrees);
     for (int u : degrees)
-      for (std::int64_t seq : sweep.seq)
-        for (bool causal : sweep.causal)
-          for (ring::Layout layout : sweep.layouts) {
-            UlyssesConfig cfg;
-            cfg.s = sweep.seq_per_rank ? seq * n_c : seq;
-            cfg.n_c = n_c;
-            cfg.u = u;
-            cfg.layout = n_c / u > 1 ? layout : ring::Layout::contiguous;
-            cfg.causal = causal;
-            cfg.heads = sweep.heads;
-            cfg.kv_heads = sweep.kv_heads;
-            cfg.head_dim = sweep.head_dim;
-            cfg.batch = sweep.batch;
-            cfg.kv_replicate = sweep.kv_replicate;
-            cfg.dtype = ctx.dtype;
-            validate(cfg);
-            bool seen = false;  // plain Ulysses has no ring layout: one case, not one per layout
-            for (const auto& c : configs)
-              seen |= c.case_name() == cfg.case_name();
-            if (seen) continue;
-            const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
-                                                        cfg.heads_per_rank() * cfg.head_dim);
-            if (block > ctx.comm.max_count())
-              throw UsageError(cfg.case_name() + ": an all-to-all block of " +
-                               std::to_string(block) +
-                               " elements is above this transport's limit; use --transport nccl");
-            const std::int64_t need =
-                ring::RingAttention::estimate_bytes(cfg.ring_config()) +
-                6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype));
-            if (static_cast<double>(need) >
-                0.9 * static_cast<double>(ctx.device.memory_available()))
-              throw UsageError(
-                  cfg.case_name() + " needs about " + std::to_string(need >> 20) +
-                  " MiB per rank, more than is available; use a smaller --seq or --batch");
-            configs.push_back(cfg);
-          }
+      for (Pass pass : sweep.passes)
+        for (std::int64_t seq : sweep.seq)
+          for (bool causal : sweep.causal)
+            for (ring::Layout layout : sweep.layouts) {
+              UlyssesConfig cfg;
+              cfg.s = sweep.seq_per_rank ? seq * n_c : seq;
+              cfg.n_c = n_c;
+              cfg.u = u;
+              cfg.layout = n_c / u > 1 ? layout : ring::Layout::contiguous;
+              cfg.causal = causal;
+              cfg.heads = sweep.heads;
+              cfg.kv_heads = sweep.kv_heads;
+              cfg.head_dim = sweep.head_dim;
+              cfg.batch = sweep.batch;
+              cfg.kv_replicate = sweep.kv_replicate;
+              cfg.dtype = ctx.dtype;
+              cfg.pass = pass;
+              cfg.grad_dtype = sweep.grad_dtype;
+              validate(cfg);
+              bool seen = false;  // plain Ulysses has no ring layout: one case, not one per layout
+              for (const auto& c : configs)
+                seen |= c.case_name() == cfg.case_name();
+              if (seen) continue;
+              const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
+                                                          cfg.heads_per_rank() * cfg.head_dim);
+              if (block > ctx.comm.max_count())
+                throw UsageError(cfg.case_name() + ": an all-to-all block of " +
+                                 std::to_string(block) +
+                                 " elements is above this transport's limit; use --transport nccl");
+              const std::int64_t need =
+                  ring::RingAttention::estimate_bytes(cfg.ring_config()) +
+                  6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype));
+              if (static_cast<double>(need) >
+                  0.9 * static_cast<double>(ctx.device.memory_available()))
+                throw UsageError(
+                    cfg.case_name() + " needs about " + std::to_string(need >> 20) +
+                    " MiB per rank, more than is available; use a smaller --seq or --batch");
+              configs.push_back(cfg);
+            }
   }
   // Communicators per (N_c, u), created once and shared by the cases (collective: every rank
   // walks the same configurations in the same order).
@@ -288,6 +384,10 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
       return std::make_unique<UlyssesCase>(ctx, g, cfg, k);
     };
     spec.console_counters = {"bytes_sent_per_rank", "pred_bytes_sent_per_rank"};
+    if (cfg.backward()) {
+      spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
+      spec.params.emplace_back("grad_dtype", std::string(dtype_name(cfg.grad_dtype)));
+    }
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -22,6 +22,8 @@ struct UlyssesSweep {
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;
   bool kv_replicate = false;
+  std::vector<Pass> passes{Pass::fwd};
+  DType grad_dtype = DType::fp32;
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
 };
 

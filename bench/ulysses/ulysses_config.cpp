@@ -16,6 +16,8 @@ ring::RingConfig UlyssesConfig::ring_config() const {
   r.head_dim = head_dim;
   r.batch = batch;
   r.dtype = dtype;
+  r.pass = pass;
+  r.grad_dtype = grad_dtype;
   return r;
 }
 
@@ -28,6 +30,7 @@ std::string UlyssesConfig::case_name() const {
   if (replicating()) n += "_rep";
   n += "_d" + std::to_string(head_dim);
   if (batch != 1) n += "_b" + std::to_string(batch);
+  if (backward()) n += "_fwd_bwd_g" + std::string(dtype_name(grad_dtype));
   return n;
 }
 

@@ -20,6 +20,10 @@ struct UlyssesConfig {
   std::int64_t batch = 1;
   bool kv_replicate = false;
   DType dtype = DType::fp32;
+  Pass pass = Pass::fwd;           // fwd_bwd: forward then backward
+  DType grad_dtype = DType::fp32;  // the ring part's travelling dK/dV partial sums
+
+  bool backward() const { return pass == Pass::fwd_bwd; }
 
   std::int64_t tokens_per_rank() const { return s / n_c; }         // t
   int ring_degree() const { return n_c / u; }                      // G

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/core/bf16.hpp"  // SUITE_HD
+#include "kernels/core/dtype.hpp"
 
 namespace suite::kernels {
 
@@ -52,6 +53,24 @@ SUITE_HD inline std::int64_t unpack_source_index(const HeadPackShape& s, std::in
   return ((j * s.rows + row) * s.heads_per_block + hh) * s.head_dim + c;
 }
 
+// The backward's unpack (head_unpack_sum): with replication each K/V head came from
+// blocks / heads ranks, and its gradient is the sum of their blocks; otherwise one replica.
+SUITE_HD inline int unpack_replicas(const HeadPackShape& s) {
+  return s.heads == s.blocks * s.heads_per_block ? 1 : s.blocks / s.heads;
+}
+
+// Element of the packed blocks that replica r (0 .. unpack_replicas - 1) of unpacked element
+// `i` comes from: the blocks of the ranks that read head h are h * replicas .. + replicas - 1.
+SUITE_HD inline std::int64_t unpack_sum_source_index(const HeadPackShape& s, std::int64_t i, int r) {
+  const int replicas = unpack_replicas(s);
+  if (replicas == 1) return unpack_source_index(s, i);
+  const std::int64_t c = i % s.head_dim;
+  const std::int64_t h = (i / s.head_dim) % s.heads;
+  const std::int64_t row = i / (static_cast<std::int64_t>(s.head_dim) * s.heads);
+  const std::int64_t j = h * replicas + r;  // heads_per_block = 1 under replication
+  return (j * s.rows + row) * s.head_dim + c;
+}
+
 // Throws std::invalid_argument when the shape is not one Ulysses can use.
 void validate_head_pack(const HeadPackShape& s, bool unpack);
 
@@ -59,6 +78,10 @@ namespace cpu {
 // elem_size bytes per element (2, 4 or 8): the transposes move elements, whatever their type.
 void head_pack(const HeadPackShape& s, std::size_t elem_size, const void* src, void* dst);
 void head_unpack(const HeadPackShape& s, std::size_t elem_size, const void* src, void* dst);
+// The transpose of head_pack for gradients: dst [rows][heads][d] = the sum over the replicas
+// of each head (one replica without replication: head_unpack), typed (fp32, fp64, bf16;
+// bf16 sums in float).
+void head_unpack_sum(const HeadPackShape& s, DType t, const void* src, void* dst);
 }  // namespace cpu
 
 }  // namespace suite::kernels

@@ -1,6 +1,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/a2a/head_pack.hpp"
 
@@ -43,6 +44,41 @@ void head_pack(const HeadPackShape& s, std::size_t e, const void* src, void* dst
 void head_unpack(const HeadPackShape& s, std::size_t e, const void* src, void* dst) {
   validate_head_pack(s, true);
   move(s, e, src, dst, s.unpacked_elems(), unpack_source_index);
+}
+
+namespace {
+
+template <class T>
+void unpack_sum(const HeadPackShape& s, const T* src, T* dst) {
+  const int replicas = unpack_replicas(s);
+  for (std::int64_t i = 0; i < s.unpacked_elems(); ++i) {
+    double sum = 0;
+    for (int r = 0; r < replicas; ++r) {
+      const T x = src[unpack_sum_source_index(s, i, r)];
+      if constexpr (std::is_same_v<T, bf16>)
+        sum += to_float(x);
+      else
+        sum += x;
+    }
+    if constexpr (std::is_same_v<T, bf16>)
+      dst[i] = to_bf16(static_cast<float>(sum));
+    else
+      dst[i] = static_cast<T>(sum);
+  }
+}
+
+}  // namespace
+
+void head_unpack_sum(const HeadPackShape& s, DType t, const void* src, void* dst) {
+  validate_head_pack(s, false);
+  switch (t) {
+    case DType::fp32:
+      return unpack_sum(s, static_cast<const float*>(src), static_cast<float*>(dst));
+    case DType::fp64:
+      return unpack_sum(s, static_cast<const double*>(src), static_cast<double*>(dst));
+    case DType::bf16:
+      return unpack_sum(s, static_cast<const bf16*>(src), static_cast<bf16*>(dst));
+  }
 }
 
 }  // namespace cpu

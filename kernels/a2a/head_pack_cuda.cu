@@ -6,6 +6,7 @@
 
 #include "kernels/a2a/head_pack_cuda.hpp"
 #include "kernels/core/cuda_check.hpp"
+#include "kernels/core/device_storage.hpp"
 
 namespace suite::kernels::cuda {
 namespace {
@@ -18,6 +19,25 @@ __global__ void head_move_kernel(HeadPackShape s, const W* __restrict__ src, W* 
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     dst[i] = src[kPack ? pack_source_index(s, i) : unpack_source_index(s, i)];
+}
+
+// One thread per element of the unpacked gradient, summing its replicas in fp32.
+template <class S>
+__global__ void head_unpack_sum_kernel(HeadPackShape s, const S* __restrict__ src,
+                                       S* __restrict__ dst, std::int64_t n) {
+  const int replicas = unpack_replicas(s);
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int r = 0; r < replicas; ++r)
+      sum += load_f32(src, unpack_sum_source_index(s, i, r));
+    store_f32(dst, i, sum);
+  }
+}
+
+unsigned grid_for(std::int64_t n) {
+  const std::int64_t want = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(want < 65535 * 32 ? want : 65535 * 32);
 }
 
 template <bool kPack>
@@ -58,6 +78,19 @@ void head_pack(cudaStream_t stream, const HeadPackShape& s, std::size_t e, const
 void head_unpack(cudaStream_t stream, const HeadPackShape& s, std::size_t e, const void* src,
                  void* dst) {
   launch<false>(stream, s, e, src, dst);
+}
+
+void head_unpack_sum(cudaStream_t stream, const HeadPackShape& s, DType t, const void* src,
+                     void* dst) {
+  validate_head_pack(s, false);
+  const std::int64_t n = s.unpacked_elems();
+  if (n == 0) return;
+  dispatch_storage(t, "cuda head_unpack_sum", [&](auto tag) {
+    using S = decltype(tag);
+    head_unpack_sum_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(
+        s, static_cast<const S*>(src), static_cast<S*>(dst), n);
+  });
+  SUITE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace suite::kernels::cuda

@@ -55,6 +55,33 @@ TEST(HeadPack, WorksOnTwoByteElements) {
   EXPECT_NE(packed, src);
 }
 
+// The backward's unpack is the adjoint of the pack: <pack(x), g> = <x, unpack_sum(g)> for any
+// x and g, with replication (a K/V head read by two ranks gets both ranks' gradients) and
+// without.
+TEST(HeadPack, UnpackSumIsTheAdjointOfThePack) {
+  for (const HeadPackShape s : {HeadPackShape{3, 2, 4, 1, 5}, HeadPackShape{3, 8, 4, 2, 5},
+                                HeadPackShape{2, 1, 3, 1, 4}}) {
+    std::vector<double> x(static_cast<std::size_t>(s.unpacked_elems())),
+        g(static_cast<std::size_t>(s.packed_elems()));
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<double>((i * 37) % 11) - 5;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      g[i] = static_cast<double>((i * 53) % 13) - 6;
+    std::vector<double> px(g.size()), ug(x.size());
+    cpu::head_pack(s, sizeof(double), x.data(), px.data());
+    cpu::head_unpack_sum(s, DType::fp64, g.data(), ug.data());
+    const double lhs = std::inner_product(px.begin(), px.end(), g.begin(), 0.0);
+    const double rhs = std::inner_product(x.begin(), x.end(), ug.begin(), 0.0);
+    EXPECT_EQ(lhs, rhs) << s.heads << " heads, " << s.blocks << " blocks";
+  }
+  // Spelled out for 2 K/V heads on 4 ranks: head h sums blocks 2h and 2h + 1.
+  const HeadPackShape s{1, 2, 4, 1, 1};
+  const std::vector<float> g = {1, 2, 30, 40};
+  std::vector<float> out(2);
+  cpu::head_unpack_sum(s, DType::fp32, g.data(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{3, 70}));
+}
+
 TEST(HeadPack, RejectsUnevenSplits) {
   std::vector<float> buf(64);
   EXPECT_THROW(cpu::head_pack({2, 6, 4, 1, 4}, 4, buf.data(), buf.data()), std::invalid_argument);

@@ -1,0 +1,150 @@
+// RingAttention's state and the pieces its forward (ring_attention.cpp) and backward
+// (ring_backward.cpp) share: buffers, per-round timer records, and the block addressing.
+// Private to bench/ring_attention.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bench/ring_attention/ring_attention.hpp"
+#include "common/typed_host.hpp"
+
+namespace suite::ring {
+
+using kernels::AttentionParams;
+using kernels::BlockMask;
+
+inline std::int64_t pos_bytes(std::int64_t n) {
+  return n * static_cast<std::int64_t>(sizeof(std::int64_t));
+}
+
+struct RingAttention::Impl {
+  Impl(const RingConfig& c, Device& d, Comm& cm, kernels::AttentionEngine& en)
+      : cfg(c),
+        dev(d),
+        comm(cm),
+        engine(en),
+        rank(cm.rank()),
+        n(cm.size()),
+        e(c.elem()),
+        lse_e(en.lse_elem_size()) {}
+
+  RingConfig cfg;
+  Device& dev;
+  Comm& comm;
+  kernels::AttentionEngine& engine;
+  int rank, n;
+  std::size_t e, lse_e;
+
+  Buffer q, o, o_part, lse_run, lse_part;
+  Buffer slot[2];       // ring: from round 1 on, the block in use and the one arriving
+  Buffer kv_local;      // this rank's own K/V: used and sent in round 0, kept for backward
+  Buffer gathered;      // all-gather: [n_c][K | V] as the collective delivers it
+  Buffer k_all, v_all;  // all-gather: K and V of all s tokens, laid out for one attention
+  Buffer q_pos;
+  // Backward (cfg.backward() only). dq and part in the engine's gradient type; travel in
+  // cfg.grad_dtype: the dK/dV partial sums arriving this round and the ones leaving.
+  Buffer d_o, delta, dq, part, travel[2];
+  Buffer dkv_all, dkv_packed;               // all-gather: dK/dV of all s tokens; packed per owner
+  int own_dkv = 0;                          // which travel buffer holds this rank's final dK/dV
+  DType grad_t = DType::fp32;               // engine.grad_type()
+  std::vector<Buffer> k_pos;                // per source rank
+  Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
+  std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
+  std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
+  std::vector<char> written;  // per (batch, query segment): running result holds a partial
+  // One recorded step's per-round timers, resolved only by collect_times(), so no host
+  // synchronisation sits inside a timed step. Reused after each collection. The backward's
+  // accumulation of a round's dK/dV into the received partial sums happens after the round's
+  // wait: its own timer, counted as compute.
+  enum class Clock { compute, wait, accumulate };
+  struct StepRecord {
+    std::vector<std::unique_ptr<IntervalTimer>> timers[3];
+    std::vector<char> ran[3];
+    std::size_t first_exchange = 0, exchanges = 0;
+    int rounds = 0;
+    bool backward = false;
+  };
+  std::vector<StepRecord> records;
+  std::size_t recorded = 0;          // records in use since the last collection
+  std::size_t exchanges_logged = 0;  // exchanges in the transport's log since it was cleared
+
+  // Starts a step: clears the transport's log when nothing waits to be collected, and returns
+  // the step's record (nullptr when not recording).
+  StepRecord* begin_step(bool record, int rounds, bool backward) {
+    if (recorded == 0) {
+      comm.clear_exchange_log();
+      exchanges_logged = 0;
+    }
+    if (!record) return nullptr;
+    if (recorded == records.size()) records.emplace_back();
+    StepRecord& r = records[recorded++];
+    for (int c = 0; c < 3; ++c) {
+      while (static_cast<int>(r.timers[c].size()) < rounds)
+        r.timers[c].push_back(dev.make_timer());
+      r.ran[c].assign(static_cast<std::size_t>(rounds), 0);
+    }
+    r.first_exchange = exchanges_logged;
+    r.exchanges = 0;
+    r.rounds = rounds;
+    r.backward = backward;
+    return &r;
+  }
+  static void start(StepRecord* rec, Clock c, int k) {
+    if (rec) rec->timers[static_cast<int>(c)][static_cast<std::size_t>(k)]->start();
+  }
+  static void stop(StepRecord* rec, Clock c, int k) {
+    if (!rec) return;
+    rec->timers[static_cast<int>(c)][static_cast<std::size_t>(k)]->stop();
+    rec->ran[static_cast<int>(c)][static_cast<std::size_t>(k)] = 1;
+  }
+  void end_step(StepRecord* rec) const {
+    if (rec) rec->exchanges = exchanges_logged - rec->first_exchange;
+  }
+
+  std::byte* at(const Buffer& b, std::int64_t elems, std::size_t elem_size) const {
+    return b.as<std::byte>() + elems * static_cast<std::int64_t>(elem_size);
+  }
+  std::int64_t block_bytes() const { return cfg.kv_block_elems() * static_cast<std::int64_t>(e); }
+  const std::vector<Segment>& my_segs() const { return csegs[rank]; }
+
+  AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv) const {
+    AttentionParams p =
+        kernels::make_attention_params(cq, ck, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
+    p.ld_q = p.ld_o = cfg.q_row();
+    p.ld_k = p.ld_v = ld_kv;
+    return p;
+  }
+
+  // ---- forward (ring_attention.cpp) ----
+  // Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),
+  // written into the running result or merged into it.
+  void attend(std::int64_t bi, std::size_t qi, const std::byte* k, const std::byte* v,
+              std::int64_t ld_kv, std::int64_t ck, const std::int64_t* kpos, BlockMask mask);
+  // One ring round: this rank's queries against the block of rank `src` held in `block`.
+  void ring_round(int src, const Buffer& block);
+  // All-gather variant: gather every K/V block and lay K and V out for one attention.
+  void gather_all();
+  // All-gather variant: one attention per query segment over the keys it needs.
+  void attend_gathered();
+  // The keys the all-gather variant attends for query segment qs and the mask they need:
+  // a causal contiguous range sees a prefix of the sequence.
+  std::pair<std::int64_t, BlockMask> gathered_keys(const Segment& qs) const;
+
+  // ---- backward (ring_backward.cpp) ----
+  // Allocates the backward's buffers and draws dO (the caller may overwrite it); returns the
+  // bytes of the method's own backward buffers and of its scratch.
+  std::pair<std::int64_t, std::int64_t> init_backward(std::uint64_t seed, bool generate_d_o,
+                                                      const std::vector<std::int64_t>& positions);
+  // delta = rowsum(dO o) of every query segment, and dQ zeroed: the backward's first step.
+  void begin_backward();
+  // The gradient contributions of this rank's queries against the block of rank `src` held
+  // in `block`: dQ accumulates, the block's dK/dV contributions go into `part` (zeroed here).
+  void backward_round(int src, const Buffer& block, const Buffer& dkv_part);
+  // All-gather variant: dK/dV of all s tokens, then packed per owner in cfg.grad_dtype.
+  void backward_gathered_compute();
+};
+
+}  // namespace suite::ring

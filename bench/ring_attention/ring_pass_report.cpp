@@ -1,0 +1,90 @@
+#include "bench/ring_attention/ring_pass_report.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/mpi_env.hpp"
+#include "common/rank_gather.hpp"
+#include "common/stats.hpp"
+
+namespace suite::ring {
+
+double ModeRuns::median() const {
+  return percentile(step, 0.5);
+}
+
+std::vector<double> round_medians(const std::vector<RoundTimes>& runs,
+                                  std::vector<double> RoundTimes::*series, int rounds) {
+  std::vector<double> out(static_cast<std::size_t>(rounds), 0.0);
+  for (int k = 0; k < rounds; ++k) {
+    std::vector<double> v;
+    for (const auto& r : runs)
+      if (static_cast<int>((r.*series).size()) > k) v.push_back((r.*series)[k]);
+    out[static_cast<std::size_t>(k)] = v.empty() ? 0.0 : percentile(v, 0.5);
+  }
+  return out;
+}
+
+PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, CaseRecord& rec) {
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int R = static_cast<int>(count.work.size());
+  std::int64_t mine = 0;
+  for (auto w : count.work)
+    mine += w;
+  // The busiest rank sets each round's time.
+  const std::vector<std::int64_t> busiest = all_reduce_max(count.work);
+  const std::int64_t max_pairs = all_reduce_max(std::vector<std::int64_t>{mine})[0];
+  const double bytes =
+      static_cast<double>(all_reduce_max(std::vector<std::int64_t>{runs.bytes_sent})[0]);
+
+  PassRates r;
+  r.t_comp = runs.compute.median();
+  r.t_xfer = runs.transfer.median();
+  r.F = count.flops_per_pair * static_cast<double>(max_pairs) / r.t_comp;
+  r.W = n_c > 1 ? bytes / r.t_xfer : NAN;
+  // The overlapped time this run's F and W predict: each round as long as the busiest rank's
+  // compute or the exchange, whichever is longer (or both, where nothing overlaps).
+  double pred = 0;
+  for (int k = 0; k < R; ++k) {
+    const double tc = count.flops_per_pair * static_cast<double>(busiest[k]) / r.F;
+    const double tx = n_c > 1 ? count.round_bytes[k] / r.W : 0.0;
+    pred += count.overlapped_rounds ? std::max(tc, tx) : tc + tx;
+  }
+  if (n_c == 1) pred = r.t_comp;
+
+  auto& a = rec.attrs;
+  auto name = [&](const char* n) { return count.prefix + n; };
+  a.emplace_back(name("time_overlapped_median_s"), runs.t_over);
+  a.emplace_back(name("time_compute_only_median_s"), r.t_comp);
+  a.emplace_back(name("time_transfer_only_median_s"), r.t_xfer);
+  a.emplace_back(name("exposed_comm_s"), runs.t_over - r.t_comp);
+  a.emplace_back(name("overlapped_over_compute_only"), runs.t_over / r.t_comp);
+  a.emplace_back(name("overlap_efficiency"),
+                 n_c > 1 ? std::clamp(1.0 - (runs.t_over - r.t_comp) / r.t_xfer, 0.0, 1.0) : NAN);
+  a.emplace_back(name("pred_time_overlapped_s"), pred);
+  a.emplace_back(name("measured_F_flops"), r.F);
+  a.emplace_back(name("measured_W_Bps"), r.W);
+  a.emplace_back(name("flops_busiest_rank"), count.flops_per_pair * static_cast<double>(max_pairs));
+
+  auto table = [&](const char* n, const std::vector<double>& v, std::size_t rows) {
+    rec.tables.push_back(
+        {name(n), rows, static_cast<std::size_t>(ranks), gather_columns(v, ranks, rank)});
+  };
+  const auto rows = static_cast<std::size_t>(R);
+  table("round_compute_s", round_medians(runs.timed, &RoundTimes::compute_s, R), rows);
+  table("round_wait_s", round_medians(runs.timed, &RoundTimes::wait_s, R), rows);
+  table("round_transfer_s", round_medians(runs.timed, &RoundTimes::transfer_s, R), rows);
+  table("compute_only_round_s", round_medians(runs.compute.rounds, &RoundTimes::compute_s, R),
+        rows);
+  table("compute_only_time_s", runs.compute.local, runs.compute.local.size());
+  table("transfer_only_time_s", runs.transfer.local, runs.transfer.local.size());
+  rec.int_tables.push_back({name("round_work_pairs"), rows, static_cast<std::size_t>(ranks),
+                            gather_int_columns(count.work, ranks, rank)});
+  return r;
+}
+
+}  // namespace suite::ring
