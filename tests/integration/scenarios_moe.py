@@ -445,7 +445,7 @@ def scenario_scripts(env: Env) -> None:
     plots = env.workdir / "plots"
     script("plot.py", cand, "--out", plots)
     names = sorted(p.name for p in plots.glob("*.png"))
-    for want in ("moe_phases.png",):
+    for want in ("moe_passes.png", "moe_phases.png"):
         expect(want in names, f"plot.py did not draw {want}: {names}")
 
 
