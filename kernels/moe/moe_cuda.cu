@@ -96,7 +96,7 @@ __global__ void gate_grad_kernel(std::int64_t copies, int k, std::int64_t cols,
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        c < copies; c += stride) {
-    const std::int64_t pos = slot_pos[c], t = c / k;
+    const std::int64_t pos = slot_pos[c], t = copy_token(c, k);
     float dot = 0;
     if (pos >= 0)
       for (std::int64_t j = 0; j < cols; ++j)
@@ -116,7 +116,8 @@ __global__ void scatter_grad_kernel(std::int64_t copies, int k, std::int64_t col
        i += stride) {
     const std::int64_t c = i / cols, j = i - c * cols, pos = slot_pos[c];
     if (pos >= 0)
-      store_f32(grad_back, pos * cols + j, gates[c] * load_f32(grad_out, c / k * cols + j));
+      store_f32(grad_back, pos * cols + j,
+                gates[c] * load_f32(grad_out, copy_token(c, k) * cols + j));
   }
 }
 

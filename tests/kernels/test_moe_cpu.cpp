@@ -40,6 +40,8 @@ TEST(MoeIndex, OwnersAndCopyIndex) {
   EXPECT_EQ(local_expert(5, 4), 1);
   EXPECT_EQ(expert_owner(3, 4), 0);
   EXPECT_EQ(copy_index(3, 1, 2), 7);
+  for (std::int64_t c = 0; c < 12; ++c)
+    EXPECT_EQ(copy_index(copy_token(c, 3), static_cast<int>(c % 3), 3), c);
   EXPECT_TRUE(copy_kept_before(0.9f, 5, 0.5f, 0));
   EXPECT_TRUE(copy_kept_before(0.5f, 0, 0.5f, 5));
 }
