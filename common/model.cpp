@@ -191,5 +191,28 @@ double moe_aux_loss(const double* f, const double* p, int experts, double alpha)
     sum += f[i] * p[i];
   return alpha * experts * sum;
 }
+double moe_a2a_bytes_per_rank_fwd_bwd(double k, double tokens, double h, int n_e, double e) {
+  return 2 * moe_a2a_bytes_per_rank(k, tokens, h, n_e, e);
+}
+double moe_expert_bwd_flops_per_pair(double h, double d_ff, bool swiglu) {
+  return 2 * moe_expert_flops_per_pair(h, d_ff, swiglu);
+}
+double moe_bwd_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, double d_ff,
+                                   bool swiglu) {
+  return moe_a2a_to_expert_ratio(flops_per_s, bytes_per_s, n_e, d_ff, swiglu) / 2;
+}
+MoeCollectives moe_collectives_fwd(bool capacity) {
+  return {1, 2, capacity ? 1 : 0};
+}
+MoeCollectives moe_collectives_bwd() {
+  return {0, 2, 1};
+}
+double moe_control_bytes_fwd(int experts, int n_e, double k, double tokens, bool capacity) {
+  const double per_peer = 8.0 * experts / n_e + (capacity ? 8 * 2 * k * tokens : 0.0);
+  return (n_e - 1) * per_peer;
+}
+double moe_control_bytes_bwd(int experts, int n_e) {
+  return (n_e - 1) * 8.0 * experts;
+}
 
 }  // namespace suite::model

@@ -143,5 +143,28 @@ double moe_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, 
 double moe_capacity(double capacity_factor, double k, double tokens, int experts);
 // Switch load-balancing loss alpha * E * sum f_i P_i over E experts.
 double moe_aux_loss(const double* f, const double* p, int experts, double alpha);
+// Training step (METHODS.md section 5, "MoE backward"): the backward sends the output
+// gradients along the dispatch's route and the input gradients along the combine's, so the
+// forward + backward dispatch/combine bytes per rank (uniform) are 4 k T h e (N_e - 1)/N_e.
+double moe_a2a_bytes_per_rank_fwd_bwd(double k, double tokens, double h, int n_e, double e);
+// Backward expert FLOPs per (token, expert) pair: input and weight gradients, 2x the forward's.
+double moe_expert_bwd_flops_per_pair(double h, double d_ff, bool swiglu);
+// The backward's all-to-all / expert time ratio: the forward's bytes over twice its FLOPs.
+double moe_bwd_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, double d_ff,
+                                   bool swiglu);
+// Collective calls of one MoE layer per pass. Forward: the counts all-to-all, dispatch and
+// combine all-to-all-v's, and with a capacity the all-gather of the (expert, gate) pairs.
+// Backward: two all-to-all-v's and the all-gather of the routed counts (the aux loss's f_i).
+struct MoeCollectives {
+  int all_to_all = 0, all_to_all_v = 0, all_gather = 0;
+  int total() const { return all_to_all + all_to_all_v + all_gather; }
+};
+MoeCollectives moe_collectives_fwd(bool capacity);
+MoeCollectives moe_collectives_bwd();
+// Control bytes per rank (8-byte counts; exact, independent of the routing). Forward: E/N_e
+// counts to each other rank, and with a capacity 2 k T values ((expert, gate) pairs) to each;
+// backward: the E routed counts to each other rank.
+double moe_control_bytes_fwd(int experts, int n_e, double k, double tokens, bool capacity);
+double moe_control_bytes_bwd(int experts, int n_e);
 
 }  // namespace suite::model

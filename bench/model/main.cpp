@@ -163,6 +163,35 @@ void print_moe(const Params& p, double e) {
   std::vector<double> uniform(p.experts, 1.0 / p.experts);
   line("aux loss at uniform routing (alpha=1e-2)",
        m::moe_aux_loss(uniform.data(), uniform.data(), p.experts, 1e-2), "");
+  // The training step (METHODS.md section 5): collectives and bytes per pass, backward FLOPs.
+  const bool capacity = p.capacity_factor > 0;
+  const m::MoeCollectives fwd = m::moe_collectives_fwd(capacity), bwd = m::moe_collectives_bwd();
+  std::printf("  -- training step, per MoE layer and rank (%s) --\n",
+              capacity ? "with a capacity" : "dropless");
+  line("fwd all-to-all calls (counts)", fwd.all_to_all, "");
+  line("fwd all-to-all-v calls (dispatch, combine)", fwd.all_to_all_v, "");
+  line("fwd all-gather calls (routing, under a capacity)", fwd.all_gather, "");
+  line("bwd all-to-all-v calls (gradients out and home)", bwd.all_to_all_v, "");
+  line("bwd all-gather calls (routed counts for f_i)", bwd.all_gather, "");
+  line("fwd control bytes (counts, routing)",
+       m::moe_control_bytes_fwd(p.experts, p.n_e, p.k, p.tokens, capacity), "B");
+  line("bwd control bytes (routed counts)", m::moe_control_bytes_bwd(p.experts, p.n_e), "B");
+  line("bwd dispatch + combine bytes (uniform)",
+       m::moe_a2a_bytes_per_rank(p.k, p.tokens, p.h, p.n_e, e), "B");
+  line("fwd + bwd dispatch + combine bytes 4kThe(N_e-1)/N_e",
+       m::moe_a2a_bytes_per_rank_fwd_bwd(p.k, p.tokens, p.h, p.n_e, e), "B");
+  line("bwd expert FLOPs per (token, expert) pair (2x fwd)",
+       m::moe_expert_bwd_flops_per_pair(p.h, d_ff, p.swiglu), "FLOP");
+  line("bwd expert FLOPs per rank (k T pairs, uniform)",
+       p.k * p.tokens * m::moe_expert_bwd_flops_per_pair(p.h, d_ff, p.swiglu), "FLOP");
+  line("bwd all-to-all time / expert time",
+       m::moe_bwd_a2a_to_expert_ratio(p.flops, p.bw, p.n_e, d_ff, p.swiglu), "");
+  line("model collective calls fwd + bwd (L layers)", p.layers * (fwd.total() + bwd.total()), "");
+  line("model expert FLOPs per rank fwd + bwd (L layers)",
+       p.layers * p.k * p.tokens *
+           (m::moe_expert_flops_per_pair(p.h, d_ff, p.swiglu) +
+            m::moe_expert_bwd_flops_per_pair(p.h, d_ff, p.swiglu)),
+       "FLOP");
 }
 
 suite::plan::Inputs plan_inputs(const Params& p, double e, double e_grad) {

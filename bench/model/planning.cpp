@@ -168,6 +168,17 @@ void print_moe_plan(const Inputs& in) {
   line("expert compute per MoE layer fwd per rank (k T pairs)", expert, "s");
   line("model MoE fwd per rank, no overlap (L layers)", L * (bytes / in.bw + expert), "s");
   line("model all-to-all bytes per rank, fwd", L * bytes, "B");
+  // Backward: the same bytes (both routes retraced), twice the expert FLOPs.
+  const double bwd_bytes =
+                   m::moe_a2a_bytes_per_rank_fwd_bwd(in.k, in.tokens, in.h, in.n_e, in.e) - bytes,
+               bwd_expert = in.k * in.tokens *
+                            m::moe_expert_bwd_flops_per_pair(in.h, in.d_ff, in.swiglu) / in.flops;
+  const double step = bytes / in.bw + expert + bwd_bytes / in.bw + bwd_expert;
+  line("dispatch + combine per MoE layer bwd per rank", bwd_bytes / in.bw, "s");
+  line("expert compute per MoE layer bwd per rank (2x fwd)", bwd_expert, "s");
+  line("MoE layer fwd + bwd per rank, no overlap", step, "s");
+  line("model MoE fwd + bwd per rank, no overlap (L layers)", L * step, "s");
+  line("model all-to-all bytes per rank, fwd + bwd", L * (bytes + bwd_bytes), "B");
   prediction("moe", L * (bytes / in.bw + expert), L * bytes, 0);
 }
 

@@ -1,5 +1,6 @@
-// moe: MoE expert parallelism (METHODS.md section 4): a router with controllable skew, capacity
-// and drops, dispatch/combine all-to-alls, grouped expert GEMMs.
+// moe: MoE expert parallelism (METHODS.md sections 4 and 5): a router with controllable skew,
+// capacity and drops, dispatch/combine all-to-alls, grouped expert GEMMs; forward, or forward
+// and backward (--pass).
 #include <cmath>
 
 #include "bench/moe/moe_cases.hpp"
@@ -7,13 +8,14 @@
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
+#include "common/pass_list.hpp"
 #include "common/size_list.hpp"
 
 namespace {
 
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu";
+              capacity = "0", mlp = "swiglu", pass = "fwd";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0;
   double balance_rate = 0.05;
@@ -64,6 +66,7 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   s.alphas = parse_numbers(o.alpha, "--alpha");
   if (!o.hot.empty()) s.hot_factors = parse_numbers(o.hot, "--hot-factor");  // else per case
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
+  s.passes = suite::parse_pass_list("--pass", o.pass);
   return s;
 }
 
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
   suite::BenchDefinition def;
   def.name = "moe";
   def.description =
-      "MoE expert parallelism (METHODS.md section 4): one MoE layer forward per case on groups of\n"
+      "MoE expert parallelism (METHODS.md sections 4, 5): one MoE layer per case and pass on "
+      "groups of\n"
       "N_e consecutive ranks (--ep), each holding E/N_e experts and T tokens: route (router GEMM,\n"
       "softmax, top-k, renormalised gates, optional skew and capacity with deterministic drops:\n"
       "lowest gate dropped first, ties by global token index), permute, dispatch (counts, then\n"
@@ -84,8 +88,16 @@ int main(int argc, char** argv) {
       "loss, bytes per rank counted by the transport = what the routing implies, beside\n"
       "2kThe(N_e-1)/N_e, and the all-to-all / expert time ratio beside (F/W)((N_e-1)/N_e)/d_ff.\n"
       "The output is checked against a host reference of the same layer (same routing and drops).\n"
+      "--pass fwd_bwd adds the backward of the same step (METHODS.md section 5) for the loss\n"
+      "<dY, out> + alpha E sum f_i P_i (dY seeded, alpha = 1e-2, f_i held constant): output\n"
+      "gradients to the experts with the dispatch counts, per-expert input and weight gradients\n"
+      "(four GEMMs per expert, 2x the forward FLOPs), input gradients home with the combine\n"
+      "counts, the gates' and router's gradients; dropped copies carry no gradient. Bytes of\n"
+      "both passes = what the routing implies, beside 4kThe(N_e-1)/N_e; gradients (input, expert\n"
+      "weights, router weight, gates) checked against a host double reference.\n"
       "--save-tensors writes chosen experts, gates, kept flags, per-expert counts, input and\n"
-      "output per rank when T*h and T*k are at most 1M elements.";
+      "output per rank when T*h and T*k are at most 1M elements (fwd_bwd: also dY, the\n"
+      "gradients of the input, gates, router weight and local experts' weights).";
   def.add_options = [&](CLI::App& app) {
     app.add_option("--tokens", o.tokens, "T: tokens per rank (list or range, e.g. 256:4096:x2)")
         ->capture_default_str();
@@ -119,6 +131,11 @@ int main(int argc, char** argv) {
                    "step recorded")
         ->capture_default_str();
     app.add_option("--balance-rate", o.balance_rate, "bias change per balancing step")
+        ->capture_default_str();
+    app.add_option("--pass", o.pass,
+                   std::string(suite::kPassHelp) +
+                       ". A fwd_bwd case is named <forward case>_fwd_bwd and has the parameter "
+                       "pass = fwd_bwd")
         ->capture_default_str();
     app.add_option("--ep", o.ep,
                    "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "

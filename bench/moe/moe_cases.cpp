@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_layer.hpp"
 #include "bench/moe/moe_reference.hpp"
+#include "bench/moe/moe_reference_grad.hpp"
 #include "bench/moe/moe_report.hpp"
 #include "common/device_peak.hpp"
 #include "common/errors.hpp"
@@ -31,7 +33,12 @@ class MoeCase final : public BenchCase {
     rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_);
   }
 
-  void step(PhaseTimer& phases) override { layer_->forward(phases); }
+  // fwd_bwd: the forward and the backward timed as wholes too (their phases nest inside).
+  void step(PhaseTimer& phases) override {
+    if (!cfg_.backward()) return layer_->forward(phases);
+    phases.time("forward", [&] { layer_->forward(phases); });
+    phases.time("backward", [&] { layer_->backward(phases); });
+  }
 
   // Bytes first (cheap, always), then the host reference of the layer (skipped when too large).
   CheckOutcome check() override {
@@ -61,17 +68,39 @@ class MoeCase final : public BenchCase {
     }
     ReferenceOutcome ref = check_against_reference(cfg_, layer_->group_rank(), first_token_,
                                                    select_bias_, routing, layer_->local_output());
-    return {ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
+    CheckOutcome out{ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
+    if (!cfg_.backward()) return out;
+    grads_ =
+        check_gradients(cfg_, layer_->group_rank(),
+                        first_token_ - layer_->group_rank() * cfg_.tokens, routing, layer_grads());
+    return {out.passed && grads_->passed, std::max(out.max_abs_err, grads_->max_abs_err()),
+            out.detail + grads_->detail};
   }
 
-  // What the transport counted must be exactly what the routing table implies.
+  LayerGrads layer_grads() const {
+    LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
+    const auto gate = layer_->gate_grad();
+    g.dgate.assign(gate.begin(), gate.end());
+    for (int j = 0; j < cfg_.experts_per_rank(); ++j) {
+      g.dw1.push_back(layer_->expert_w1_grad(j));
+      g.dw2.push_back(layer_->expert_w2_grad(j));
+    }
+    return g;
+  }
+
+  // What the transport counted must be exactly what the routing table implies, in each pass.
   std::string bytes_mismatch() const {
-    const StepBytes m = layer_->measured_bytes(), p = layer_->implied_bytes();
-    if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
-    return "bytes sent (control, dispatch, combine) = (" + std::to_string(m.control) + ", " +
-           std::to_string(m.dispatch) + ", " + std::to_string(m.combine) +
-           ") but the routing implies (" + std::to_string(p.control) + ", " +
-           std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + ")";
+    auto differ = [](const char* pass, const StepBytes& m, const StepBytes& p) -> std::string {
+      if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
+      return std::string(pass) + " bytes sent (control, dispatch, combine) = (" +
+             std::to_string(m.control) + ", " + std::to_string(m.dispatch) + ", " +
+             std::to_string(m.combine) + ") but the routing implies (" + std::to_string(p.control) +
+             ", " + std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + "); ";
+    };
+    std::string why = differ("forward", layer_->measured_bytes(), layer_->implied_bytes());
+    if (cfg_.backward())
+      why += differ("backward", layer_->measured_bwd_bytes(), layer_->implied_bwd_bytes());
+    return why;
   }
 
   void report(const Measurement& m, CaseRecord& rec) override {
@@ -89,6 +118,15 @@ class MoeCase final : public BenchCase {
     for (auto k : layer_->keep())
       f.dropped += k ? 0 : 1;
     f.rates = rates_;
+    f.fwd_calls = layer_->fwd_calls();
+    if (cfg_.backward()) {
+      f.bwd_measured = layer_->measured_bwd_bytes();
+      f.bwd_implied = layer_->implied_bwd_bytes();
+      f.bwd_expert_flops = layer_->bwd_expert_flops();
+      f.bwd_calls = layer_->bwd_calls();
+      if (grads_)
+        f.grad_err = {grads_->input_err, grads_->weights_err, grads_->router_err, grads_->gate_err};
+    }
     report_case(cfg_, m, f, balance_history_, rec);
     add_peak_attrs(rec.attrs, gpu_peak_flops(ctx_.device.name(), cfg_.dtype),
                    {{"calib_flops_per_s", attr_number(rec, "calib_flops_per_s")},
@@ -97,14 +135,32 @@ class MoeCase final : public BenchCase {
 
   std::vector<SavedTensor> tensors() override {
     if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
+    const std::int64_t expert_weights = cfg_.experts_per_rank() * cfg_.h * cfg_.w1_cols();
+    if (cfg_.backward() && (cfg_.h * cfg_.experts > kMaxSaved || expert_weights > kMaxSaved))
+      return {};
     const auto& c = layer_->chosen();
     const auto& g = layer_->gates();
     const auto& k = layer_->keep();
     auto [kept, routed] = local_loads();
     (void)routed;
-    return {{"chosen_expert", {c.begin(), c.end()}}, {"gate", {g.begin(), g.end()}},
-            {"kept", {k.begin(), k.end()}},          {"expert_counts", layer_->group_sum(kept)},
-            {"input", layer_->local_input()},        {"output", layer_->local_output()}};
+    std::vector<SavedTensor> out = {
+        {"chosen_expert", {c.begin(), c.end()}}, {"gate", {g.begin(), g.end()}},
+        {"kept", {k.begin(), k.end()}},          {"expert_counts", layer_->group_sum(kept)},
+        {"input", layer_->local_input()},        {"output", layer_->local_output()}};
+    if (!cfg_.backward()) return out;
+    const LayerGrads grads = layer_grads();
+    std::vector<double> w1, w2;  // local experts' gradients, concatenated
+    for (int j = 0; j < cfg_.experts_per_rank(); ++j) {
+      w1.insert(w1.end(), grads.dw1[j].begin(), grads.dw1[j].end());
+      w2.insert(w2.end(), grads.dw2[j].begin(), grads.dw2[j].end());
+    }
+    out.push_back({"grad_output", layer_->grad_output()});
+    out.push_back({"grad_input", grads.dx});
+    out.push_back({"grad_gate", grads.dgate});
+    out.push_back({"grad_router", grads.dw_router});
+    out.push_back({"grad_w1", std::move(w1)});
+    out.push_back({"grad_w2", std::move(w2)});
+    return out;
   }
 
  private:
@@ -143,6 +199,7 @@ class MoeCase final : public BenchCase {
   std::vector<float> select_bias_;
   std::vector<double> balance_history_;
   Rates rates_;
+  std::optional<GradOutcome> grads_;  // the last check's gradient errors (fwd_bwd)
 };
 
 // The largest all-to-all-v a rank can receive: every copy of the group for its experts
@@ -180,8 +237,13 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
                  {"balance_rate", cfg.balance_rate},
                  {"n_e", std::int64_t{cfg.n_e}},
                  {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
+  // Forward cases keep the parameters they always had (compare pairs them with baselines).
+  if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
   spec.make = [&ctx, cfg] { return std::make_unique<MoeCase>(ctx, cfg); };
   spec.console_counters = {"expert_load_max_over_mean", "drop_rate", "a2a_bytes_per_rank"};
+  if (cfg.backward())
+    spec.console_counters.insert(spec.console_counters.end(),
+                                 {"fwd_bwd_a2a_bytes_per_rank", "bwd_over_fwd_time"});
   return spec;
 }
 
@@ -217,7 +279,10 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
               throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
             validate(cfg);
             check_transport_limit(ctx, cfg);
-            specs.push_back(make_spec(ctx, cfg));
+            for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
+              cfg.pass = pass;
+              specs.push_back(make_spec(ctx, cfg));
+            }
           }
       }
   // Knob lists are validated even when no case uses them (a typo must not pass silently).

@@ -1,5 +1,6 @@
 // The moe benchmark's cases: one per point of the sweep (tokens, experts, skew and its knob,
-// capacity factor), each an MoE layer forward on EP groups of N_e consecutive ranks.
+// capacity factor) and pass (--pass: the forward, or forward then backward), each an MoE layer
+// on EP groups of N_e consecutive ranks.
 #pragma once
 
 #include <vector>
@@ -17,6 +18,7 @@ struct MoeSweep {
   std::vector<Skew> skews;
   std::vector<double> alphas, capacity_factors;
   std::vector<double> hot_factors;  // empty: default_hot_factor(E, k) per case
+  std::vector<Pass> passes{Pass::fwd};
 };
 
 // Validates every point (UsageError naming the first bad one) and builds the cases.

@@ -92,6 +92,7 @@ double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t
   const double u = static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1;  // uniform in [-1, 1)
   switch (t) {
     case Tensor::input:
+    case Tensor::grad_output:
       return u;
     case Tensor::router:  // logits of standard deviation about 1
       return u * 3.0 / std::sqrt(static_cast<double>(c.h));
@@ -122,7 +123,8 @@ std::string case_name(const MoeConfig& c) {
   if (c.skew == Skew::hot) name += "_m" + num(c.hot_factor);
   name += c.dropless() ? "_dropless" : "_cf" + num(c.capacity_factor);
   if (c.balance_steps > 0) name += "_bal" + std::to_string(c.balance_steps);
-  return name + "_ep" + std::to_string(c.n_e);
+  name += "_ep" + std::to_string(c.n_e);
+  return c.backward() ? name + "_fwd_bwd" : name;
 }
 
 }  // namespace suite::moe

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/pass_list.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::moe {
@@ -19,6 +20,10 @@ constexpr const char* mlp_name(Mlp m) {
 constexpr const char* skew_name(Skew s) {
   return s == Skew::none ? "none" : s == Skew::zipf ? "zipf" : "hot";
 }
+
+// METHODS.md's alpha of the Switch load-balancing loss alpha E sum_i f_i P_i: reported by
+// every case, and its gradient (f_i held constant, P_i differentiable) is part of the backward.
+constexpr double kAuxLossAlpha = 1e-2;
 
 // Hot-expert load factor M used when --hot-factor is not given: 3 where E/k > 3, else
 // (1 + E/k)/2, the middle of the valid range [1, E/k) (1 when k = E). Valid for every E and k.
@@ -39,11 +44,13 @@ struct MoeConfig {
   int n_e = 1;                            // EP group size
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
+  Pass pass = Pass::fwd;  // fwd_bwd: forward then backward of the same step
 
   int experts_per_rank() const { return experts / n_e; }
   // Columns of the first expert matrix: SwiGLU's gate and up halves side by side.
   std::int64_t w1_cols() const { return mlp == Mlp::swiglu ? 2 * d_ff : d_ff; }
   bool dropless() const { return !(capacity_factor > 0); }
+  bool backward() const { return pass == Pass::fwd_bwd; }
 };
 
 // Throws UsageError naming the first constraint the case breaks.
@@ -55,15 +62,17 @@ void validate(const MoeConfig& c);
 std::vector<float> skew_logit_bias(const MoeConfig& c);
 
 // Deterministic values keyed by (seed, tensor, index, row, column): index is the expert for
-// weights, 0 for the router; rows of `input` are global token indices.
-enum class Tensor : std::uint64_t { input = 1, router, w1, w2 };
+// weights, 0 for the router; rows of `input` and `grad_output` (the loss's gradient dY with
+// respect to the layer output, fed to the backward) are global token indices.
+enum class Tensor : std::uint64_t { input = 1, router, w1, w2, grad_output };
 double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t row,
                   std::int64_t col);
 // Row-major [rows, cols] block of rows [r0, r0 + rows).
 std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
                                std::int64_t rows, std::int64_t cols);
 
-// "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case.
+// "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case;
+// the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them).
 std::string case_name(const MoeConfig& c);
 
 }  // namespace suite::moe

@@ -11,19 +11,19 @@ namespace {
 
 namespace km = kernels::moe;
 
-// Grows a device buffer to at least `bytes` (never to zero bytes, so pointers stay valid for
-// zero-length transfers). Sizes repeat from step to step, so growth happens in warm-up.
-void ensure(Device& device, Buffer& b, std::size_t bytes) {
-  bytes = std::max<std::size_t>(bytes, 64);
-  if (b.bytes() < bytes) b = device.alloc(bytes);
-}
-
 template <class T>
 std::size_t bytes_of(const std::vector<T>& v) {
   return v.size() * sizeof(T);
 }
 
 }  // namespace
+
+// Grows a device buffer to at least `bytes` (never to zero bytes, so pointers stay valid for
+// zero-length transfers). Sizes repeat from step to step, so growth happens in warm-up.
+void MoeLayer::ensure(Buffer& b, std::size_t bytes) {
+  bytes = std::max<std::size_t>(bytes, 64);
+  if (b.bytes() < bytes) b = device_.alloc(bytes);
+}
 
 MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops,
                    std::int64_t first_token)
@@ -63,11 +63,25 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
   gates_.resize(chosen_.size());
   keep_.assign(chosen_.size(), 1);
   prob_sum_.assign(static_cast<std::size_t>(E), 0.0f);
+  if (!cfg.backward()) return;
+  dy_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
+  upload_values(dy_, init_block(cfg, Tensor::grad_output, 0, first_token, T, h));
+  dx_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
+  dw_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
+  dlogits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
+  gate_grad_dev_ = device.alloc(static_cast<std::size_t>(T * cfg.k) * sizeof(float));
+  prob_grad_dev_ = device.alloc(static_cast<std::size_t>(E) * sizeof(float));
+  routed_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+  routed_recv_ = device.alloc(static_cast<std::size_t>(E * ranks_) * sizeof(double));
+  for (std::size_t j = 0; j < w1_.size(); ++j) {
+    dw1_.push_back(device.alloc(w1_[j].bytes()));
+    dw2_.push_back(device.alloc(w2_[j].bytes()));
+  }
 }
 
 void MoeLayer::set_select_bias(const std::vector<float>& bias) {
   SUITE_CHECK(bias.size() == static_cast<std::size_t>(cfg_.experts), "one bias per expert");
-  ensure(device_, select_bias_, bytes_of(bias));
+  ensure(select_bias_, bytes_of(bias));
   upload(select_bias_, bias.data(), bytes_of(bias));
 }
 
@@ -95,6 +109,7 @@ void MoeLayer::route() {
     const std::int64_t before = comm_.bytes().sent;
     std::vector<double> all = group_gather(meta);
     measured_.control += comm_.bytes().sent - before;
+    ++fwd_calls_.all_gather;
     const std::int64_t total = copies * ranks_;
     std::vector<std::int32_t> all_chosen(static_cast<std::size_t>(total));
     std::vector<float> all_gates(static_cast<std::size_t>(total));
@@ -110,15 +125,15 @@ void MoeLayer::route() {
     std::copy_n(all_keep.begin() + rank_ * copies, copies, keep_.begin());
   }
   plan_ = km::plan_dispatch(T, k, cfg_.experts, ranks_, chosen_.data(), keep_.data());
-  ensure(device_, send_src_, bytes_of(plan_.send_src));
+  ensure(send_src_, bytes_of(plan_.send_src));
   upload(send_src_, plan_.send_src.data(), bytes_of(plan_.send_src));
-  ensure(device_, slot_pos_, bytes_of(plan_.slot_pos));
+  ensure(slot_pos_, bytes_of(plan_.slot_pos));
   upload(slot_pos_, plan_.slot_pos.data(), bytes_of(plan_.slot_pos));
 }
 
 void MoeLayer::permute_in() {
   const std::int64_t rows = static_cast<std::int64_t>(plan_.send_src.size());
-  ensure(device_, send_, static_cast<std::size_t>(rows * cfg_.h) * e_);
+  ensure(send_, static_cast<std::size_t>(rows * cfg_.h) * e_);
   ops_.gather_rows(rows, cfg_.h, send_src_.as<std::int64_t>(), x_.data(), send_.data());
 }
 
@@ -132,6 +147,7 @@ void MoeLayer::dispatch() {
   comm_.all_to_all(counts_send_.data(), counts_recv_.data(), static_cast<std::size_t>(per_rank),
                    DType::fp64);
   measured_.control += comm_.bytes().sent - before;
+  ++fwd_calls_.all_to_all;
   device_.copy_to_host(counts.data(), counts_recv_.data(), bytes_of(counts));
   recv_counts_.assign(counts.begin(), counts.end());
 
@@ -154,32 +170,43 @@ void MoeLayer::dispatch() {
     recv_off += recv_elems_[r];
   }
   recv_rows_ = static_cast<std::int64_t>(recv_off) / h;
-  if (recv_off > comm_.max_count() || send_off > comm_.max_count())
-    throw std::runtime_error("moe: one all-to-all-v of " + std::to_string(recv_off) +
+  ensure(recv_, recv_off * e_);
+  measured_.dispatch = all_to_all_v_bytes(send_.data(), send_elems_, send_displs_, recv_.data(),
+                                          recv_elems_, recv_displs_);
+  ++fwd_calls_.all_to_all_v;
+}
+
+std::int64_t MoeLayer::all_to_all_v_bytes(const void* send,
+                                          const std::vector<std::size_t>& send_elems,
+                                          const std::vector<std::size_t>& send_displs, void* recv,
+                                          const std::vector<std::size_t>& recv_elems,
+                                          const std::vector<std::size_t>& recv_displs) {
+  const std::size_t sent = send_displs.back() + send_elems.back(),
+                    got = recv_displs.back() + recv_elems.back();
+  if (sent > comm_.max_count() || got > comm_.max_count())
+    throw std::runtime_error("moe: one all-to-all-v of " + std::to_string(std::max(sent, got)) +
                              " elements is above this transport's limit");
-  ensure(device_, recv_, recv_off * e_);
-  before = comm_.bytes().sent;
-  comm_.all_to_all_v(send_.data(), send_elems_, send_displs_, recv_.data(), recv_elems_,
-                     recv_displs_, cfg_.dtype);
-  measured_.dispatch = comm_.bytes().sent - before;
+  const std::int64_t before = comm_.bytes().sent;
+  comm_.all_to_all_v(send, send_elems, send_displs, recv, recv_elems, recv_displs, cfg_.dtype);
+  return comm_.bytes().sent - before;
 }
 
 void MoeLayer::regroup() {
   regroup_ = km::plan_regroup(ranks_, cfg_.experts_per_rank(), recv_counts_.data());
-  ensure(device_, regroup_gather_, bytes_of(regroup_.gather));
+  ensure(regroup_gather_, bytes_of(regroup_.gather));
   upload(regroup_gather_, regroup_.gather.data(), bytes_of(regroup_.gather));
-  ensure(device_, regroup_scatter_, bytes_of(regroup_.scatter));
+  ensure(regroup_scatter_, bytes_of(regroup_.scatter));
   upload(regroup_scatter_, regroup_.scatter.data(), bytes_of(regroup_.scatter));
-  ensure(device_, expert_in_, static_cast<std::size_t>(recv_rows_ * cfg_.h) * e_);
+  ensure(expert_in_, static_cast<std::size_t>(recv_rows_ * cfg_.h) * e_);
   ops_.gather_rows(recv_rows_, cfg_.h, regroup_gather_.as<std::int64_t>(), recv_.data(),
                    expert_in_.data());
 }
 
 void MoeLayer::experts() {
   const std::int64_t h = cfg_.h, d_ff = cfg_.d_ff, w1c = cfg_.w1_cols();
-  ensure(device_, hidden_, static_cast<std::size_t>(recv_rows_ * w1c) * e_);
-  ensure(device_, act_, static_cast<std::size_t>(recv_rows_ * d_ff) * e_);
-  ensure(device_, expert_out_, static_cast<std::size_t>(recv_rows_ * h) * e_);
+  ensure(hidden_, static_cast<std::size_t>(recv_rows_ * w1c) * e_);
+  ensure(act_, static_cast<std::size_t>(recv_rows_ * d_ff) * e_);
+  ensure(expert_out_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   std::int64_t offset = 0;
   // One GEMM per local expert over all of its rows (never per token).
   for (std::size_t j = 0; j < w1_.size(); ++j) {
@@ -203,21 +230,21 @@ void MoeLayer::experts() {
 
 void MoeLayer::combine() {
   const std::int64_t h = cfg_.h;
-  ensure(device_, back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
+  ensure(back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), expert_out_.data(),
                    back_send_.data());
   const std::size_t sent_rows = plan_.send_src.size();
-  ensure(device_, back_recv_, sent_rows * static_cast<std::size_t>(h) * e_);
-  const std::int64_t before = comm_.bytes().sent;
+  ensure(back_recv_, sent_rows * static_cast<std::size_t>(h) * e_);
   // The reverse exchange: what came from rank r goes back to rank r.
-  comm_.all_to_all_v(back_send_.data(), recv_elems_, recv_displs_, back_recv_.data(), send_elems_,
-                     send_displs_, cfg_.dtype);
-  measured_.combine = comm_.bytes().sent - before;
+  measured_.combine = all_to_all_v_bytes(back_send_.data(), recv_elems_, recv_displs_,
+                                         back_recv_.data(), send_elems_, send_displs_);
+  ++fwd_calls_.all_to_all_v;
   ops_.combine(cfg_.tokens, cfg_.k, h, slot_pos_.as<std::int64_t>(), gates_dev_.as<float>(),
                back_recv_.data(), out_.data());
 }
 
 void MoeLayer::forward(PhaseTimer& phases) {
+  fwd_calls_ = {};
   phases.time("route", [&] { route(); });
   phases.time("permute", [&] { permute_in(); });
   phases.time("dispatch", [&] { dispatch(); });
@@ -260,8 +287,8 @@ std::vector<double> MoeLayer::group_sum(const std::vector<double>& v) {
 
 std::vector<double> MoeLayer::group_gather(const std::vector<double>& v) {
   std::vector<double> all(v.size() * static_cast<std::size_t>(ranks_));
-  ensure(device_, meta_send_, bytes_of(v));
-  ensure(device_, meta_recv_, bytes_of(all));
+  ensure(meta_send_, bytes_of(v));
+  ensure(meta_recv_, bytes_of(all));
   upload(meta_send_, v.data(), bytes_of(v));
   comm_.all_gather(meta_send_.data(), meta_recv_.data(), v.size(), DType::fp64);
   device_.copy_to_host(all.data(), meta_recv_.data(), bytes_of(all));

@@ -10,6 +10,18 @@
 //             SwiGLU's silu(gate) * up), one GEMM [n_j, d_ff] x [d_ff, h];
 //   combine:  rows back to received order, the reverse all-to-all-v, the gate-weighted sum.
 // A dropped copy contributes nothing (the token keeps its residual path, outside this layer).
+//
+// The backward (moe_layer_backward.cpp, METHODS.md section 5), of the loss <dY, out> + L_aux
+// with dY a seeded output gradient and L_aux = alpha E sum_i f_i P_i (f_i held constant):
+//   bwd_combine:  gate gradients <dY_t, y_c> and gate-weighted output gradients in send order,
+//                 the all-to-all-v to the experts' ranks with the dispatch counts;
+//   bwd_permute:  rows regrouped expert-major, and the input gradients back to received order;
+//   bwd_expert:   per local expert dA = dY W2^T, dW2 = A^T dY, the activation's backward,
+//                 dW1 = X^T dH, dX = dH W1^T: four GEMMs over its rows (2x the forward FLOPs);
+//   bwd_dispatch: the input gradients home with the combine counts, each token's copies summed;
+//   bwd_router:   the group's routed counts (f_i) all-gathered, the gates' and softmax's backward
+//                 (choice held fixed), dW_router = x^T dz, dx += dz W_router^T.
+// Dropped copies carry no gradient (no row, gate gradient 0).
 #pragma once
 
 #include <cstdint>
@@ -24,11 +36,20 @@
 namespace suite::moe {
 
 // Bytes this rank handed to the transport in one step, by purpose.
+// Backward: by the phase that sends them: control = bwd_router's all-gather of the routed
+// counts, combine = output gradients to the experts (the dispatch's route), dispatch = input
+// gradients home (the combine's route).
 struct StepBytes {
   std::int64_t control = 0;   // counts all-to-all (+ routing all-gather under a capacity)
   std::int64_t dispatch = 0;  // token rows out
   std::int64_t combine = 0;   // expert outputs back
   std::int64_t total() const { return control + dispatch + combine; }
+};
+
+// Collective calls of one pass of the step, counted where the layer makes them.
+struct CollectiveCalls {
+  int all_to_all = 0, all_to_all_v = 0, all_gather = 0;
+  int total() const { return all_to_all + all_to_all_v + all_gather; }
 };
 
 class MoeLayer {
@@ -40,6 +61,8 @@ class MoeLayer {
   // Route only (the "route" phase of forward): fills the routing arrays below.
   void route();
   void forward(PhaseTimer& phases);
+  // The backward of the last forward (cfg.pass == fwd_bwd), on its buffers.
+  void backward(PhaseTimer& phases);
   // Bias added to routing scores for the choice only (aux-loss-free balancing).
   void set_select_bias(const std::vector<float>& bias);
 
@@ -56,11 +79,31 @@ class MoeLayer {
   // Transport-counted bytes of the last forward(), and what the routing table implies.
   const StepBytes& measured_bytes() const { return measured_; }
   StepBytes implied_bytes() const;
+  // The same for the last backward(): the rows retrace the forward's routes in reverse.
+  const StepBytes& measured_bwd_bytes() const { return measured_bwd_; }
+  StepBytes implied_bwd_bytes() const;
+  const CollectiveCalls& fwd_calls() const { return fwd_calls_; }
+  const CollectiveCalls& bwd_calls() const { return bwd_calls_; }
 
   std::vector<double> local_input() const { return to_host(x_, cfg_.tokens * cfg_.h); }
   std::vector<double> local_output() const { return to_host(out_, cfg_.tokens * cfg_.h); }
   // Expert FLOPs of the last forward on this rank (received rows x per-row FLOPs).
   double expert_flops() const;
+  // Expert GEMM FLOPs the last backward issued on this rank (2 m n k per GEMM).
+  double bwd_expert_flops() const { return bwd_flops_; }
+
+  // Gradients of the last backward on this rank: dY fed in and dX [T, h]; the router weight's
+  // [h, E] (this rank's tokens only: the data-parallel all-reduce of replicated weights is
+  // outside the layer); each local expert's [h, w1_cols] and [d_ff, h] (complete: every row
+  // the group routed to it); the gates' [T, k] (0 for dropped copies).
+  std::vector<double> grad_output() const { return to_host(dy_, cfg_.tokens * cfg_.h); }
+  std::vector<double> input_grad() const { return to_host(dx_, cfg_.tokens * cfg_.h); }
+  std::vector<double> router_weight_grad() const {
+    return to_host(dw_router_, cfg_.h * cfg_.experts);
+  }
+  std::vector<double> expert_w1_grad(int j) const;
+  std::vector<double> expert_w2_grad(int j) const;
+  std::vector<float> gate_grad() const;
 
   // Collective over the group: element-wise sum, and every rank's vector in rank order.
   std::vector<double> group_sum(const std::vector<double>& v);
@@ -74,6 +117,16 @@ class MoeLayer {
   void regroup();
   void experts();
   void combine();
+  void combine_backward();
+  void regroup_backward();
+  void experts_backward();
+  void dispatch_backward();
+  void router_backward();
+  std::int64_t all_to_all_v_bytes(const void* send, const std::vector<std::size_t>& send_elems,
+                                  const std::vector<std::size_t>& send_displs, void* recv,
+                                  const std::vector<std::size_t>& recv_elems,
+                                  const std::vector<std::size_t>& recv_displs);
+  void ensure(Buffer& b, std::size_t bytes);
   void upload(Buffer& dst, const void* src, std::size_t bytes);
   void upload_values(Buffer& dst, const std::vector<double>& values);
   std::vector<double> to_host(const Buffer& b, std::int64_t n) const;
@@ -94,6 +147,11 @@ class MoeLayer {
   Buffer logits_, chosen_dev_, gates_dev_, prob_sum_dev_, send_src_, slot_pos_, send_, counts_send_,
       counts_recv_, recv_, regroup_gather_, regroup_scatter_, expert_in_, hidden_, act_,
       expert_out_, back_send_, back_recv_, out_, meta_send_, meta_recv_;
+  // Backward: dY (fixed), gradients and their per-step buffers (grown on demand).
+  Buffer dy_, dx_, dw_router_, gate_grad_dev_, prob_grad_dev_, grad_send_, grad_recv_,
+      d_expert_out_, d_act_, d_hidden_, d_expert_in_, d_back_send_, d_back_recv_, dlogits_,
+      routed_send_, routed_recv_;
+  std::vector<Buffer> dw1_, dw2_;
 
   // Host copies of the routing and plans of the last step.
   std::vector<std::int32_t> chosen_;
@@ -104,7 +162,9 @@ class MoeLayer {
   std::vector<std::int64_t> recv_counts_;
   std::vector<std::size_t> send_elems_, send_displs_, recv_elems_, recv_displs_;
   std::int64_t recv_rows_ = 0;
-  StepBytes measured_;
+  StepBytes measured_, measured_bwd_;
+  CollectiveCalls fwd_calls_, bwd_calls_;
+  double bwd_flops_ = 0;
 };
 
 }  // namespace suite::moe

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <vector>
 
 #include "bench/moe/moe_ops.hpp"
@@ -15,9 +16,10 @@ namespace k = kernels::cpu;
 template <class T>
 class CpuMoeOps final : public MoeOps {
  public:
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
-            void* c) override {
-    k::gemm<T>(false, false, m, n, kk, T(1), in(a), kk, in(b), n, T(0), out(c), n);
+  void gemm_ex(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, const void* a,
+               const void* b, double beta, void* c) override {
+    k::gemm<T>(ta, tb, m, n, kk, T(1), in(a), ta ? m : kk, in(b), tb ? kk : n, static_cast<T>(beta),
+               out(c), n);
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
               const float* select_bias, std::int32_t* chosen, float* gates,
@@ -42,6 +44,26 @@ class CpuMoeOps final : public MoeOps {
   void silu_mul(std::int64_t rows, std::int64_t cols, const void* x, void* y) override {
     k::silu_mul_forward<T>(rows, cols, in(x), out(y));
   }
+  void combine_backward(std::int64_t tokens, int kk, std::int64_t cols,
+                        const std::int64_t* slot_pos, const float* gates, const void* grad_out,
+                        const void* back, void* grad_back, float* gate_grad) override {
+    km::cpu::combine_backward<T>(tokens, kk, cols, slot_pos, gates, in(grad_out), in(back),
+                                 out(grad_back), gate_grad);
+  }
+  void router_backward(std::int64_t tokens, int experts, int kk, const void* logits,
+                       const float* logit_bias, const std::int32_t* chosen, const float* gate_grad,
+                       const float* prob_grad, void* dlogits) override {
+    km::cpu::router_backward<T>(tokens, experts, kk, in(logits), logit_bias, chosen, gate_grad,
+                                prob_grad, out(dlogits));
+  }
+  void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
+    km::cpu::gelu_backward<T>(n, in(x), in(dy), out(dx));
+  }
+  void silu_mul_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* dy,
+                         void* dx) override {
+    km::cpu::swiglu_backward<T>(rows, cols, in(x), in(dy), out(dx));
+  }
+  void zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
 
  private:
   static const T* in(const void* p) { return static_cast<const T*>(p); }

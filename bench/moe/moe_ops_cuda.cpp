@@ -4,6 +4,7 @@
 
 #include "bench/moe/moe_ops.hpp"
 #include "kernels/core/cublas_handle.hpp"
+#include "kernels/core/cuda_check.hpp"
 #include "kernels/gemm/gemm_cuda.hpp"
 #include "kernels/moe/moe_cuda.hpp"
 #include "kernels/tokenwise/tokenwise_cuda.hpp"
@@ -20,9 +21,10 @@ class CudaMoeOps final : public MoeOps {
       : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
     blas_.set_stream(stream_);
   }
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
-            void* c) override {
-    k::gemm(blas_, stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+  void gemm_ex(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, const void* a,
+               const void* b, double beta, void* c) override {
+    k::gemm(blas_, stream_, dtype_, ta, tb, m, n, kk, 1.0f, a, ta ? m : kk, b, tb ? kk : n,
+            static_cast<float>(beta), c, n);
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
               const float* select_bias, std::int32_t* chosen, float* gates,
@@ -43,6 +45,28 @@ class CudaMoeOps final : public MoeOps {
   }
   void silu_mul(std::int64_t rows, std::int64_t cols, const void* x, void* y) override {
     k::silu_mul_forward(stream_, dtype_, rows, cols, x, y);
+  }
+  void combine_backward(std::int64_t tokens, int kk, std::int64_t cols,
+                        const std::int64_t* slot_pos, const float* gates, const void* grad_out,
+                        const void* back, void* grad_back, float* gate_grad) override {
+    km::combine_backward(stream_, dtype_, tokens, kk, cols, slot_pos, gates, grad_out, back,
+                         grad_back, gate_grad);
+  }
+  void router_backward(std::int64_t tokens, int experts, int kk, const void* logits,
+                       const float* logit_bias, const std::int32_t* chosen, const float* gate_grad,
+                       const float* prob_grad, void* dlogits) override {
+    km::router_backward(stream_, dtype_, tokens, experts, kk, logits, logit_bias, chosen, gate_grad,
+                        prob_grad, dlogits);
+  }
+  void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
+    km::gelu_backward(stream_, dtype_, n, x, dy, dx);
+  }
+  void silu_mul_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* dy,
+                         void* dx) override {
+    km::swiglu_backward(stream_, dtype_, rows, cols, x, dy, dx);
+  }
+  void zero(void* p, std::size_t bytes) override {
+    SUITE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   }
 
  private:

@@ -24,8 +24,8 @@ std::vector<double> rounded(std::vector<double> v, DType t) {
 // Per token: router probabilities p (softmax of rounded logits + skew bias), in double.
 std::vector<double> reference_probs(const MoeConfig& c, std::int64_t first_token) {
   const std::int64_t T = c.tokens, h = c.h, E = c.experts;
-  const auto x = rounded(init_block(c, Tensor::input, 0, first_token, T, h), c.dtype);
-  const auto w = rounded(init_block(c, Tensor::router, 0, 0, h, E), c.dtype);
+  const auto x = device_values(c, Tensor::input, 0, first_token, T, h);
+  const auto w = device_values(c, Tensor::router, 0, 0, h, E);
   const auto bias = skew_logit_bias(c);
   std::vector<double> p(static_cast<std::size_t>(T * E));
   for (std::int64_t t = 0; t < T; ++t) {
@@ -75,29 +75,23 @@ std::vector<double> reference_output(const MoeConfig& c, std::int64_t first_toke
                                      const std::int32_t* chosen, const float* gates,
                                      const std::uint8_t* keep) {
   const std::int64_t T = c.tokens, h = c.h, d_ff = c.d_ff, w1c = c.w1_cols();
-  const auto x = rounded(init_block(c, Tensor::input, 0, first_token, T, h), c.dtype);
-  std::vector<double> out(static_cast<std::size_t>(T * h), 0.0), hidden(w1c), act(d_ff);
+  const auto x = device_values(c, Tensor::input, 0, first_token, T, h);
+  std::vector<double> out(static_cast<std::size_t>(T * h), 0.0), hidden(w1c), act(d_ff), y(h);
   for (int e = 0; e < c.experts; ++e) {
     bool used = false;
     for (std::int64_t i = 0; i < T * c.k && !used; ++i)
       used = keep[i] && chosen[i] == e;
     if (!used) continue;
-    const auto w1 = rounded(init_block(c, Tensor::w1, e, 0, h, w1c), c.dtype);
-    const auto w2 = rounded(init_block(c, Tensor::w2, e, 0, d_ff, h), c.dtype);
+    const auto w1 = device_values(c, Tensor::w1, e, 0, h, w1c);
+    const auto w2 = device_values(c, Tensor::w2, e, 0, d_ff, h);
     for (std::int64_t t = 0; t < T; ++t) {
       for (int s = 0; s < c.k; ++s) {
         const std::int64_t i = km::copy_index(t, s, c.k);
         if (!keep[i] || chosen[i] != e) continue;
-        std::fill(hidden.begin(), hidden.end(), 0.0);
+        reference_mlp_row(c, w1.data(), w2.data(), x.data() + t * h, hidden.data(), act.data(),
+                          y.data());
         for (std::int64_t a = 0; a < h; ++a)
-          for (std::int64_t b = 0; b < w1c; ++b)
-            hidden[b] += x[t * h + a] * w1[a * w1c + b];
-        for (std::int64_t b = 0; b < d_ff; ++b)
-          act[b] = c.mlp == Mlp::swiglu ? kernels::silu(hidden[b]) * hidden[d_ff + b]
-                                        : kernels::gelu_tanh(hidden[b]);
-        for (std::int64_t b = 0; b < d_ff; ++b)
-          for (std::int64_t a = 0; a < h; ++a)
-            out[t * h + a] += gates[i] * act[b] * w2[b * h + a];
+          out[t * h + a] += gates[i] * y[a];
       }
     }
   }
@@ -105,6 +99,27 @@ std::vector<double> reference_output(const MoeConfig& c, std::int64_t first_toke
 }
 
 }  // namespace
+
+std::vector<double> device_values(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
+                                  std::int64_t rows, std::int64_t cols) {
+  return rounded(init_block(c, t, index, r0, rows, cols), c.dtype);
+}
+
+void reference_mlp_row(const MoeConfig& c, const double* w1, const double* w2, const double* x,
+                       double* hidden, double* act, double* y) {
+  const std::int64_t h = c.h, d_ff = c.d_ff, w1c = c.w1_cols();
+  std::fill(hidden, hidden + w1c, 0.0);
+  for (std::int64_t a = 0; a < h; ++a)
+    for (std::int64_t b = 0; b < w1c; ++b)
+      hidden[b] += x[a] * w1[a * w1c + b];
+  for (std::int64_t b = 0; b < d_ff; ++b)
+    act[b] = c.mlp == Mlp::swiglu ? kernels::silu(hidden[b]) * hidden[d_ff + b]
+                                  : kernels::gelu_tanh(hidden[b]);
+  std::fill(y, y + h, 0.0);
+  for (std::int64_t b = 0; b < d_ff; ++b)
+    for (std::int64_t a = 0; a < h; ++a)
+      y[a] += act[b] * w2[b * h + a];
+}
 
 double output_tolerance(DType t) {
   switch (t) {
@@ -132,13 +147,17 @@ double routing_tolerance(DType t) {
 
 bool reference_too_large(const MoeConfig& c, std::string& why) {
   const double weights = static_cast<double>(c.experts) * c.h * (c.w1_cols() + c.d_ff);
-  const double flops = 2.0 * c.tokens * c.k * c.h * (c.w1_cols() + c.d_ff);
-  if (weights <= 2e8 && flops <= 2e10) return false;
-  char text[200];
+  // The gradient reference runs each copy forward and backward (3x), for this rank's tokens
+  // and for the copies its experts received (about as many again), and holds the group's rows.
+  const double flops =
+      (c.backward() ? 6.0 : 1.0) * 2.0 * c.tokens * c.k * c.h * (c.w1_cols() + c.d_ff);
+  const double rows = c.backward() ? 2.0 * c.tokens * c.n_e * c.h : 0.0;
+  if (weights <= 2e8 && flops <= 2e10 && rows <= 1e8) return false;
+  char text[240];
   std::snprintf(text, sizeof text,
-                "the host reference would generate %.3g weights and run %.3g FLOPs per rank "
-                "(limits 2e8 and 2e10); check a smaller case",
-                weights, flops);
+                "the host reference would generate %.3g weights, run %.3g FLOPs and hold %.3g "
+                "group row elements per rank (limits 2e8, 2e10 and 1e8); check a smaller case",
+                weights, flops, rows);
   why = text;
   return true;
 }

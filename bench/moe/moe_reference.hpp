@@ -31,6 +31,16 @@ struct ReferenceOutcome {
 double output_tolerance(DType t);
 double routing_tolerance(DType t);
 
+// init_block's values as the device holds them: generated in double, rounded to c.dtype.
+std::vector<double> device_values(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
+                                  std::int64_t rows, std::int64_t cols);
+
+// One row through an expert's MLP in double: hidden [w1_cols] = x W1 (w1 [h, w1_cols]), act
+// [d_ff] (GeLU, or SwiGLU's silu(gate) * up), y [h] = act W2 (w2 [d_ff, h]). Shared by the
+// output and the gradient references.
+void reference_mlp_row(const MoeConfig& c, const double* w1, const double* w2, const double* x,
+                       double* hidden, double* act, double* y);
+
 // True when the reference of this case is too large to compute on the host in a check (then
 // the check is skipped, with the reason in `why`).
 bool reference_too_large(const MoeConfig& c, std::string& why);

@@ -6,7 +6,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/moe/moe_grad.hpp"
 #include "kernels/moe/moe_index.hpp"
+#include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::moe {
 
@@ -153,7 +156,7 @@ void combine(std::int64_t tokens, int k, std::int64_t cols, const std::int64_t* 
     for (int s = 0; s < k; ++s) {
       const std::int64_t pos = slot_pos[copy_index(t, s, k)];
       if (pos < 0) continue;
-      const double g = gates[copy_index(t, s, k)];
+      const double g = gates ? gates[copy_index(t, s, k)] : 1.0;
       for (std::int64_t c = 0; c < cols; ++c)
         acc[c] += g * static_cast<double>(back[pos * cols + c]);
     }
@@ -162,12 +165,95 @@ void combine(std::int64_t tokens, int k, std::int64_t cols, const std::int64_t* 
   }
 }
 
+template <class T>
+void combine_backward(std::int64_t tokens, int k, std::int64_t cols, const std::int64_t* slot_pos,
+                      const float* gates, const T* grad_out, const T* back, T* grad_back,
+                      float* gate_grad) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const T* dy = grad_out + t * cols;
+    for (int s = 0; s < k; ++s) {
+      const std::int64_t c = copy_index(t, s, k), pos = slot_pos[c];
+      if (pos < 0) {
+        gate_grad[c] = 0;
+        continue;
+      }
+      const T* y = back + pos * cols;
+      T* row = grad_back + pos * cols;
+      const double g = gates[c];
+      double dot = 0;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        dot += static_cast<double>(dy[j]) * static_cast<double>(y[j]);
+        row[j] = static_cast<T>(g * static_cast<double>(dy[j]));
+      }
+      gate_grad[c] = static_cast<float>(dot);
+    }
+  }
+}
+
+template <class T>
+void router_backward(std::int64_t tokens, int experts, int k, const T* logits,
+                     const float* logit_bias, const std::int32_t* chosen, const float* gate_grad,
+                     const float* prob_grad, T* dlogits) {
+  std::vector<double> p(static_cast<std::size_t>(experts)), dp(p.size());
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const T* z = logits + t * experts;
+    double zmax = -INFINITY, sum = 0;
+    for (int e = 0; e < experts; ++e)
+      zmax = std::max(zmax, static_cast<double>(z[e]) + logit_bias[e]);
+    for (int e = 0; e < experts; ++e)
+      sum += p[e] = std::exp(static_cast<double>(z[e]) + logit_bias[e] - zmax);
+    double chosen_sum = 0, weighted = 0;
+    for (int e = 0; e < experts; ++e) {
+      p[e] /= sum;
+      dp[e] = prob_grad[e];
+    }
+    for (int s = 0; s < k; ++s)
+      chosen_sum += p[chosen[copy_index(t, s, k)]];
+    for (int s = 0; s < k; ++s) {
+      const std::int64_t c = copy_index(t, s, k);
+      weighted += gate_grad[c] * (p[chosen[c]] / chosen_sum);
+    }
+    for (int s = 0; s < k; ++s) {
+      const std::int64_t c = copy_index(t, s, k);
+      dp[chosen[c]] += gate_to_prob_grad<double>(gate_grad[c], weighted, chosen_sum);
+    }
+    double p_dot_dp = 0;
+    for (int e = 0; e < experts; ++e)
+      p_dot_dp += p[e] * dp[e];
+    for (int e = 0; e < experts; ++e)
+      dlogits[t * experts + e] = static_cast<T>(softmax_grad(p[e], dp[e], p_dot_dp));
+  }
+}
+
+template <class T>
+void swiglu_backward(std::int64_t rows, std::int64_t cols, const T* x, const T* dy, T* dx) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double a = x[swiglu_gate_index(r, c, cols)], b = x[swiglu_up_index(r, c, cols)];
+      const double g = dy[r * cols + c];
+      dx[swiglu_gate_index(r, c, cols)] = static_cast<T>(g * b * silu_grad(a));
+      dx[swiglu_up_index(r, c, cols)] = static_cast<T>(g * silu(a));
+    }
+}
+
+template <class T>
+void gelu_backward(std::int64_t n, const T* x, const T* dy, T* dx) {
+  for (std::int64_t i = 0; i < n; ++i)
+    dx[i] = static_cast<T>(static_cast<double>(dy[i]) * gelu_tanh_grad<double>(x[i]));
+}
+
 #define SUITE_INSTANTIATE_MOE(T)                                                               \
   template void router_topk<T>(std::int64_t, int, int, const T*, const float*, const float*,   \
                                std::int32_t*, float*, double*);                                \
   template void gather_rows<T>(std::int64_t, std::int64_t, const std::int64_t*, const T*, T*); \
   template void combine<T>(std::int64_t, int, std::int64_t, const std::int64_t*, const float*, \
-                           const T*, T*);
+                           const T*, T*);                                                      \
+  template void combine_backward<T>(std::int64_t, int, std::int64_t, const std::int64_t*,      \
+                                    const float*, const T*, const T*, T*, float*);             \
+  template void router_backward<T>(std::int64_t, int, int, const T*, const float*,             \
+                                   const std::int32_t*, const float*, const float*, T*);       \
+  template void swiglu_backward<T>(std::int64_t, std::int64_t, const T*, const T*, T*);        \
+  template void gelu_backward<T>(std::int64_t, const T*, const T*, T*);
 SUITE_INSTANTIATE_MOE(float)
 SUITE_INSTANTIATE_MOE(double)
 #undef SUITE_INSTANTIATE_MOE

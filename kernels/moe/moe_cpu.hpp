@@ -1,6 +1,8 @@
 // MoE layer compute on the CPU (the reference for the CUDA kernels), no MPI: the router's
 // softmax + top-k + renormalisation, the capacity/drop rule, the dispatch and regroup plans
-// (which row goes where), the row permutation and the gate-weighted combine.
+// (which row goes where), the row permutation and the gate-weighted combine; and the backward
+// of each op: the combine's (gate gradients, gate-weighted output gradients), the router's
+// (renormalised gates and softmax, choice held fixed) and the expert activations'.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +55,38 @@ void gather_rows(std::int64_t rows, std::int64_t cols, const std::int64_t* src, 
 
 // out[t, :] = sum over slots s with slot_pos[t k + s] >= 0 (in slot order) of
 // gates[t k + s] * back[slot_pos[t k + s], :]; a token whose copies were all dropped gets 0.
+// gates == nullptr: every gate is 1 (the dispatch's backward: a token's gradient is the sum
+// of its copies' gradients).
 template <class T>
 void combine(std::int64_t tokens, int k, std::int64_t cols, const std::int64_t* slot_pos,
              const float* gates, const T* back, T* out);
+
+// Backward of combine, from the output gradient grad_out [tokens, cols]: per kept copy c =
+// (t, s) at row pos = slot_pos[c], grad_back[pos, :] = gates[c] * grad_out[t, :] and
+// gate_grad[c] = <grad_out[t, :], back[pos, :]> (double accumulation). A dropped copy gets
+// gate_grad 0 and no row: it carries no gradient.
+template <class T>
+void combine_backward(std::int64_t tokens, int k, std::int64_t cols, const std::int64_t* slot_pos,
+                      const float* gates, const T* grad_out, const T* back, T* grad_back,
+                      float* gate_grad);
+
+// Backward of router_topk with the choice held fixed (top-k is piecewise constant): from the
+// gates' gradient [tokens, k] and a gradient prob_grad [experts] added to every token's
+// probabilities (the aux loss's alpha E f_i / N), dlogits [tokens, experts]: through the
+// renormalised gates (gate_to_prob_grad), then the softmax (softmax_grad); double arithmetic.
+template <class T>
+void router_backward(std::int64_t tokens, int experts, int k, const T* logits,
+                     const float* logit_bias, const std::int32_t* chosen, const float* gate_grad,
+                     const float* prob_grad, T* dlogits);
+
+// Backward of silu_mul_forward: x [rows, 2 cols] (gate half, up half), dy [rows, cols];
+// dx [rows, 2 cols]: gate half dy * up * silu'(gate), up half dy * silu(gate).
+template <class T>
+void swiglu_backward(std::int64_t rows, std::int64_t cols, const T* x, const T* dy, T* dx);
+
+// Backward of gelu_forward: dx = dy * gelu'(x), elementwise over n.
+template <class T>
+void gelu_backward(std::int64_t n, const T* x, const T* dy, T* dx);
 
 }  // namespace cpu
 }  // namespace suite::kernels::moe

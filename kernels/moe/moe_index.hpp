@@ -49,9 +49,12 @@ SUITE_HD inline int local_expert(int expert, int experts_per_rank) {
   return expert % experts_per_rank;
 }
 
-// Index of copy (token, slot) in the [tokens, k] routing arrays.
+// Index of copy (token, slot) in the [tokens, k] routing arrays, and back to its token.
 SUITE_HD inline std::int64_t copy_index(std::int64_t token, int slot, int k) {
   return token * k + slot;
+}
+SUITE_HD inline std::int64_t copy_token(std::int64_t copy, int k) {
+  return copy / k;
 }
 
 }  // namespace suite::kernels::moe

@@ -1,6 +1,8 @@
 // MoE kernels on the CPU: the shared index/ordering helpers, the router, the capacity/drop
 // rule, the dispatch and regroup plans, the row permutation and the combine, against
-// hand-worked cases and independent recomputation; SwiGLU's silu * mul against its formula.
+// hand-worked cases and independent recomputation; SwiGLU's silu * mul against its formula;
+// the backward ops against central finite differences of the forward ones (fp64) and the
+// combine's adjoint identity.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,10 @@
 #include <numeric>
 
 #include "kernels/moe/moe_cpu.hpp"
+#include "kernels/moe/moe_grad.hpp"
 #include "kernels/moe/moe_index.hpp"
+#include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/silu.hpp"
 #include "kernels/tokenwise/tokenwise_cpu.hpp"
 #include "tests/kernels/kernel_test_util.hpp"
 
@@ -35,6 +40,8 @@ TEST(MoeIndex, OwnersAndCopyIndex) {
   EXPECT_EQ(local_expert(5, 4), 1);
   EXPECT_EQ(expert_owner(3, 4), 0);
   EXPECT_EQ(copy_index(3, 1, 2), 7);
+  for (std::int64_t c = 0; c < 12; ++c)
+    EXPECT_EQ(copy_index(copy_token(c, 3), static_cast<int>(c % 3), 3), c);
   EXPECT_TRUE(copy_kept_before(0.9f, 5, 0.5f, 0));
   EXPECT_TRUE(copy_kept_before(0.5f, 0, 0.5f, 5));
 }
@@ -182,6 +189,141 @@ TEST(Tokenwise, SiluMulIsSwiGlu) {
       const double a = x[r * 2 * cols + c], b = x[r * 2 * cols + cols + c];
       EXPECT_NEAR(y[r * cols + c], a / (1 + std::exp(-a)) * b, 1e-12);
     }
+}
+
+TEST(MoeRows, CombineWithoutGatesSumsTheKeptCopies) {
+  const std::vector<double> back = {1, 2, 3, 4, 5, 6};  // 3 rows of 2
+  const std::int64_t slot_pos[] = {2, 0, -1, 1};
+  std::vector<double> y(4);
+  cpu::combine<double>(2, 2, 2, slot_pos, nullptr, back.data(), y.data());
+  EXPECT_EQ(y, (std::vector<double>{6, 8, 3, 4}));
+}
+
+// Central difference of f at x along one coordinate.
+template <class F>
+double central(F&& f, double x, double eps = 1e-6) {
+  return (f(x + eps) - f(x - eps)) / (2 * eps);
+}
+
+TEST(MoeGrad, ActivationDerivativesMatchFiniteDifferences) {
+  for (double x : {-6.0, -2.5, -0.7, 0.0, 0.3, 1.9, 5.0}) {
+    EXPECT_NEAR(silu_grad(x), central([](double a) { return kernels::silu(a); }, x), 1e-8) << x;
+    EXPECT_NEAR(gelu_tanh_grad(x), central([](double a) { return kernels::gelu_tanh(a); }, x), 1e-8)
+        << x;
+  }
+}
+
+TEST(MoeGrad, SwigluAndGeluBackwardAreTheDirectionalDerivative) {
+  const std::int64_t rows = 5, cols = 7;
+  auto x = test::random_vector<double>(rows * 2 * cols, 21, -3, 3);
+  auto dy = test::random_vector<double>(rows * cols, 22);
+  auto v = test::random_vector<double>(rows * 2 * cols, 23);
+  // L(x) = <dy, f(x)>; dL/dx . v against (L(x + eps v) - L(x - eps v)) / 2 eps.
+  auto loss = [&](bool swiglu, double eps) {
+    std::vector<double> xe(x.size()), y(swiglu ? rows * cols : x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      xe[i] = x[i] + eps * v[i];
+    if (swiglu)
+      kernels::cpu::silu_mul_forward<double>(rows, cols, xe.data(), y.data());
+    else
+      kernels::cpu::gelu_forward<double>(static_cast<std::int64_t>(x.size()), xe.data(), y.data());
+    double l = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      l += (swiglu ? dy[i] : dy[i % dy.size()]) * y[i];
+    return l;
+  };
+  for (bool swiglu : {true, false}) {
+    std::vector<double> dx(x.size()), dyy(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      dyy[i] = dy[i % dy.size()];
+    if (swiglu)
+      cpu::swiglu_backward<double>(rows, cols, x.data(), dy.data(), dx.data());
+    else
+      cpu::gelu_backward<double>(static_cast<std::int64_t>(x.size()), x.data(), dyy.data(),
+                                 dx.data());
+    double directional = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      directional += dx[i] * v[i];
+    const double eps = 1e-5, fd = (loss(swiglu, eps) - loss(swiglu, -eps)) / (2 * eps);
+    EXPECT_NEAR(directional, fd, 1e-7 * std::max(1.0, std::fabs(fd))) << "swiglu " << swiglu;
+  }
+}
+
+TEST(MoeGrad, CombineBackwardIsTheAdjointAndDropsCarryNothing) {
+  const std::int64_t tokens = 6, cols = 5, rows = 9;
+  const int k = 2;
+  // Copies of tokens 1 (slot 0) and 4 (both slots) dropped; the 9 kept copies fill the rows.
+  const std::int64_t slot_pos[] = {3, 0, -1, 7, 1, 8, 2, 5, -1, -1, 4, 6};
+  auto gates = test::random_vector<float>(tokens * k, 31, 0.1, 0.9);
+  auto back = test::random_vector<double>(rows * cols, 32);
+  auto dy = test::random_vector<double>(tokens * cols, 33);
+  std::vector<double> out(tokens * cols), grad_back(rows * cols, NAN);
+  std::vector<float> gate_grad(tokens * k, NAN);
+  cpu::combine<double>(tokens, k, cols, slot_pos, gates.data(), back.data(), out.data());
+  cpu::combine_backward<double>(tokens, k, cols, slot_pos, gates.data(), dy.data(), back.data(),
+                                grad_back.data(), gate_grad.data());
+  // out is linear in back and in the gates: <dY, out> = <grad_back, back> = sum_c g_c dg_c.
+  double l = 0, adjoint = 0, gated = 0;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    l += dy[i] * out[i];
+  for (std::size_t i = 0; i < back.size(); ++i)
+    adjoint += grad_back[i] * back[i];
+  for (int c = 0; c < tokens * k; ++c)
+    gated += static_cast<double>(gates[c]) * gate_grad[c];
+  EXPECT_NEAR(adjoint, l, 1e-12);
+  EXPECT_NEAR(gated, l, 1e-5);  // gate gradients are stored in fp32
+  for (int c : {2, 8, 9})
+    EXPECT_EQ(gate_grad[c], 0.0f) << "dropped copy " << c;
+  // A kept copy's row is its gate times its token's output gradient.
+  for (std::int64_t j = 0; j < cols; ++j)
+    EXPECT_DOUBLE_EQ(grad_back[7 * cols + j], static_cast<double>(gates[3]) * dy[1 * cols + j]);
+}
+
+TEST(MoeGrad, RouterBackwardIsTheDirectionalDerivativeWithTheChoiceHeld) {
+  const std::int64_t T = 7;
+  const int E = 6, k = 3;
+  auto z = test::random_vector<double>(T * E, 41, -2, 2);
+  const std::vector<float> bias = {0, 0.3f, -0.2f, 0, 0.5f, 0};
+  std::vector<std::int32_t> chosen(T * k);
+  std::vector<float> gates(T * k);
+  std::vector<double> sums(E, 0.0);
+  cpu::router_topk<double>(T, E, k, z.data(), bias.data(), nullptr, chosen.data(), gates.data(),
+                           sums.data());
+  auto dgate = test::random_vector<float>(T * k, 42);
+  auto prob_grad = test::random_vector<float>(E, 43, 0, 0.1);
+  auto v = test::random_vector<double>(T * E, 44);
+  // L(z) = sum_c dg_c g_c(z) + sum_t,e prob_grad_e p_te(z), the choice `chosen` held fixed.
+  auto loss = [&](double eps) {
+    double l = 0;
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::vector<double> p(E);
+      double sum = 0, chosen_sum = 0;
+      for (int e = 0; e < E; ++e)
+        sum += p[e] = std::exp(z[t * E + e] + eps * v[t * E + e] + bias[e]);
+      for (int e = 0; e < E; ++e)
+        l += prob_grad[e] * (p[e] /= sum);
+      for (int s = 0; s < k; ++s)
+        chosen_sum += p[chosen[t * k + s]];
+      for (int s = 0; s < k; ++s)
+        l += dgate[t * k + s] * p[chosen[t * k + s]] / chosen_sum;
+    }
+    return l;
+  };
+  std::vector<double> dz(T * E);
+  cpu::router_backward<double>(T, E, k, z.data(), bias.data(), chosen.data(), dgate.data(),
+                               prob_grad.data(), dz.data());
+  double directional = 0;
+  for (std::size_t i = 0; i < dz.size(); ++i)
+    directional += dz[i] * v[i];
+  const double eps = 1e-6;
+  EXPECT_NEAR(directional, (loss(eps) - loss(-eps)) / (2 * eps), 1e-8);
+  // Softmax backward: each token's logit gradients sum to zero.
+  for (std::int64_t t = 0; t < T; ++t) {
+    double row = 0;
+    for (int e = 0; e < E; ++e)
+      row += dz[t * E + e];
+    EXPECT_NEAR(row, 0, 1e-12) << "token " << t;
+  }
 }
 
 }  // namespace

@@ -56,12 +56,39 @@ def moe_case(skew: str, knob: float, cf: float, seed: int, balance: bool = False
             "attrs": attrs, "time_s": time_s, "datasets": datasets}
 
 
+BWD_PHASES = ("bwd_combine", "bwd_permute", "bwd_expert", "bwd_dispatch", "bwd_router")
+
+
+def fwd_bwd_case(fwd: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The fwd_bwd case of a forward case, as moe_report.cpp writes it: the same routing, the
+    forward's phases re-measured, backward phases nested in `backward`, both in the step."""
+    case = {**fwd, "name": fwd["name"] + "_fwd_bwd", "params": {**fwd["params"], "pass": "fwd_bwd"},
+            "attrs": dict(fwd["attrs"]), "datasets": dict(fwd["datasets"])}
+    bwd = {p: rank_times(t, seed=seed + 10 + i) for i, (p, t) in
+           enumerate(zip(BWD_PHASES, (1e-4, 2e-5, 6e-4, 1e-4, 2e-5)))}
+    forward, backward = fwd["time_s"] - 1e-6, sum(bwd.values()) + 1e-6
+    case["time_s"] = forward + backward + 1e-6
+    case["datasets"].update({f"phase_{p}_s": v for p, v in bwd.items()},
+                            phase_forward_s=forward, phase_backward_s=backward)
+    for name, v in (*bwd.items(), ("forward", forward), ("backward", backward)):
+        case["attrs"][f"phase_{name}_median_s"] = float(np.median(v.max(axis=1)))
+    case["attrs"].update(bwd_over_fwd_time=case["attrs"]["phase_backward_median_s"] /
+                         case["attrs"]["phase_forward_median_s"],
+                         bwd_a2a_expert_ratio=0.3 + 0.05 * seed, pred_bwd_a2a_expert_ratio=0.25,
+                         fwd_bwd_a2a_bytes_per_rank=2e6, pred_fwd_bwd_a2a_bytes_per_rank=2.04e6)
+    return case
+
+
 def sweep(cfs=(0.0, 1.25), skews=(("none", 0.0), ("zipf", 0.6), ("zipf", 1.2), ("hot", 3.0)),
-          balance: bool = True) -> list[dict[str, Any]]:
+          balance: bool = True, passes: tuple[str, ...] = ("fwd",)) -> list[dict[str, Any]]:
     cases = []
     for i, (skew, knob) in enumerate(skews):
         for j, cf in enumerate(cfs):
-            cases.append(moe_case(skew, knob, cf, seed=2 * i + j, balance=balance and i == 0))
+            fwd = moe_case(skew, knob, cf, seed=2 * i + j, balance=balance and i == 0)
+            if "fwd" in passes:
+                cases.append(fwd)
+            if "fwd_bwd" in passes:
+                cases.append(fwd_bwd_case(fwd, seed=2 * i + j))
     return cases
 
 
@@ -123,3 +150,44 @@ def test_load_bars_are_the_expert_loads(results_writer):
     capacity = [l for l in ax.get_lines() if l.get_label() == "capacity"]
     assert capacity and capacity[0].get_ydata()[0] == cases[0]["attrs"]["capacity"]
     plt.close("all")
+
+
+def test_both_passes_add_the_passes_figure_and_draw_routing_once(results_writer, tmp_path):
+    cases = sweep(passes=("fwd", "fwd_bwd"))
+    path = results_writer("both.h5", "moe", cases)
+    names = _written(run_script("plot.py", path, "--out", tmp_path / "o"))
+    assert {n for n in names if not n.startswith("per_rank_")} == ALL_PNGS | {"moe_passes.png"}
+    figures, res = _figures(results_writer, cases)
+    # Routing figures: one panel per sweep point, not one per pass.
+    loads = [ax for ax in figures["moe_expert_load.png"].axes if ax.get_visible()]
+    assert len(loads) == len(cases) // 2
+    plt.close("all")
+
+
+def test_passes_bars_are_the_recorded_forward_and_backward(results_writer):
+    cases = sweep(cfs=(0.0,), skews=(("none", 0.0), ("hot", 3.0)), balance=False, passes=("fwd", "fwd_bwd"))
+    figures, res = _figures(results_writer, cases)
+    ax = figures["moe_passes.png"].axes[0]
+    bars = {label: [p.get_height() for p in container]
+            for container, label in zip(ax.containers, ("fwd", "forward", "backward"))}
+    steps = [c for c in res.cases_of("moe") if c.name.endswith("_fwd_bwd")]
+    fwds = [c for c in res.cases_of("moe") if not c.name.endswith("_fwd_bwd")]
+    assert bars["fwd"] == pytest.approx([c.median_s for c in fwds])
+    assert bars["forward"] == pytest.approx([c.attrs["phase_forward_median_s"] for c in steps])
+    assert bars["backward"] == pytest.approx([c.attrs["phase_backward_median_s"] for c in steps])
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [f"bwd/fwd {c.attrs['bwd_over_fwd_time']:.2f}" for c in steps]
+    # The phases figure stacks a fwd_bwd case's backward phases (hatched) above its forward.
+    ph = figures["moe_phases.png"].axes[0]
+    hatched = {c.get_label() for c in ph.containers if c.patches[0].get_hatch()}
+    assert hatched == set(BWD_PHASES)
+    # The ratio figure: the forward once per variant, the backward of each fwd_bwd case.
+    ratio = figures["moe_ratio.png"].axes[0]
+    assert len(ratio.collections) == 2 * len(steps)
+    plt.close("all")
+
+
+def test_fwd_bwd_only_runs_still_get_every_routing_figure(results_writer, tmp_path):
+    path = results_writer("steps.h5", "moe", sweep(passes=("fwd_bwd",)))
+    names = _written(run_script("plot.py", path, "--out", tmp_path / "o"))
+    assert {n for n in names if not n.startswith("per_rank_")} == ALL_PNGS | {"moe_passes.png"}
