@@ -99,7 +99,7 @@ TEST_P(BackwardKernelCuda, MatchesReference) {
         want += static_cast<double>(o[idx]) * d_o[idx];
         mag += std::abs(static_cast<double>(o[idx]) * d_o[idx]);
       }
-      ASSERT_NEAR(delta[h * p.cq + i], want, 1e-6 * mag + 1e-30) << "delta " << h << "," << i;
+      ASSERT_NEAR(delta[h * p.cq + i], want, 4e-6 * mag + 1e-30) << "delta " << h << "," << i;
     }
   DeviceBuffer dq = zeros(x.q.size()), dk = zeros(x.k.size()), dv = zeros(x.v.size());
   cuda::attention_backward(nullptr, c.t, p, q.get(), k.get(), v.get(), dd_o.get(),
