@@ -57,7 +57,8 @@ step kernel_tests_cuda 240 "$B/bin/kernel_tests_cuda" --gtest_brief=1
 # buffers (two ranks sharing the GPU).
 step comm_tests_1rank 60 "${run[@]}" -np 1 "$B/bin/comm_tests"
 step comm_tests_2ranks 60 "${run[@]}" -np 2 "$B/bin/comm_tests"
-step kernel_bench 180 "$B/bin/kernel_bench" --benchmark_filter='cuda' --out="$R/kernel_bench.h5" \
+# Forward and backward (attention_bwd_cuda) cases of every engine.
+step kernel_bench 210 "$B/bin/kernel_bench" --benchmark_filter='cuda' --out="$R/kernel_bench.h5" \
   --benchmark_out="$R/kernel_bench.json" --benchmark_out_format=json
 # PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
 step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$R/torch_peer.json"
@@ -95,18 +96,24 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
 # TP vs TP+SP on two ranks sharing the GPU.
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$R/layer2.h5"
-# Last, as time allows: the tensor-core kernel under compute-sanitizer (out-of-bounds accesses,
-# then shared-memory races between its warps) on ragged shapes, where the CPU emulator's
-# checks stand in on machines without a GPU.
+# Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
+# (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged
+# shapes, where the CPU emulator's checks stand in on machines without a GPU (the emulator does
+# not bounds-check the backward kernel's plain global accesses: memcheck does).
 sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 mma_cases='*EngineCuda*suite_bf16_topleft_q130*:*EngineCuda*suite_bf16_bottomright_q65*'
+bwd_cases='*BackwardKernelCuda*bf16_topleft_q200*:*BackwardKernelCuda*fp32_bottomright_q65*'
 if [ -x "$sanitizer" ]; then
   step sanitize_mma_memcheck 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$B/bin/kernel_tests_cuda" --gtest_filter="$mma_cases"
   step sanitize_mma_racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
     "$B/bin/kernel_tests_cuda" --gtest_filter="$mma_cases"
+  step sanitize_bwd_memcheck 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$B/bin/kernel_tests_cuda" --gtest_filter="$bwd_cases"
+  step sanitize_bwd_racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$B/bin/kernel_tests_cuda" --gtest_filter="$bwd_cases"
 else
-  status+=("$(printf '%-22s skipped: no compute-sanitizer on this machine' sanitize_mma)")
+  status+=("$(printf '%-22s skipped: no compute-sanitizer on this machine' sanitize)")
 fi
 
 echo "== summary" | tee -a "$log"

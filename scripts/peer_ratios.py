@@ -2,9 +2,9 @@
 """Suite / PyTorch ratios from one GPU run: kernel_bench's JSON (--benchmark_out) and
 scripts/torch_peer.py's JSON, optionally sp_tp layer results (.h5) for the layer.
 
-Rates (GEMM, attention) print as suite FLOP/s over PyTorch FLOP/s on the same shape (1.0 =
-parity, above 1 = faster than PyTorch); the layer prints as PyTorch time over suite time
-(same reading). Missing counterparts print as '-'.
+Rates (GEMM, attention forward and backward) print as suite FLOP/s over PyTorch FLOP/s on the
+same shape (1.0 = parity, above 1 = faster than PyTorch); the layer prints as PyTorch time over
+suite time (same reading). Missing counterparts print as '-'.
 """
 from __future__ import annotations
 
@@ -61,19 +61,26 @@ def print_gemm(suite: dict[str, float], peer: list[dict]) -> None:
         print(f"{c['name']:<24} {tflops(s)} {tflops(c['flop_per_s'])} {ratio(s, c['flop_per_s'])}")
 
 
-def print_attention(suite: dict[str, float], peer: list[dict]) -> None:
+def print_attention(suite: dict[str, float], peer: list[dict], kind: str = "attention") -> None:
+    """The forward (kind attention: kernel_bench's attention_cuda cases) or the backward
+    (attention_bwd: attention_bwd_cuda against SDPA's backward alone) of each shape."""
     by_name: dict[str, dict[str, float]] = {}
     for c in peer:
-        if c.get("kind") == "attention" and "flop_per_s" in c:
+        if c.get("kind") == kind and "flop_per_s" in c:
             by_name.setdefault(c["name"], {})[c["backend"]] = c["flop_per_s"]
     if not by_name:
         return
-    print("\nAttention forward, bf16 (TFLOP/s): suite kernels vs PyTorch SDPA backends")
+    if kind == "attention":
+        prefix, title = "attention_cuda", "forward, bf16 (TFLOP/s): suite kernels vs PyTorch SDPA backends"
+    else:
+        prefix, title = ("attention_bwd_cuda", "backward, bf16 (TFLOP/s, 10 d a FLOPs per visible pair): "
+                         "suite kernels vs PyTorch SDPA's backward")
+    print(f"\nAttention {title}")
     print(f"{'case':<30} {'suite':>7} {'cudnn':>7} {'t.flash':>7} {'t.cudnn':>7} "
           f"{'suite/t.flash':>13} {'cudnn/t.cudnn':>13}")
     for name, backends in by_name.items():
-        sf = suite.get(f"attention_cuda/bf16/suite-flash/{name}")
-        cd = suite.get(f"attention_cuda/bf16/cudnn/{name}")
+        sf = suite.get(f"{prefix}/bf16/suite-flash/{name}")
+        cd = suite.get(f"{prefix}/bf16/cudnn/{name}")
         tf, tc = backends.get("flash"), backends.get("cudnn")
         print(f"{name:<30} {tflops(sf)} {tflops(cd)} {tflops(tf)} {tflops(tc)} "
               f"{ratio(sf, tf):>13} {ratio(cd, tc):>13}")
@@ -123,6 +130,7 @@ def main() -> int:
     cases = peer.get("cases", [])
     print_gemm(suite, cases)
     print_attention(suite, cases)
+    print_attention(suite, cases, kind="attention_bwd")
     print_layer([p for p in args.layer if p.exists()], cases)
     return 0
 

@@ -4,7 +4,9 @@ events around each call, after warm-up; median), so the suite's rates can be rea
 what a PyTorch user gets on the same GPU in the same run (scripts/peer_ratios.py prints them).
 
 Times torch.matmul (bf16, fp32), scaled_dot_product_attention per backend (flash, cuDNN,
-through torch.nn.attention.sdpa_kernel) on kernel_bench's attention shapes and s sweep, and
+through torch.nn.attention.sdpa_kernel) on kernel_bench's attention shapes and s sweep, its
+backward alone (autograd.grad of the SDPA output for q, k, v, the forward run once untimed:
+what kernel_bench's attention_bwd_cuda cases time) on kernel_bench's backward shapes, and
 one transformer layer forward like sp_tp's (t = 1: LayerNorm, QKV, attention, projection,
 dropout + residual, LayerNorm, GeLU MLP, dropout + residual) with each SDPA backend.
 PyTorch is not a dependency of the suite: without it (or without a GPU) this prints why and
@@ -25,6 +27,7 @@ ATTENTION_SHAPES = [(4096, 32, 32, 128, False), (4096, 32, 32, 128, True), (4096
 SWEEP = [(s, 32 if d == 64 else 16, 32 if d == 64 else 16, d, True)
          for d in (64, 128) for s in (1024, 2048, 4096, 8192, 16384, 32768)]
 GEMM_SIZES = [2048, 4096, 8192]
+PARTS = ("gemm", "attention", "attention_bwd", "layer")
 
 
 def case_name(s: int, a: int, kv: int, d: int, causal: bool) -> str:
@@ -36,6 +39,11 @@ def attention_flops(s: int, a: int, d: int, causal: bool) -> float:
     """kernel_bench's count: 4 d per visible (query, key) pair and head."""
     pairs = s * (s + 1) / 2 if causal else s * s
     return 4.0 * d * a * pairs
+
+
+def attention_bwd_flops(s: int, a: int, d: int, causal: bool) -> float:
+    """kernel_bench's attention_bwd_flops: 10 d per visible pair and head, 2.5x the forward."""
+    return 2.5 * attention_flops(s, a, d, causal)
 
 
 def time_cuda(torch, fn, iters: int, warmup: int) -> list[float]:
@@ -106,6 +114,38 @@ def bench_attention(torch, args, out: list) -> None:
         del q, k, v
 
 
+def bench_attention_bwd(torch, args, out: list) -> None:
+    """SDPA's backward per backend on kernel_bench's backward shapes: the forward runs once
+    (untimed) under the backend, then each timed call is autograd.grad of its output for
+    q, k, v with a fixed output gradient (retain_graph, so the same graph runs again): the
+    backend's backward kernels, including its own rowsum(dO * O) pre-pass."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+    for s, a, kv, d, causal in ATTENTION_SHAPES:
+        def leaf(heads):
+            x = torch.randn(1, s, heads, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+            return x.detach().requires_grad_(True)
+        q, k, v = leaf(a), leaf(kv), leaf(kv)
+        name = case_name(s, a, kv, d, causal)
+        for backend, enum in sdpa_backends(torch).items():
+            try:
+                with sdpa_kernel(enum):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != a)
+                grad = torch.randn_like(o)
+
+                def call(o=o, grad=grad):
+                    return torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
+                times = time_cuda(torch, call, args.iters, args.warmup)
+            except Exception as e:  # a backend that refuses a shape is recorded, not fatal
+                out.append({"kind": "attention_bwd", "backend": backend, "name": name, "error": str(e)[:300]})
+                print(f"  sdpa backward {backend} {name}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
+                continue
+            out.append(record("attention_bwd", times, attention_bwd_flops(s, a, d, causal), backend=backend,
+                              dtype="bf16", name=name, s=s, heads=a, kv_heads=kv, d=d, causal=causal))
+            print(f"  sdpa backward {backend} {name}: {out[-1]['flop_per_s'] / 1e12:.1f} TFLOP/s", flush=True)
+        del q, k, v
+
+
 def bench_layer(torch, args, out: list) -> None:
     """sp_tp's layer (tp variant, t = 1) in PyTorch: the same GEMMs, softmax attention, GeLU
     (tanh), LayerNorms and dropouts on [s*b, h] rows."""
@@ -152,7 +192,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20, help="timed calls per case (median reported)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls before timing")
     ap.add_argument("--no-sweep", action="store_true", help="skip the s = 1K..32K attention sweep")
-    ap.add_argument("--only", default="gemm,attention,layer", help="parts to run, comma-separated")
+    ap.add_argument("--only", default=",".join(PARTS), help="parts to run, comma-separated")
     ap.add_argument("--layer-seq", type=int, default=4096)
     ap.add_argument("--layer-batch", type=int, default=1)
     ap.add_argument("--layer-hidden", type=int, default=4096)
@@ -163,8 +203,8 @@ def main() -> int:
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")
     parts = set(args.only.split(","))
-    if not parts <= {"gemm", "attention", "layer"}:
-        ap.error(f"--only: unknown part(s) {sorted(parts - {'gemm', 'attention', 'layer'})}")
+    if not parts <= set(PARTS):
+        ap.error(f"--only: unknown part(s) {sorted(parts - set(PARTS))}")
     try:
         import torch
     except ImportError:
@@ -189,6 +229,8 @@ def main() -> int:
         bench_gemm(torch, args, cases)
     if "attention" in parts:
         bench_attention(torch, args, cases)
+    if "attention_bwd" in parts:
+        bench_attention_bwd(torch, args, cases)
     if "layer" in parts:
         bench_layer(torch, args, cases)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,9 @@ void print_help() {
          "                      benchmarks pick), all (every kernel this build has; default)\n"
          "Attention cases are named attention_cuda/<dtype>/<kernel>/...; each case's label says\n"
          "attn_kernel and attn_library (the library version actually loaded). bf16 adds a sweep\n"
-         "of s = 1K..32K at d = 64 (a = 32) and d = 128 (a = 16), causal.\n\n"
+         "of s = 1K..32K at d = 64 (a = 32) and d = 128 (a = 16), causal. Backward cases\n"
+         "(attention_bwd_cpu/..., attention_bwd_cuda/<dtype>/<kernel>/...: delta + backward from\n"
+         "the forward's statistics) count 10 d a FLOPs per visible pair, 2.5x the forward's.\n\n"
          "Google Benchmark flags:\n";
 }
 

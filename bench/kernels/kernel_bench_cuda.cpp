@@ -1,6 +1,6 @@
 // GPU cases: cuBLASLt GEMM and the attention engines (the suite's flash kernel, cuDNN's SDPA),
-// timed with CUDA events around each iteration (manual time), after one untimed warm-up call
-// (which also builds and caches cuDNN's graph for the shape).
+// forward and backward, timed with CUDA events around each iteration (manual time), after one
+// untimed warm-up call (which also builds and caches cuDNN's graph for the shape).
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -109,6 +109,41 @@ void attention_case(benchmark::State& state, DType t, AttentionCase c,
   state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
 }
 
+// The backward as a training step runs it, from the forward's o and lse (computed once,
+// untimed): delta = rowsum(dO o), then one block's gradients added into zeroed fp32
+// accumulators (the zeroing is timed too, as in the CPU case). cuDNN's graph computes its own
+// delta from O and dO; the engine's delta call is the suite kernel's (and the fallback's) input.
+void attention_bwd_case(benchmark::State& state, DType t, AttentionCase c,
+                        kernels::AttnKernelChoice choice, double peak) {
+  auto engine = kernels::make_cuda_attention_engine(nullptr, t, choice);
+  const auto p =
+      kernels::make_attention_params(c.s, c.s, c.heads, c.kv_heads, c.head_dim, c.causal);
+  const kernels::BlockMask mask =
+      c.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full;
+  DeviceBuffer q = pattern(t, c.s * p.ld_q), k = pattern(t, c.s * p.ld_k),
+               v = pattern(t, c.s * p.ld_v), d_o = pattern(t, c.s * p.ld_o),
+               o(c.s * p.ld_o * dtype_size(t)), lse(sizeof(float) * c.heads * c.s),
+               delta(sizeof(float) * c.heads * c.s), pos(sizeof(std::int64_t) * c.s),
+               dq(sizeof(float) * c.s * p.ld_q), dk(sizeof(float) * c.s * p.ld_k),
+               dv(sizeof(float) * c.s * p.ld_v);
+  std::vector<std::int64_t> hpos(c.s);
+  for (std::int64_t i = 0; i < c.s; ++i)
+    hpos[i] = i;
+  SUITE_CUDA_CHECK(cudaMemcpy(pos.get(), hpos.data(), pos.bytes(), cudaMemcpyHostToDevice));
+  const auto* ppos = pos.as<std::int64_t>();
+  engine->forward(p, mask, q.get(), k.get(), v.get(), ppos, ppos, o.get(), lse.get());
+  const double total = timed_loop(state, nullptr, [&] {
+    for (const DeviceBuffer* g : {&dq, &dk, &dv})
+      SUITE_CUDA_CHECK(cudaMemsetAsync(g->get(), 0, g->bytes(), nullptr));
+    engine->backward_delta(c.s, c.heads, c.head_dim, o.get(), d_o.get(), p.ld_o, delta.get());
+    engine->backward(p, mask, q.get(), k.get(), v.get(), o.get(), d_o.get(), lse.get(), delta.get(),
+                     ppos, ppos, dq.get(), dk.get(), dv.get());
+  });
+  report_rate(state, attention_bwd_flops(c, hpos), total, peak);
+  state.counters["attn_fallbacks"] = static_cast<double>(engine->fallbacks());
+  state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
+}
+
 // The engines --attn-kernel names, resolved for bf16 (the only storage cuDNN takes): one
 // choice per distinct engine. Throws std::invalid_argument when cudnn is named and missing.
 std::vector<std::pair<kernels::AttnKernelChoice, std::string>> resolve_kernels(
@@ -179,6 +214,18 @@ std::string register_cuda_cases(const std::vector<std::string>& attn_kernels) {
     for (const auto& [choice, kernel] : kernels_t) {
       for (const AttentionCase& c : cases)
         add_attention(t, choice, kernel, c, peak);
+    }
+    // The backward beside the forward: the same shapes and engines (no s sweep: the suite's
+    // simple kernel would spend the GPU check's budget there).
+    for (const auto& [choice, kernel] : kernels_t) {
+      for (const AttentionCase& c : cases) {
+        register_kernel_case(
+            "attention_bwd_cuda/" + dt + "/" + kernel + "/" + attention_case_name(c),
+            [=, choice = choice](benchmark::State& s) {
+              attention_bwd_case(s, t, c, choice, peak);
+            })
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
   // The s sweep (bf16, causal): where each kernel reaches its plateau, and the F of c >= F/W

@@ -37,11 +37,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-// "op_backend/dtype[/kernel]/shape" -> typed parameters.
+// "op_backend/dtype[/kernel]/shape" -> typed parameters; the backend follows the last
+// underscore ("attention_bwd_cuda": op attention_bwd, backend cuda).
 Attributes params_of(const std::string& registered) {
   const std::vector<std::string> parts = split(registered, '/');
   const std::string& family = parts.front();
-  const std::size_t underscore = family.find('_');
+  const std::size_t underscore = family.rfind('_');
   Attributes params = {{"op", family.substr(0, underscore)},
                        {"backend", underscore == std::string::npos ? std::string("?")
                                                                    : family.substr(underscore + 1)},

@@ -1,6 +1,6 @@
-// Attention forward and LSE merge on the GPU. All pointers are device pointers (q_pos and
-// k_pos too); q, k, v, o, probs and probs_dropped use the storage `dtype` (bf16 or fp32),
-// lse is fp32 [heads, cq]; arithmetic is fp32. Semantics match attention_cpu.hpp.
+// Attention forward, backward and LSE merge on the GPU. All pointers are device pointers
+// (q_pos and k_pos too); q, k, v, o, probs and probs_dropped use the storage `dtype` (bf16 or
+// fp32), lse is fp32 [heads, cq]; arithmetic is fp32. Semantics match attention_cpu.hpp.
 #pragma once
 
 #if defined(SUITE_HAVE_CUDA)
@@ -47,6 +47,36 @@ void attention_unfused(CublasHandle& handle, cudaStream_t stream, DType dtype,
 void lse_merge(cudaStream_t stream, DType dtype, std::int64_t cq, int heads, int head_dim,
                const void* o_a, std::int64_t ld_a, const float* lse_a, const void* o_b,
                std::int64_t ld_b, const float* lse_b, void* o, std::int64_t ld_o, float* lse);
+
+// Backward (METHODS.md section 5; semantics of cpu::attention_backward_delta / _backward).
+// delta [heads, cq] (fp32) = rowsum(d_o * o) per query and head; o, d_o [cq, heads, head_dim]
+// in the storage type with row stride ld_o (the final output and its gradient).
+void attention_backward_delta(cudaStream_t stream, DType dtype, std::int64_t cq, int heads,
+                              int head_dim, const void* o, const void* d_o, std::int64_t ld_o,
+                              float* delta);
+
+// The suite's simple backward kernel (attention_backward_block.hpp; fp32 arithmetic, no tensor
+// cores): ADDS this key block's contributions into the fp32 accumulators dq (q's layout,
+// p.ld_q), dk (p.ld_k) and dv (p.ld_v), given the FINAL lse and delta [heads, cq] (fp32) of
+// the queries, so the contributions of disjoint key blocks sum to the full gradient. q, k, v,
+// d_o (row stride p.ld_o) in the storage dtype (bf16 or fp32); masks from the global positions
+// exactly as the forward; a query with lse = -inf contributes nothing. dk and dv are added
+// with atomics (other query tiles and, with GQA, the other heads of a K/V head's group add
+// into the same rows), so their low bits depend on the order the blocks run in.
+void attention_backward(cudaStream_t stream, DType dtype, const AttentionParams& p, const void* q,
+                        const void* k, const void* v, const void* d_o, const float* lse,
+                        const float* delta, const std::int64_t* q_pos, const std::int64_t* k_pos,
+                        float* dq, float* dk, float* dv);
+
+// dst[i] += src[i] for n elements, dst of dst_type fp32 or bf16 (each sum rounded once, as the
+// CPU engine does); throws std::invalid_argument for other types.
+void accumulate(cudaStream_t stream, void* dst, DType dst_type, const float* src, std::int64_t n);
+
+// dst[r * ld_dst + c] += src[r * ld_src + c] for r < rows, c < cols: src in src_type (bf16 or
+// fp32), dst fp32; the padding between rows is never touched (a strided dst may be a view into
+// a larger tensor).
+void accumulate_rows(cudaStream_t stream, float* dst, std::int64_t ld_dst, DType src_type,
+                     const void* src, std::int64_t ld_src, std::int64_t rows, std::int64_t cols);
 
 }  // namespace suite::kernels::cuda
 #endif

@@ -1,11 +1,23 @@
-// cuDNN SDPA forward behind AttentionEngine. The only translation unit that includes the cuDNN
-// frontend (it takes minutes to compile); everything cuDNN-specific stays in this file.
+// cuDNN SDPA forward and backward behind AttentionEngine. The only translation unit that
+// includes the cuDNN frontend (it takes minutes to compile); everything cuDNN-specific stays in
+// this file.
 //
 // Layout: the suite's q [cq, heads, d] with row stride ld_q is SDPA's {b=1, heads, s=cq, d}
 // with strides {cq*ld_q, d, ld_q, 1} (no transpose); K and V likewise with kv_heads (GQA).
 // With generate_stats cuDNN returns Stats = max + ln(sum exp) of the scaled scores, fp32,
 // dims {1, heads, cq, 1}: given packed strides {heads*cq, cq, 1, 1} that is exactly the
 // suite's lse [heads, cq] in natural log, written in place with no conversion kernel.
+//
+// Backward (sdpa_backward): Q, K, V, O, dO in the same token-major views (O and dO with
+// ld_o), Stats = the suite's FINAL lse as above (a packed BHSD tensor, which cuDNN before
+// 9.26 requires of the Stats input), the same mask attributes as the forward. cuDNN forms
+// D = rowsum(dO o) itself from O and dO (the engine's delta is not an input of the graph) and
+// P = exp(scale q k^T - Stats): given the final O, dO and lse, a key block's dQ, dK, dV are
+// its contributions to the full gradient, as the engine interface requires. They come out as
+// fresh bf16 tensors (overwritten, not accumulated), dense token-major, into scratch that the
+// engine then adds into the caller's fp32 accumulators (cuda::accumulate_rows, which leaves
+// the padding between strided rows alone). So cuDNN's block gradients carry one bf16 rounding
+// each before the fp32 sum; the suite's kernel accumulates in fp32 throughout.
 #include "kernels/attention/attention_cudnn.hpp"
 
 #include <cudnn.h>
@@ -20,6 +32,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "kernels/attention/attention_cuda.hpp"
 #include "kernels/attention/cudnn_support.hpp"
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_buffer.hpp"
@@ -29,7 +42,8 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
-constexpr std::int64_t kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidStats = 5;
+constexpr std::int64_t kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidStats = 5, kUidDO = 6,
+                       kUidDQ = 7, kUidDK = 8, kUidDV = 9;
 
 void check_cudnn(cudnnStatus_t st, const char* what) {
   if (st != CUDNN_STATUS_SUCCESS)
@@ -86,38 +100,49 @@ void check_fe(fe::error_t e, const char* step) {
   if (e.is_bad()) throw std::runtime_error(std::string(step) + ": " + e.get_message());
 }
 
-CachedGraph build_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+fe::graph::Graph& configure_bf16(fe::graph::Graph& g) {
+  g.set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  const std::int64_t d = p.head_dim;
-  auto tensor = [&](const char* name, std::int64_t uid, int heads, std::int64_t s,
-                    std::int64_t ld) {
-    return g->tensor(fe::graph::Tensor_attributes()
-                         .set_name(name)
-                         .set_uid(uid)
-                         .set_dim({1, heads, s, d})
-                         .set_stride({s * ld, d, ld, 1}));
-  };
-  auto q = tensor("Q", kUidQ, p.heads, p.cq, p.ld_q);
-  auto k = tensor("K", kUidK, p.kv_heads, p.ck, p.ld_k);
-  auto v = tensor("V", kUidV, p.kv_heads, p.ck, p.ld_v);
-  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
-      static_cast<float>(p.softmax_scale));
-  if (mask == BlockMask::causal_top_left) opts.set_causal_mask(true);
-  if (mask == BlockMask::causal_bottom_right) opts.set_causal_mask_bottom_right(true);
-  auto [o, stats] = g->sdpa(q, k, v, opts);
-  o->set_output(true)
-      .set_uid(kUidO)
-      .set_dim({1, p.heads, p.cq, d})
-      .set_stride({p.cq * p.ld_o, d, p.ld_o, 1});
-  stats->set_output(true)
-      .set_uid(kUidStats)
+  return g;
+}
+
+// The suite's [s, heads, d] rows with row stride ld as SDPA's {1, heads, s, d}.
+fe::graph::Tensor_attributes& bshd(fe::graph::Tensor_attributes& t, std::int64_t uid, int heads,
+                                   std::int64_t s, std::int64_t d, std::int64_t ld) {
+  return t.set_uid(uid).set_dim({1, heads, s, d}).set_stride({s * ld, d, ld, 1});
+}
+
+TensorPtr input(fe::graph::Graph& g, const char* name, std::int64_t uid, int heads, std::int64_t s,
+                std::int64_t d, std::int64_t ld) {
+  fe::graph::Tensor_attributes t;
+  t.set_name(name);
+  return g.tensor(bshd(t, uid, heads, s, d, ld));
+}
+
+// lse / Stats [heads, cq] fp32 as SDPA's {1, heads, cq, 1}, packed.
+fe::graph::Tensor_attributes& stats_view(fe::graph::Tensor_attributes& t,
+                                         const AttentionParams& p) {
+  return t.set_uid(kUidStats)
       .set_data_type(fe::DataType_t::FLOAT)
       .set_dim({1, p.heads, p.cq, 1})
       .set_stride({p.heads * p.cq, p.cq, 1, 1});
+}
 
+void set_mask(fe::graph::SDPA_attributes& o, BlockMask mask) {
+  if (mask == BlockMask::causal_top_left) o.set_causal_mask(true);
+  if (mask == BlockMask::causal_bottom_right) o.set_causal_mask_bottom_right(true);
+}
+void set_mask(fe::graph::SDPA_backward_attributes& o, BlockMask mask) {
+  if (mask == BlockMask::causal_top_left) o.set_causal_mask(true);
+  if (mask == BlockMask::causal_bottom_right) o.set_causal_mask_bottom_right(true);
+}
+
+// Validates and builds `g` (heuristics A, the first plan that builds); on failure the cached
+// entry holds why, so the block and every later one of its shape fall back.
+CachedGraph finish(cudnnHandle_t handle, std::shared_ptr<fe::graph::Graph> g) {
   CachedGraph out;
   try {
     check_fe(g->validate(), "validate");
@@ -132,6 +157,50 @@ CachedGraph build_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMas
   }
   out.graph = std::move(g);
   return out;
+}
+
+CachedGraph build_forward_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  configure_bf16(*g);
+  const std::int64_t d = p.head_dim;
+  auto q = input(*g, "Q", kUidQ, p.heads, p.cq, d, p.ld_q);
+  auto k = input(*g, "K", kUidK, p.kv_heads, p.ck, d, p.ld_k);
+  auto v = input(*g, "V", kUidV, p.kv_heads, p.ck, d, p.ld_v);
+  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
+      static_cast<float>(p.softmax_scale));
+  set_mask(opts, mask);
+  auto [o, stats] = g->sdpa(q, k, v, opts);
+  bshd(o->set_output(true), kUidO, p.heads, p.cq, d, p.ld_o);
+  stats_view(stats->set_output(true), p);
+  return finish(handle, std::move(g));
+}
+
+// dQ [cq, heads, d], dK and dV [ck, kv_heads, d]: dense rows in the engine's bf16 scratch.
+CachedGraph build_backward_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  configure_bf16(*g);
+  const std::int64_t d = p.head_dim;
+  auto q = input(*g, "Q", kUidQ, p.heads, p.cq, d, p.ld_q);
+  auto k = input(*g, "K", kUidK, p.kv_heads, p.ck, d, p.ld_k);
+  auto v = input(*g, "V", kUidV, p.kv_heads, p.ck, d, p.ld_v);
+  auto o = input(*g, "O", kUidO, p.heads, p.cq, d, p.ld_o);
+  auto d_o = input(*g, "dO", kUidDO, p.heads, p.cq, d, p.ld_o);
+  fe::graph::Tensor_attributes st;
+  st.set_name("Stats");
+  auto stats = g->tensor(stats_view(st, p));
+  auto opts = fe::graph::SDPA_backward_attributes()
+                  .set_name("sdpa_backward")
+                  .set_attn_scale(static_cast<float>(p.softmax_scale));
+  set_mask(opts, mask);
+  auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, d_o, stats, opts);
+  const std::int64_t q_row = p.heads * d, kv_row = p.kv_heads * d;
+  bshd(dq->set_output(true).set_data_type(fe::DataType_t::BFLOAT16), kUidDQ, p.heads, p.cq, d,
+       q_row);
+  bshd(dk->set_output(true).set_data_type(fe::DataType_t::BFLOAT16), kUidDK, p.kv_heads, p.ck, d,
+       kv_row);
+  bshd(dv->set_output(true).set_data_type(fe::DataType_t::BFLOAT16), kUidDV, p.kv_heads, p.ck, d,
+       kv_row);
+  return finish(handle, std::move(g));
 }
 
 bool aligned16(const void* ptr) {
@@ -167,12 +236,11 @@ class CudnnEngine final : public AttentionEngine {
       why = "a pointer not 16-byte aligned";
     const CachedGraph* cached = nullptr;
     if (!why) {
-      cached = &graph_for(p, mask);
+      cached = &graph_for(forward_cache_, p, mask, build_forward_graph);
       if (!cached->graph) why = cached->unsupported;
     }
     if (why) {
-      ++fallbacks_;
-      if (fallback_reason_.empty()) fallback_reason_ = *why;
+      note_fallback(*why);
       fallback_->forward(p, mask, q, k, v, q_pos, k_pos, o, lse);
       return;
     }
@@ -189,7 +257,8 @@ class CudnnEngine final : public AttentionEngine {
              std::int64_t ld_o, void* lse) override {
     fallback_->merge(cq, heads, head_dim, o_a, ld_a, lse_a, o_b, ld_b, lse_b, o, ld_o, lse);
   }
-  DType grad_type() const override { return fallback_->grad_type(); }
+  DType grad_type() const override { return DType::fp32; }
+  // delta feeds the suite's kernel (the fallback); cuDNN's graph forms its own from O and dO.
   void backward_delta(std::int64_t cq, int heads, int head_dim, const void* o, const void* d_o,
                       std::int64_t ld_o, void* delta) override {
     fallback_->backward_delta(cq, heads, head_dim, o, d_o, ld_o, delta);
@@ -198,25 +267,84 @@ class CudnnEngine final : public AttentionEngine {
                 const void* v, const void* o, const void* d_o, const void* lse, const void* delta,
                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* dq, void* dk,
                 void* dv) override {
-    fallback_->backward(p, mask, q, k, v, o, d_o, lse, delta, q_pos, k_pos, dq, dk, dv);
+    validate_attention(p);
+    if (!mask_hint_consistent(p, mask))
+      throw std::invalid_argument("cudnn attention: causal mask hint on a non-causal block");
+    if (p.cq == 0 || p.ck == 0) return;  // nothing to add
+    std::optional<std::string> why = cudnn_backward_unsupported_reason(p, mask, dtype_);
+    if (!why && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) && aligned16(d_o) &&
+                  aligned16(lse)))
+      why = "a pointer not 16-byte aligned";
+    const CachedGraph* cached = nullptr;
+    if (!why) {
+      cached = &graph_for(backward_cache_, p, mask, build_backward_graph);
+      if (!cached->graph) why = cached->unsupported;
+    }
+    if (why) {
+      note_fallback(*why);
+      fallback_->backward(p, mask, q, k, v, o, d_o, lse, delta, q_pos, k_pos, dq, dk, dv);
+      return;
+    }
+    // The block's dQ, dK, dV as cuDNN writes them: dense bf16 rows in scratch, then added into
+    // the fp32 accumulators (the suite's layouts, strides p.ld_q / p.ld_k / p.ld_v).
+    const std::int64_t q_row = static_cast<std::int64_t>(p.heads) * p.head_dim;
+    const std::int64_t kv_row = static_cast<std::int64_t>(p.kv_heads) * p.head_dim;
+    const std::size_t q_bytes = round_up(static_cast<std::size_t>(p.cq * q_row) * 2);
+    const std::size_t kv_bytes = round_up(static_cast<std::size_t>(p.ck * kv_row) * 2);
+    grow(scratch_, q_bytes + 2 * kv_bytes);
+    auto* s_dq = scratch_.as<unsigned char>();
+    unsigned char* s_dk = s_dq + q_bytes;
+    unsigned char* s_dv = s_dk + kv_bytes;
+    std::unordered_map<std::int64_t, void*> pack{{kUidQ, const_cast<void*>(q)},
+                                                 {kUidK, const_cast<void*>(k)},
+                                                 {kUidV, const_cast<void*>(v)},
+                                                 {kUidO, const_cast<void*>(o)},
+                                                 {kUidDO, const_cast<void*>(d_o)},
+                                                 {kUidStats, const_cast<void*>(lse)},
+                                                 {kUidDQ, s_dq},
+                                                 {kUidDK, s_dk},
+                                                 {kUidDV, s_dv}};
+    check_fe(cached->graph->execute(handle_.get(), pack, workspace_.get()),
+             "cudnn sdpa_backward execute");
+    accumulate_rows(stream_, static_cast<float*>(dq), p.ld_q, DType::bf16, s_dq, q_row, p.cq,
+                    q_row);
+    accumulate_rows(stream_, static_cast<float*>(dk), p.ld_k, DType::bf16, s_dk, kv_row, p.ck,
+                    kv_row);
+    accumulate_rows(stream_, static_cast<float*>(dv), p.ld_v, DType::bf16, s_dv, kv_row, p.ck,
+                    kv_row);
   }
   void accumulate(void* dst, DType dst_type, const void* src, std::int64_t n) override {
-    fallback_->accumulate(dst, dst_type, src, n);
+    cuda::accumulate(stream_, dst, dst_type, static_cast<const float*>(src), n);
   }
 
  private:
-  // Builds (first use of a block shape) or finds the block's graph; grows the workspace.
-  const CachedGraph& graph_for(const AttentionParams& p, BlockMask mask) {
+  using Cache = std::map<GraphKey, CachedGraph>;
+  using Builder = CachedGraph (*)(cudnnHandle_t, const AttentionParams&, BlockMask);
+
+  static std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  // Replaces `buf` by one of at least `need` bytes when it is smaller.
+  void grow(DeviceBuffer& buf, std::size_t need) {
+    if (need <= buf.bytes()) return;
+    // The old buffer may still be in use by queued work on the stream.
+    SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    buf = DeviceBuffer(need);
+  }
+
+  void note_fallback(const std::string& why) {
+    ++fallbacks_;
+    if (fallback_reason_.empty()) fallback_reason_ = why;
+  }
+
+  // Builds (first use of a block shape) or finds the block's graph; grows the workspace, which
+  // the forward and backward graphs share (one stream: never two graphs at once).
+  const CachedGraph& graph_for(Cache& cache, const AttentionParams& p, BlockMask mask,
+                               Builder build) {
     const GraphKey key = key_of(p, mask, dtype_);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      it = cache_.emplace(key, build_graph(handle_.get(), p, mask)).first;
-      const auto need = static_cast<std::size_t>(it->second.workspace);
-      if (need > workspace_.bytes()) {
-        // The old workspace may still be in use by queued work on the stream.
-        SUITE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        workspace_ = DeviceBuffer(need);
-      }
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      it = cache.emplace(key, build(handle_.get(), p, mask)).first;
+      grow(workspace_, static_cast<std::size_t>(it->second.workspace));
     }
     return it->second;
   }
@@ -226,8 +354,9 @@ class CudnnEngine final : public AttentionEngine {
   CudnnHandle handle_;
   std::unique_ptr<AttentionEngine> fallback_;
   std::string version_;
-  std::map<GraphKey, CachedGraph> cache_;
+  Cache forward_cache_, backward_cache_;
   DeviceBuffer workspace_{0};
+  DeviceBuffer scratch_{0};  // the backward's bf16 dQ, dK, dV of one block
   std::int64_t fallbacks_ = 0;
   std::string fallback_reason_;
 };

@@ -31,17 +31,22 @@ class SuiteFlashEngine final : public AttentionEngine {
                     o, ld_o, static_cast<float*>(lse));
   }
   DType grad_type() const override { return DType::fp32; }
-  void backward_delta(std::int64_t, int, int, const void*, const void*, std::int64_t,
-                      void*) override {
-    throw std::invalid_argument("CUDA attention backward: not built yet");
+  void backward_delta(std::int64_t cq, int heads, int head_dim, const void* o, const void* d_o,
+                      std::int64_t ld_o, void* delta) override {
+    cuda::attention_backward_delta(stream_, dtype_, cq, heads, head_dim, o, d_o, ld_o,
+                                   static_cast<float*>(delta));
   }
-  void backward(const AttentionParams&, BlockMask, const void*, const void*, const void*,
-                const void*, const void*, const void*, const void*, const std::int64_t*,
-                const std::int64_t*, void*, void*, void*) override {
-    throw std::invalid_argument("CUDA attention backward: not built yet");
+  void backward(const AttentionParams& p, BlockMask, const void* q, const void* k, const void* v,
+                const void*, const void* d_o, const void* lse, const void* delta,
+                const std::int64_t* q_pos, const std::int64_t* k_pos, void* dq, void* dk,
+                void* dv) override {
+    cuda::attention_backward(stream_, dtype_, p, q, k, v, d_o, static_cast<const float*>(lse),
+                             static_cast<const float*>(delta), q_pos, k_pos,
+                             static_cast<float*>(dq), static_cast<float*>(dk),
+                             static_cast<float*>(dv));
   }
-  void accumulate(void*, DType, const void*, std::int64_t) override {
-    throw std::invalid_argument("CUDA attention backward: not built yet");
+  void accumulate(void* dst, DType dst_type, const void* src, std::int64_t n) override {
+    cuda::accumulate(stream_, dst, dst_type, static_cast<const float*>(src), n);
   }
 
  private:

@@ -35,6 +35,16 @@ inline std::optional<std::string> cudnn_unsupported_reason(const AttentionParams
   return std::nullopt;
 }
 
+// The same for the backward (sdpa_backward): the forward's rules, and the frontend refuses a
+// block of one query against one key (s_q = s_kv = 1).
+inline std::optional<std::string> cudnn_backward_unsupported_reason(const AttentionParams& p,
+                                                                    BlockMask mask, DType dtype) {
+  if (auto why = cudnn_unsupported_reason(p, mask, dtype)) return why;
+  if (p.cq == 1 && p.ck == 1)
+    return std::string("one query against one key (cuDNN's SDPA backward: s_q = s_kv = 1)");
+  return std::nullopt;
+}
+
 // The suite's causal flag must agree with the hint: a causal hint on a non-causal block (or
 // the reverse, for a block that is not fully visible) would make cuDNN compute another thing.
 inline bool mask_hint_consistent(const AttentionParams& p, BlockMask mask) {

@@ -24,6 +24,14 @@ SUITE_HD inline void store_f32(bf16* p, std::int64_t i, float v) {
   p[i] = to_bf16(v);
 }
 
+// p[i] += v, rounding the sum once to the storage type (a bf16 partial sum rounds every add).
+SUITE_HD inline void add_f32(float* p, std::int64_t i, float v) {
+  p[i] += v;
+}
+SUITE_HD inline void add_f32(bf16* p, std::int64_t i, float v) {
+  p[i] = to_bf16(to_float(p[i]) + v);
+}
+
 // Calls f(float{}) or f(bf16{}) for the storage type; fp64 has no CUDA path.
 template <class F>
 void dispatch_storage(DType t, const char* what, F&& f) {

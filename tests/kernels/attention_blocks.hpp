@@ -14,6 +14,7 @@
 
 #include "kernels/attention/attention_cpu.hpp"
 #include "kernels/attention/attention_engine.hpp"
+#include "kernels/core/bf16.hpp"
 #include "tests/kernels/kernel_test_util.hpp"
 
 namespace suite::kernels::test {
@@ -135,10 +136,15 @@ struct BackwardProblem {
   std::vector<double> o, lse, delta, dq, dk, dv;
 };
 
-inline BackwardProblem make_backward(const AttentionProblem& x) {
+// round_d_o_to_bf16: dO as a bf16 device tensor holds it (the references see those values).
+inline BackwardProblem make_backward(const AttentionProblem& x, bool round_d_o_to_bf16 = false) {
   const AttentionParams& p = x.p;
   BackwardProblem b;
   b.d_o = random_vector<float>(std::max<std::int64_t>(p.cq, 1) * p.ld_o, 11);
+  if (round_d_o_to_bf16) {
+    for (float& g : b.d_o)
+      g = to_float(to_bf16(g));
+  }
   std::vector<double> qd(x.q.begin(), x.q.end()), kd(x.k.begin(), x.k.end()),
       vd(x.v.begin(), x.v.end()), gd(b.d_o.begin(), b.d_o.end());
   b.o.assign(gd.size(), 0.0);

@@ -36,6 +36,21 @@ TEST(CudnnSupport, FallbackReasons) {
   EXPECT_TRUE(cudnn_unsupported_reason(empty, BlockMask::full, DType::bf16));
 }
 
+TEST(CudnnSupport, BackwardFollowsTheForwardAndRefusesOneByOne) {
+  auto p = make_attention_params(4096, 4096, 32, 8, 128, true);
+  EXPECT_FALSE(cudnn_backward_unsupported_reason(p, BlockMask::causal_top_left, DType::bf16));
+  EXPECT_FALSE(cudnn_backward_unsupported_reason(p, BlockMask::causal_bottom_right, DType::bf16));
+  EXPECT_TRUE(cudnn_backward_unsupported_reason(p, BlockMask::positions, DType::bf16));
+  EXPECT_TRUE(cudnn_backward_unsupported_reason(p, BlockMask::full, DType::fp32));
+  p.cq = p.ck = 1;
+  EXPECT_FALSE(cudnn_unsupported_reason(p, BlockMask::full, DType::bf16));  // the forward runs it
+  const auto why = cudnn_backward_unsupported_reason(p, BlockMask::full, DType::bf16);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("s_q = s_kv = 1"), std::string::npos) << *why;
+  p.ck = 2;
+  EXPECT_FALSE(cudnn_backward_unsupported_reason(p, BlockMask::full, DType::bf16));
+}
+
 TEST(CudnnSupport, HintConsistencyAndVersionText) {
   auto p = make_attention_params(8, 8, 1, 1, 64, false);
   EXPECT_TRUE(mask_hint_consistent(p, BlockMask::full));

@@ -93,6 +93,13 @@ def test_every_step_runs_and_is_summarised(tmp_path: Path) -> None:
     for binary in BINARIES:
         assert binary in calls
     assert "torch_peer" in summary  # run; PyTorch's absence is the script's to report
+    # The backward kernel: its kernel_bench cases pass the step's filter, and it is sanitized.
+    assert {"sanitize_bwd_memcheck", "sanitize_bwd_racecheck"} <= set(names)
+    bench_filter = re.search(r"^kernel_bench --benchmark_filter=(\S+)", calls, flags=re.M).group(1)
+    for case in ("attention_bwd_cuda/bf16/cudnn/s4096_a32_kv32_d128_causal",
+                 "attention_bwd_cuda/fp32/suite-flash/s8192_a16_kv16_d64_causal"):
+        assert re.search(bench_filter, case), (bench_filter, case)
+    assert "BackwardKernelCuda" in calls  # the sanitizer steps' gtest filter
     assert (tmp_path / "out" / "gpu_check.log").is_file()
     assert _archive_names(tmp_path) == ["results"]
 

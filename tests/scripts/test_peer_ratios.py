@@ -17,7 +17,9 @@ def kernel_bench_json(path: Path) -> Path:
     rows = [("gemm_cuda/bf16/n4096", 700e12, "gemm_library=cublasLt 13.0.0"),
             ("attention_cuda/bf16/suite-flash/s4096_a32_kv32_d128_causal", 200e12, "attn_kernel=suite-flash"),
             ("attention_cuda/bf16/cudnn/s4096_a32_kv32_d128_causal", 500e12, "attn_kernel=cudnn"),
-            ("attention_cuda/bf16/cudnn/s4096_a32_kv32_d128_causal", 520e12, "attn_kernel=cudnn")]
+            ("attention_cuda/bf16/cudnn/s4096_a32_kv32_d128_causal", 520e12, "attn_kernel=cudnn"),
+            ("attention_bwd_cuda/bf16/suite-flash/s4096_a32_kv32_d128_causal", 30e12, "attn_kernel=suite-flash"),
+            ("attention_bwd_cuda/bf16/cudnn/s4096_a32_kv32_d128_causal", 300e12, "attn_kernel=cudnn")]
     bench = [{"name": n + "/manual_time", "run_name": n + "/manual_time", "run_type": "iteration",
               "FLOP/s": r, "label": lab} for n, r, lab in rows]
     path.write_text(json.dumps({"context": {}, "benchmarks": bench}))
@@ -31,6 +33,11 @@ def peer_json(path: Path) -> Path:
              {"kind": "attention", "backend": "cudnn", "name": "s4096_a32_kv32_d128_causal",
               "flop_per_s": 510e12, "median_s": 1e-3},
              {"kind": "attention", "backend": "cudnn", "name": "s8192_a16_kv16_d64_causal", "error": "no"},
+             {"kind": "attention_bwd", "backend": "flash", "name": "s4096_a32_kv32_d128_causal",
+              "flop_per_s": 150e12, "median_s": 1e-3},
+             {"kind": "attention_bwd", "backend": "cudnn", "name": "s4096_a32_kv32_d128_causal",
+              "flop_per_s": 400e12, "median_s": 1e-3},
+             {"kind": "attention_bwd", "backend": "flash", "name": "s4096_a32_kv8_d128_causal", "error": "no"},
              {"kind": "layer", "backend": "flash", "dtype": "fp32", "s": 64, "b": 2, "h": 256, "heads": 4,
               "causal": 0, "median_s": 1.2e-3},
              {"kind": "layer", "backend": "cudnn", "dtype": "fp32", "s": 64, "b": 2, "h": 256, "heads": 4,
@@ -55,6 +62,12 @@ def test_ratios_from_json(tmp_path: Path) -> None:
     assert line.split()[-2:] == ["0.80", "1.00"]  # 200/250 and 510/510
     gemm = next(ln for ln in proc.stdout.splitlines() if ln.startswith("gemm_cuda/bf16/n4096"))
     assert gemm.split()[-1] == "1.00"
+    # The backward table, after its own header: attention_bwd_cuda against SDPA's backward.
+    bwd = proc.stdout.split("Attention backward", 1)[1].splitlines()
+    line = next(ln for ln in bwd if ln.startswith("s4096_a32_kv32_d128_causal"))
+    assert line.split()[1:5] == ["30.0", "300.0", "150.0", "400.0"]
+    assert line.split()[-2:] == ["0.20", "0.75"]  # 30/150 and 300/400
+    assert not any(ln.startswith("s4096_a32_kv8_d128_causal") for ln in bwd)  # errors only
 
 
 def test_layer_ratio(tmp_path: Path, results_writer) -> None:
@@ -81,12 +94,16 @@ def test_peer_shapes_match_kernel_bench() -> None:
     assert torch_peer.case_name(4096, 32, 8, 128, True) == "s4096_a32_kv8_d128_causal"
     assert torch_peer.attention_flops(4096, 32, 128, False) == 4.0 * 128 * 32 * 4096 ** 2
     assert torch_peer.attention_flops(8, 1, 64, True) == 4.0 * 64 * 36
+    assert torch_peer.attention_bwd_flops(8, 1, 64, True) == 10.0 * 64 * 36  # 10 d per pair
+    assert "attention_bwd" in torch_peer.PARTS
     # kernel_bench's sweep: s = 1K..32K, a = 32 at d = 64 and a = 16 at d = 128, causal.
     assert len(torch_peer.SWEEP) == 12
     assert all(c for *_, c in torch_peer.SWEEP)
     src = (Path(__file__).resolve().parents[2] / "bench/kernels/kernel_bench_cuda.cpp").read_text()
     for s, a, kv, d, causal in torch_peer.ATTENTION_SHAPES:
         assert f"{{{s}, {a}, {kv}, {d}, {'true' if causal else 'false'}}}" in src
+    # The backward cases run on those same shapes, counted with attention_bwd_flops.
+    assert '"attention_bwd_cuda/"' in src and "attention_bwd_flops(c, hpos)" in src
 
 
 def test_torch_peer_without_torch_skips(tmp_path: Path) -> None:
