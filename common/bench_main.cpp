@@ -207,6 +207,9 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     return 0;
   }
 
+  // Before the transports, which tell it of their waits (and destroyed after them); unarmed
+  // until the first case kicks it.
+  Watchdog watchdog(opts.timeout_s, mpi.thread_multiple(), mpi.rank(), mpi.size());
   std::optional<Resolved> resolved;
   std::unique_ptr<Device> device;
   std::unique_ptr<Comm> comm;
@@ -226,6 +229,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
                                           : make_mpi_comm(*device, MPI_COMM_WORLD);
   });
   if (!agreed_ok(comm_error, rank)) return 2;
+  comm->set_wait_observer(&watchdog);
 
   // The benchmark's group (--tp, --cp, --ep): its own communicator when smaller than the job.
   BenchContext world_ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *comm};
@@ -243,7 +247,6 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
 
   int exit_code = 0;
   {
-    Watchdog watchdog(opts.timeout_s, mpi.thread_multiple());
     if (flag_is_true(args.benchmark,
                      "--benchmark_list_tests")) {  // names only: nothing runs, no results file
       Harness harness(ctx, nullptr, watchdog);

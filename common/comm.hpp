@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/device.hpp"
+#include "common/wait_observer.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite {
@@ -103,7 +104,25 @@ class Comm {
   const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
 
+  // Told of every blocking wait of this transport on other ranks (nullptr: nobody); groups
+  // made from a communicator inherit its observer (group_comm.hpp).
+  void set_wait_observer(WaitObserver* o) { observer_ = o; }
+  WaitObserver* wait_observer() const { return observer_; }
+
  protected:
+  // Reports one blocking wait to the observer for its lifetime. peer: a rank of this
+  // communicator, or -1 for "the others".
+  class WaitScope {
+   public:
+    WaitScope(const Comm& c, const char* what, int peer = -1);
+    ~WaitScope();
+    WaitScope(const WaitScope&) = delete;
+    WaitScope& operator=(const WaitScope&) = delete;
+
+   private:
+    WaitObserver* observer_;
+  };
+
   Comm(MPI_Comm comm);
   void count(std::int64_t sent, std::int64_t recv) {
     bytes_.sent += sent;
@@ -119,6 +138,8 @@ class Comm {
 
  private:
   ByteCounts bytes_;
+  WaitObserver* observer_ = nullptr;
+  std::vector<int> world_ranks_;  // of this communicator's ranks
 };
 
 // The MPI transport on `device`'s buffers: direct on host memory, CUDA-aware when the MPI

@@ -62,6 +62,7 @@ class MpiComm final : public Comm {
   void all_reduce(const void* send, void* recv, std::size_t count, DType t) override {
     std::size_t n = count * dtype_size(t);
     Staged s = stage(send, n, recv, n, t, true);
+    WaitScope wait(*this, "all-reduce");
     SUITE_MPI_CHECK(MPI_Allreduce(s.send, s.recv, as_int(count), mpi_type(t), sum_op(t), comm_));
     unstage(s, recv, n);
     count_both(all_reduce_bytes(static_cast<std::int64_t>(n)));
@@ -70,6 +71,7 @@ class MpiComm final : public Comm {
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) override {
     std::size_t n = recv_count * dtype_size(t);
     Staged s = stage(send, n * size_, recv, n, t, true);
+    WaitScope wait(*this, "reduce-scatter");
     SUITE_MPI_CHECK(MPI_Reduce_scatter_block(s.send, s.recv, as_int(recv_count), mpi_type(t),
                                              sum_op(t), comm_));
     unstage(s, recv, n);
@@ -79,6 +81,7 @@ class MpiComm final : public Comm {
   void all_gather(const void* send, void* recv, std::size_t send_count, DType t) override {
     std::size_t n = send_count * dtype_size(t);
     Staged s = stage(send, n, recv, n * size_, t, false);
+    WaitScope wait(*this, "all-gather");
     SUITE_MPI_CHECK(MPI_Allgather(s.send, as_int(send_count), mpi_type(t), s.recv,
                                   as_int(send_count), mpi_type(t), comm_));
     unstage(s, recv, n * size_);
@@ -88,6 +91,7 @@ class MpiComm final : public Comm {
   void all_to_all(const void* send, void* recv, std::size_t count_per_rank, DType t) override {
     std::size_t n = count_per_rank * dtype_size(t);
     Staged s = stage(send, n * size_, recv, n * size_, t, false);
+    WaitScope wait(*this, "all-to-all");
     SUITE_MPI_CHECK(MPI_Alltoall(s.send, as_int(count_per_rank), mpi_type(t), s.recv,
                                  as_int(count_per_rank), mpi_type(t), comm_));
     unstage(s, recv, n * size_);
@@ -120,6 +124,7 @@ class MpiComm final : public Comm {
       }
     }
     Staged s = stage(send, send_extent * e, recv, recv_extent * e, t, false);
+    WaitScope wait(*this, "all-to-all-v");
     SUITE_MPI_CHECK(MPI_Alltoallv(s.send, sc.data(), sd.data(), mpi_type(t), s.recv, rc.data(),
                                   rd.data(), mpi_type(t), comm_));
     unstage(s, recv, recv_extent * e);
@@ -135,6 +140,7 @@ class MpiComm final : public Comm {
     exchange_.done_in_progress = false;
     exchange_.parts.clear();
     exchange_.requests.clear();
+    exchange_.from = from;
     std::size_t staged_offset = 0;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const ExchangePart& part = parts[i];
@@ -165,6 +171,7 @@ class MpiComm final : public Comm {
   void finish_exchange() override {
     SUITE_CHECK(exchange_.active, "finish_exchange without start_exchange");
     if (!exchange_.done) {
+      WaitScope wait(*this, "ring exchange", exchange_.from);
       SUITE_MPI_CHECK(MPI_Waitall(static_cast<int>(exchange_.requests.size()),
                                   exchange_.requests.data(), MPI_STATUSES_IGNORE));
       mark_done(false);
@@ -192,7 +199,10 @@ class MpiComm final : public Comm {
                        : "mpi nonblocking through pinned host buffers while the GPU computes";
   }
 
-  void barrier() override { SUITE_MPI_CHECK(MPI_Barrier(comm_)); }
+  void barrier() override {
+    WaitScope wait(*this, "barrier");
+    SUITE_MPI_CHECK(MPI_Barrier(comm_));
+  }
 
  private:
   static constexpr int kRingTag = 7;
@@ -223,6 +233,7 @@ class MpiComm final : public Comm {
     };
     std::vector<Part> parts;
     std::vector<MPI_Request> requests;
+    int from = 0;  // the rank this exchange receives from
   };
 
   MPI_Op sum_op(DType t) const { return t == DType::bf16 ? bf16_sum_op_ : MPI_SUM; }

@@ -27,6 +27,7 @@ std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color) {
                                    ? make_nccl_comm(ctx.device, group)
                                    : make_mpi_comm(ctx.device, group);
   SUITE_MPI_CHECK(MPI_Comm_free(&group));  // the Comm keeps its own duplicate
+  comm->set_wait_observer(ctx.comm.wait_observer());
   return comm;
 }
 

@@ -19,7 +19,7 @@ int resolve_group_size(int requested, int world_size, const char* flag);
 std::unique_ptr<Comm> make_group_comm(BenchContext& ctx, int group_size);
 
 // This rank's group of all ranks that pass the same `color` (ordered by rank), on the run's
-// transport. Collective over the whole job.
+// transport, with ctx.comm's wait observer. Collective over the whole job.
 std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color);
 
 }  // namespace suite

@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/comm.hpp"
@@ -96,6 +98,33 @@ TEST(RingExchange, MpiOnHostBuffersWithPolling) {
   expect_from_previous_rank(exchange_once(*device, *comm, true), comm->rank(), comm->size());
   expect_from_previous_rank(exchange_once(*device, *comm, false), comm->rank(), comm->size());
   expect_two_part_exchange(*device, *comm);
+}
+
+// What the transport tells a wait observer (the watchdog): a ring exchange waits for the rank
+// it receives from (its world rank), a collective for the others (-1; the other rank of two).
+struct RecordingObserver final : WaitObserver {
+  std::vector<std::pair<std::string, int>> waits;
+  int open = 0;
+  void begin_wait(const char* what, int peer) override {
+    waits.emplace_back(what, peer);
+    ++open;
+  }
+  void end_wait() override { --open; }
+};
+
+TEST(RingExchange, WaitsAreReportedWithThePeer) {
+  auto device = make_cpu_device();
+  auto comm = make_mpi_comm(*device, MPI_COMM_WORLD);
+  RecordingObserver seen;
+  comm->set_wait_observer(&seen);
+  const int r = comm->rank(), n = comm->size();
+  exchange_once(*device, *comm, false);
+  std::vector<float> x(4, 1.f), y(4);
+  comm->all_reduce(x.data(), y.data(), 4, DType::fp32);
+  ASSERT_EQ(seen.open, 0);
+  ASSERT_EQ(seen.waits.size(), 2u);
+  EXPECT_EQ(seen.waits[0], (std::pair<std::string, int>{"ring exchange", (r - 1 + n) % n}));
+  EXPECT_EQ(seen.waits[1], (std::pair<std::string, int>{"all-reduce", n == 2 ? 1 - r : -1}));
 }
 
 bool every_rank_has_a_gpu() {
