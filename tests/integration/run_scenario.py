@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,35 @@ class Env:
                               cwd=self.workdir)
         proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
         print(f"$ {' '.join(cmd)}\n-> exit {proc.returncode} in {proc.elapsed:.1f} s")
+        return proc
+
+    def mpirun_stopping(self, np_: int, rank: int, after_s: float, binary: str, *args: str,
+                        timeout: float = 120) -> subprocess.CompletedProcess:
+        """Like mpirun, but freezes rank `rank` with SIGSTOP `after_s` seconds in (a rank hung
+        mid-step), and returns once the job has ended."""
+        env = dict(os.environ)
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                    "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+        exe = str(self.bin_dir / binary)
+        cmd = [self.mpiexec, "-np", str(np_), "--oversubscribe", exe, *args]
+        start = time.monotonic()
+        popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                 cwd=self.workdir)
+        time.sleep(after_s)
+        for pid in filter(str.isdigit, os.listdir("/proc")):  # the rank: its executable and rank variable
+            try:
+                if not open(f"/proc/{pid}/cmdline").read().startswith(exe):
+                    continue
+                environ = open(f"/proc/{pid}/environ").read().split("\0")
+            except OSError:
+                continue
+            if f"OMPI_COMM_WORLD_RANK={rank}" in environ:
+                os.kill(int(pid), signal.SIGSTOP)
+        out, err = popen.communicate(timeout=timeout)
+        proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+        proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
+        print(f"$ {' '.join(cmd)} (rank {rank} stopped after {after_s} s)\n-> exit {proc.returncode} "
+              f"in {proc.elapsed:.1f} s")
         return proc
 
 

@@ -14,7 +14,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, model_prediction, run_cli  # noqa: E402
+from run_scenario import Env, expect, expect_refused, model_lines, model_prediction, run_cli  # noqa: E402
+from run_scenario import model_run as run_model  # noqa: E402
 
 BIN = "ring_attention"
 
@@ -106,6 +107,30 @@ def attention(q, k, v, qpos, kpos, causal):
     return o, lse.transpose(2, 0, 1)  # lse as [s, b, a]
 
 
+def attention_backward(q, k, v, d_o, qpos, kpos, causal):
+    """Gradients of sum(d_o * attention(q, k, v)) in float64 (dQ, dK, dV), written from the
+    textbook formulas: P = softmax(S), dV = P^T dO, dS = P (dP - rowsum(dO O)), dQ = dS K / sqrt(d),
+    dK = dS^T Q / sqrt(d); GQA sums dK, dV over each K/V head's group."""
+    s, b, a, d = q.shape
+    kv = k.shape[2]
+    g = a // kv
+    kk, vv = np.repeat(k, g, axis=2), np.repeat(v, g, axis=2)
+    scores = np.einsum("ibhd,jbhd->bhij", q, kk) / np.sqrt(d)
+    if causal:
+        scores = np.where(kpos[None, None, None, :] <= qpos[None, None, :, None], scores, -np.inf)
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    go = np.einsum("ibhd->bhid", d_o)
+    o = np.einsum("bhij,jbhd->bhid", p, vv)
+    dv = np.einsum("bhij,bhid->jbhd", p, go)
+    dp = np.einsum("bhid,jbhd->bhij", go, vv)
+    ds = p * (dp - (go * o).sum(axis=-1, keepdims=True))
+    dq = np.einsum("bhij,jbhd->ibhd", ds, kk) / np.sqrt(d)
+    dk = np.einsum("bhij,ibhd->jbhd", ds, q) / np.sqrt(d)
+    fold = lambda x: x.reshape(s, b, kv, g, d).sum(axis=3)  # noqa: E731
+    return dq, fold(dk), fold(dv)
+
+
 def scenario_ring_save_tensors(env: Env) -> None:
     """Saved tensors are in global token order and equal attention computed here from them."""
     out = env.workdir / "tensors.h5"
@@ -192,7 +217,144 @@ def scenario_ring_model_agrees(env: Env) -> None:
                        f"{name}: memory, model {pred['memory_bytes']} vs {a['pred_memory_bytes']}")
 
 
+def check_backward_file(path: Path, ranks: int, cp: int, e: int) -> int:
+    """The fwd_bwd cases of a run: checks passed, and the backward's bytes, hops, work and
+    tables against counts made here: K/V travel N_c - 1 hops, the dK/dV partial sums N_c."""
+    n_cases = 0
+    with h5py.File(path) as f:
+        for name, g in f[BIN].items():
+            a = g.attrs
+            if a.get("pass") != "fwd_bwd":
+                continue
+            n_cases += 1
+            c, kv, d, b = int(a["c"]), int(a["kv_heads"]), int(a["head_dim"]), int(a["batch"])
+            causal, layout, variant = bool(a["causal"]), a["layout"], a["variant"]
+            eg = {"fp32": 4, "fp64": 8, "bf16": 2}[a["grad_dtype"]]
+            expect(a["check_passed"] == 1, f"{name}: check_passed {a['check_passed']} ({a.get('check_note', '')})")
+            expect(max(a["check_err_dq"], a["check_err_dk"], a["check_err_dv"]) <= a["grad_check_tolerance"],
+                   f"{name}: gradient errors above tolerance")
+            rows = 2 * c * b * kv * d  # elements of one [K | V] (or [dK | dV]) block
+            if variant == "ring":
+                pred = (cp - 1) * rows * e + (cp * rows * eg if cp > 1 else 0)
+                expect(a["bwd_kv_hops"] == cp - 1 and a["bwd_dkv_hops"] == (cp if cp > 1 else 0), f"{name}: hops")
+            else:
+                pred = (cp - 1) * rows * eg  # the reduce-scatter of all N_c blocks' partial sums
+            expect(a["pred_bwd_bytes_sent_per_rank_per_layer"] == pred,
+                   f"{name}: predicted backward bytes {a['pred_bwd_bytes_sent_per_rank_per_layer']} != {pred}")
+            expect(list(g["bwd_cp_bytes_sent"][()].ravel()) == [pred] * ranks,
+                   f"{name}: backward bytes sent {g['bwd_cp_bytes_sent'][()]} != {pred}")
+            want = expected_work(layout, cp, c, causal, b, variant)
+            if variant == "ring" and cp > 1:
+                want = np.vstack([want, np.zeros((1, cp), np.int64)])  # the home hop: no work
+            want = np.tile(want, (1, ranks // cp))
+            work = np.atleast_2d(g["bwd_round_work_pairs"][()])
+            expect(work.shape == want.shape and np.array_equal(work, want),
+                   f"{name}: backward work per round\n{work}\n!= {want}")
+            for t in ("bwd_round_compute_s", "bwd_round_wait_s", "bwd_round_transfer_s"):
+                expect(g[t].shape == want.shape and np.all(g[t][()] >= 0), f"{name}: {t}")
+            if eg == e:
+                expect(a["bwd_memory_method_bytes"] == a["pred_bwd_memory_bytes"],
+                       f"{name}: backward memory {a['bwd_memory_method_bytes']} != {a['pred_bwd_memory_bytes']}")
+            expect(a["time_median_s"] > 0 and a["phase_fwd_median_s"] > 0 and a["phase_bwd_median_s"] > 0,
+                   f"{name}: pass times")
+            if cp > 1:
+                expect(a["bwd_measured_F_flops"] > 0 and a["bwd_measured_W_Bps"] > 0 and a["bwd_c_star_tokens"] > 0,
+                       f"{name}: F_b, W_b, c*_bwd")
+    return n_cases
+
+
+def scenario_ring_backward(env: Env, ranks: int, dtype: str, cp: int) -> None:
+    out = env.workdir / "ring_bwd.h5"
+    e = {"fp32": 4, "fp64": 8}[dtype]
+    run_ok(env, ranks, out, "--dtype", dtype, "--block", "2,6", "--layout", "contiguous,zigzag,striped",
+           "--variant", "ring,allgather", "--causal", "0,1", "--heads", "4", "--kv-heads", "2",
+           "--cp", str(cp), "--pass", "fwd,fwd_bwd")
+    n = check_backward_file(out, ranks, cp, e)
+    expect(n == 24, f"{n} backward cases, expected 24")
+    check_file(out, ranks, cp, e)  # the forward figures of both passes' cases
+    # Partial sums in bf16 (rounded at every hop), two sequences per micro-batch.
+    run_ok(env, ranks, out, "--dtype", dtype, "--block", "4", "--layout", "zigzag", "--batch", "2",
+           "--heads", "4", "--cp", str(cp), "--pass", "fwd_bwd", "--grad-dtype", "bf16")
+    expect(check_backward_file(out, ranks, cp, e) == 1, "bf16 partial sums case missing")
+
+
+def scenario_ring_backward_tensors(env: Env) -> None:
+    """Saved dO, dQ, dK, dV (global token order) equal the gradients numpy computes from the
+    saved Q, K, V and dO."""
+    out = env.workdir / "bwd_tensors.h5"
+    run_ok(env, 2, out, "--dtype", "fp64", "--block", "6", "--layout", "zigzag,striped", "--variant",
+           "ring,allgather", "--causal", "0,1", "--heads", "2", "--kv-heads", "1", "--pass", "fwd_bwd",
+           "--save-tensors")
+    with h5py.File(out) as f:
+        for name, g in f[BIN].items():
+            s, b, a, kv, d = int(g.attrs["s"]), 1, 2, 1, int(g.attrs["head_dim"])
+            q = g["tensor_q"][()].reshape(s, b, a, d)
+            k = g["tensor_k"][()].reshape(s, b, kv, d)
+            v = g["tensor_v"][()].reshape(s, b, kv, d)
+            d_o = g["tensor_d_o"][()].reshape(s, b, a, d)
+            pos = np.arange(s)
+            dq, dk, dv = attention_backward(q, k, v, d_o, pos, pos, bool(g.attrs["causal"]))
+            for t, want in (("dq", dq), ("dk", dk), ("dv", dv)):
+                got = g["tensor_" + t][()].reshape(want.shape)
+                expect(np.allclose(got, want, atol=1e-9), f"{name}: saved {t} differs from numpy's by "
+                       f"{np.abs(got - want).max():.3g}")
+
+
+def scenario_ring_backward_model_agrees(env: Env) -> None:
+    """`model --section ring` prints the backward bytes per rank and memory the benchmark
+    predicts and measures."""
+    out = env.workdir / "bwd_model.h5"
+    run_ok(env, 2, out, "--block", "32", "--batch", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
+           "--causal", "1", "--layout", "zigzag", "--variant", "ring", "--pass", "fwd_bwd")
+    proc = run_model(env, "--section", "ring", "--seq", "64", "--cp", "2", "--batch", "2", "--hidden", "256",
+                     "--heads", "4", "--kv-heads", "2", "--dtype", "fp32", "--causal", "--grad-dtype", "fp32")
+    lines = model_lines(proc.stdout)
+    value = lambda label: float(next(v for (blk, lab), v in lines.items()  # noqa: E731
+                                     if lab.startswith(label)).split()[0])
+    with h5py.File(out) as f:
+        (g,) = f[BIN].values()
+        a = g.attrs
+        bytes_ = value("bytes per layer bwd per rank")
+        expect(bytes_ == a["pred_bwd_bytes_sent_per_rank_per_layer"] == a["bwd_bytes_sent_per_rank_per_layer"],
+               f"backward bytes: model {bytes_}, benchmark {a['pred_bwd_bytes_sent_per_rank_per_layer']}, "
+               f"measured {a['bwd_bytes_sent_per_rank_per_layer']}")
+        mem = value("backward memory per rank")
+        expect(mem == a["pred_bwd_memory_bytes"] == a["bwd_memory_method_bytes"],
+               f"backward memory: model {mem}, benchmark {a['pred_bwd_memory_bytes']}")
+
+
+def scenario_ring_backward_bad_input(env: Env) -> None:
+    cases = {
+        "unknown pass": (["--pass", "fwd,bwd"], "unknown pass 'bwd'"),
+        "empty pass list": (["--pass", ","], "--pass"),
+        "unknown grad dtype": (["--pass", "fwd_bwd", "--grad-dtype", "fp16"], "--grad-dtype"),
+    }
+    expect_refused(env, BIN, cases)
+
+
+def scenario_ring_watchdog_names_peer(env: Env) -> None:
+    """Rank 1 frozen (SIGSTOP) mid-sweep: rank 0, waiting on its data, counts as waiting (twice
+    the timeout) and names rank 1 instead of blaming itself."""
+    proc = env.mpirun_stopping(2, 1, 3.0, BIN, "--backend", "cpu", "--block", "512", "--iters", "100000",
+                               "--warmup", "1", "--timeout", "2", "--check", "0", "--pass", "fwd_bwd",
+                               "--out", str(env.workdir / "stall.h5"))
+    expect(proc.returncode != 0, "a job with a frozen rank exited 0", proc)
+    lines = [l for l in proc.stderr.splitlines() if "timed out" in l and l.startswith("[rank 0 ")]
+    expect(lines, "rank 0 printed no timeout message", proc)
+    expect(all("this rank made no progress" not in l for l in lines), f"rank 0 blames itself: {lines}", proc)
+    expect(all("rank 1" in l and "waiting" in l for l in lines), f"rank 0 does not name rank 1: {lines}", proc)
+    expect(all("no progress for 4 s" in l or "no progress for 5 s" in l for l in lines),
+           f"rank 0 did not get the longer timeout: {lines}", proc)
+
+
 SCENARIOS = {
+    "ring_bwd_np2_fp64": lambda e: scenario_ring_backward(e, 2, "fp64", 2),
+    "ring_bwd_np4_fp32": lambda e: scenario_ring_backward(e, 4, "fp32", 4),
+    "ring_bwd_np4_cp2": lambda e: scenario_ring_backward(e, 4, "fp64", 2),
+    "ring_bwd_tensors": scenario_ring_backward_tensors,
+    "ring_bwd_model_agrees": scenario_ring_backward_model_agrees,
+    "ring_bwd_bad_input": scenario_ring_backward_bad_input,
+    "ring_watchdog_peer": scenario_ring_watchdog_names_peer,
     "ring_model_agrees": scenario_ring_model_agrees,
     "ring_np2_fp64": lambda e: scenario_ring(e, 2, "fp64", 2),
     "ring_np4_fp32": lambda e: scenario_ring(e, 4, "fp32", 4),

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, model_prediction, expect_refused, run_cli  # noqa: E402
-from scenarios_ring import attention  # noqa: E402
+from scenarios_ring import attention, attention_backward  # noqa: E402
 
 BIN = "ulysses"
 
@@ -156,7 +156,67 @@ def scenario_model_agrees(env: Env) -> None:
                    f"{name}: model {pred['bytes_per_rank']} vs bench {a['pred_bytes_sent_per_rank']}")
 
 
+def scenario_backward(env: Env) -> None:
+    """--pass fwd_bwd on 4 ranks, every degree (plain ring, hybrids on every layout, plain
+    Ulysses, replicated K/V heads): gradients checked, and the backward's bytes: dO, dQ, dK, dV
+    take the forward's all-to-alls (the same bytes), the hybrid's ring moves K/V N_c/u - 1 hops
+    and the dK/dV partial sums N_c/u hops."""
+    for kv, extra in ((4, ["--layout", "contiguous,zigzag,striped"]), (2, ["--kv-replicate"])):
+        out = env.workdir / f"bwd_kv{kv}.h5"
+        run_ok(env, 4, out, "--seq", "16", "--causal", "0,1", "--heads", "8", "--kv-heads", str(kv),
+               "--pass", "fwd_bwd", *extra)
+        with h5py.File(out) as f:
+            degrees = set()
+            for name, g in f[BIN].items():
+                a = g.attrs
+                expect(a["check_passed"] == 1, f"{name}: check_passed {a['check_passed']} ({a.get('check_note', '')})")
+                u, n_c, s = int(a["u"]), int(a["n_c"]), int(a["s"])
+                degrees.add(u)
+                uly, ring = expected_bytes(a, 4)
+                groups = n_c // u
+                # The ring backward: K/V as in the forward, plus one more hop of the partial sums.
+                ring_bwd = ring + (groups * ring // (groups - 1) if groups > 1 else 0)
+                expect(list(np.ravel(g["bwd_ulysses_bytes_sent"][()])) == [uly] * 4,
+                       f"{name}: backward a2a bytes {g['bwd_ulysses_bytes_sent'][()]} != the forward's {uly}")
+                expect(a["pred_bwd_ulysses_bytes_sent_per_rank"] == uly, f"{name}: predicted backward a2a bytes")
+                expect(list(np.ravel(g["bwd_ring_bytes_sent"][()])) == [ring_bwd] * 4,
+                       f"{name}: backward ring bytes {g['bwd_ring_bytes_sent'][()]} != {ring_bwd}")
+                expect(a["pred_bwd_ring_bytes_sent_per_rank"] == ring_bwd, f"{name}: predicted backward ring bytes")
+                expect(list(np.ravel(g["bytes_sent"][()])) == [2 * uly + ring + ring_bwd] * 4,
+                       f"{name}: the step's bytes {g['bytes_sent'][()]}")
+                if u > 1:
+                    for phase in ("bwd_pack", "bwd_a2a_do", "bwd_attention", "bwd_a2a_dq", "bwd_a2a_dk",
+                                  "bwd_a2a_dv", "bwd_unpack"):
+                        expect(g[f"phase_{phase}_s"].shape == (3, 4), f"{name}: phase {phase} missing")
+            want = {1, 2, 4}
+            expect(degrees == want, f"degrees {degrees}, expected {want}")
+
+
+def scenario_backward_tensors(env: Env) -> None:
+    """Saved dQ, dK, dV of a hybrid and of plain Ulysses with replicated K/V heads equal the
+    gradients numpy computes from the saved Q, K, V and dO."""
+    out = env.workdir / "bwd_t.h5"
+    run_ok(env, 4, out, "--dtype", "fp64", "--seq", "16", "--heads", "4", "--kv-heads", "2",
+           "--ulysses-degree", "2,4", "--kv-replicate", "--layout", "zigzag", "--pass", "fwd_bwd",
+           "--save-tensors")
+    with h5py.File(out) as f:
+        expect(len(f[BIN]) == 2, f"cases {list(f[BIN])}")
+        for name, g in f[BIN].items():
+            s, a, kv, d = 16, 4, 2, int(g.attrs["head_dim"])
+            q = g["tensor_q"][()].reshape(s, 1, a, d)
+            k = g["tensor_k"][()].reshape(s, 1, kv, d)
+            v = g["tensor_v"][()].reshape(s, 1, kv, d)
+            d_o = g["tensor_d_o"][()].reshape(s, 1, a, d)
+            grads = attention_backward(q, k, v, d_o, np.arange(s), np.arange(s), True)
+            for t, want in zip(("dq", "dk", "dv"), grads):
+                got = g["tensor_" + t][()].reshape(want.shape)
+                expect(np.allclose(got, want, atol=1e-9),
+                       f"{name}: saved {t} differs from numpy's by {np.abs(got - want).max():.3g}")
+
+
 SCENARIOS = {
+    "ulysses_bwd_np4": scenario_backward,
+    "ulysses_bwd_tensors": scenario_backward_tensors,
     "ulysses_np2_fp64": scenario_np2,
     "ulysses_np4_fp32": scenario_np4,
     "ulysses_weak_scaling": scenario_weak_scaling,
