@@ -3,10 +3,13 @@
 - `ring_sweep_<variant>_<layout>_<causal|full>.png`: overlapped, compute-only and transfer-only
   step times against the block size c, with the measured overlap bound c* marked: where the
   transfer line crosses under the compute line the ring hides its communication;
-- `ring_rounds_<variant>_<causal|full>_c<c>.png`: per rank and per round, the exact work (visible
-  query-key pairs) and the idle time waiting for the round's block, one column per layout
-  (contiguous vs zig-zag vs striped): the causal imbalance of the contiguous layout is visible
-  even on a CPU.
+- `ring_sweep_<variant>_<layout>_<causal|full>_fwd_bwd.png` (`--pass fwd_bwd` cases): the same
+  for the forward and the backward side by side, each with its own bound (c* and c*_bwd);
+- `ring_rounds_<variant>_<causal|full>_c<c>[_bwd].png`: per rank and per round, the exact work
+  (visible query-key pairs) and the idle time waiting for the round's block, one column per
+  layout (contiguous vs zig-zag vs striped): the causal imbalance of the contiguous layout is
+  visible even on a CPU. `_bwd`: the backward's rounds, the last being the partial sums' home
+  hop.
 
 `ring_figures` returns {file name: figure}; plot.py titles and saves them.
 """
@@ -38,38 +41,56 @@ def _groups(cases: list[Case], keys: tuple[str, ...]) -> dict[tuple, list[Case]]
     return out
 
 
-def sweep_figure(members: list[Case], label: str, title: Title) -> plt.Figure:
-    members = sorted(members, key=lambda c: c.attrs["c"])
+def _pass_of(case: Case) -> str:
+    return str(case.attrs.get("pass", "fwd"))
+
+
+def _sweep_axes(ax: plt.Axes, members: list[Case], prefix: str, star_key: str, star_name: str) -> None:
+    """One pass's overlapped, compute-only and transfer-only times against c, its bound marked."""
     c = np.array([m.attrs["c"] for m in members], dtype=float)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    ax.plot(c, [m.attrs["time_median_s"] for m in members], "o-", label="overlapped (the method)")
-    ax.plot(c, [m.attrs["time_compute_only_median_s"] for m in members], "s--", label="compute only")
-    ax.plot(c, [m.attrs["time_transfer_only_median_s"] for m in members], "^:", label="transfer only")
-    stars = [float(m.attrs.get("c_star_tokens", np.nan)) for m in members]
+    over = "time_median_s" if not prefix and _pass_of(members[0]) == "fwd" else prefix + "time_overlapped_median_s"
+    ax.plot(c, [m.attrs.get(over, np.nan) for m in members], "o-", label="overlapped (the method)")
+    ax.plot(c, [m.attrs[prefix + "time_compute_only_median_s"] for m in members], "s--", label="compute only")
+    ax.plot(c, [m.attrs[prefix + "time_transfer_only_median_s"] for m in members], "^:", label="transfer only")
+    stars = [float(m.attrs.get(star_key, np.nan)) for m in members]
     stars = [s for s in stars if np.isfinite(s) and s > 0]
     if stars:
         star = float(np.median(stars))
-        ax.axvline(star, color="red", linestyle="--", label=f"c* = {star:.0f} tokens (measured F, W)")
+        ax.axvline(star, color="red", linestyle="--", label=f"{star_name} = {star:.0f} tokens (measured)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("block size c (tokens per rank)")
-    ax.set_ylabel("median step time (s), max over ranks")
+    ax.set_ylabel("median time (s), max over ranks")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    ax.set_title(title(f"ring_attention {label}: overlap against the block size"))
+    ax.legend(fontsize=8)
+
+
+def sweep_figure(members: list[Case], label: str, title: Title) -> plt.Figure:
+    members = sorted(members, key=lambda c: c.attrs["c"])
+    if _pass_of(members[0]) == "fwd":
+        fig, ax = plt.subplots(figsize=(8, 5))
+        _sweep_axes(ax, members, "", "c_star_tokens", "c*")
+        ax.set_title(title(f"ring_attention {label}: overlap against the block size"))
+        return fig
+    fig, (fwd, bwd) = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    _sweep_axes(fwd, members, "", "c_star_tokens", "c*")
+    fwd.set_title("forward: c* = F/(gW) (x2 causal balanced) x e/2", fontsize=9)
+    _sweep_axes(bwd, members, "bwd_", "bwd_c_star_tokens", "c*_bwd")
+    bwd.set_title("backward: c*_bwd = (e + e_g) F_b/(5gW) (x2 causal balanced)", fontsize=9)
+    fig.suptitle(title(f"ring_attention {label}, training step: forward and backward against c"))
     return fig
 
 
-def rounds_figure(by_layout: dict[str, Case], label: str, title: Title) -> plt.Figure | None:
+def rounds_figure(by_layout: dict[str, Case], label: str, title: Title, prefix: str = "") -> plt.Figure | None:
     layouts = [l for l in LAYOUTS if l in by_layout] + sorted(set(by_layout) - set(LAYOUTS))
-    usable = [l for l in layouts
-              if "round_work_pairs" in by_layout[l].datasets and "round_wait_s" in by_layout[l].datasets]
+    usable = [l for l in layouts if prefix + "round_work_pairs" in by_layout[l].datasets
+              and prefix + "round_wait_s" in by_layout[l].datasets]
     if not usable:
         return None
     fig, axes = plt.subplots(2, len(usable), figsize=(4.5 * len(usable) + 1, 7), squeeze=False)
-    work = {l: np.atleast_2d(np.asarray(by_layout[l].datasets["round_work_pairs"], dtype=float))
+    work = {l: np.atleast_2d(np.asarray(by_layout[l].datasets[prefix + "round_work_pairs"], dtype=float))
             for l in usable}
-    idle = {l: np.atleast_2d(np.asarray(by_layout[l].datasets["round_wait_s"], dtype=float)) * 1e6
+    idle = {l: np.atleast_2d(np.asarray(by_layout[l].datasets[prefix + "round_wait_s"], dtype=float)) * 1e6
             for l in usable}
     # One colour scale per row, so the layouts compare at a glance.
     top = {0: max(float(w.max()) for w in work.values()), 1: max(float(i.max()) for i in idle.values())}
@@ -84,20 +105,28 @@ def rounds_figure(by_layout: dict[str, Case], label: str, title: Title) -> plt.F
             ax.set_ylabel("round")
             ax.set_title(f"{layout}: {what}", fontsize=9)
             fig.colorbar(im, ax=ax)
-    fig.suptitle(title(f"ring_attention {label}: per-rank, per-round work and idle time"))
+    what = "backward (last round: the partial sums' home hop)" if prefix else "forward"
+    fig.suptitle(title(f"ring_attention {label}: per-rank, per-round work and idle time, {what}"))
     return fig
 
 
 def ring_figures(cases: list[Case], title: Title) -> dict[str, plt.Figure]:
     figures: dict[str, plt.Figure] = {}
-    for (variant, layout, causal), members in sorted(_groups(cases, ("variant", "layout", "causal")).items()):
+    keys = ("pass", "variant", "layout", "causal")
+    for c in cases:
+        c.attrs.setdefault("pass", "fwd")  # files from before --pass
+    for (pass_, variant, layout, causal), members in sorted(_groups(cases, keys).items()):
         label = f"{variant}, {layout}, {_mask_name(causal)}"
-        figures[f"ring_sweep_{variant}_{layout}_{_mask_name(causal)}.png"] = sweep_figure(members, label, title)
-    for (variant, causal, c), members in sorted(_groups(cases, ("variant", "causal", "c")).items()):
+        suffix = "" if pass_ == "fwd" else "_fwd_bwd"
+        figures[f"ring_sweep_{variant}_{layout}_{_mask_name(causal)}{suffix}.png"] = sweep_figure(members, label, title)
+    for (pass_, variant, causal, c), members in sorted(_groups(cases, ("pass", "variant", "causal", "c")).items()):
         if variant != "ring":
             continue
         by_layout = {str(m.attrs["layout"]): m for m in members}
-        fig = rounds_figure(by_layout, f"{variant}, {_mask_name(causal)}, c={c}", title)
-        if fig is not None:
-            figures[f"ring_rounds_{variant}_{_mask_name(causal)}_c{c}.png"] = fig
+        for prefix in ("",) if pass_ == "fwd" else ("", "bwd_"):
+            fig = rounds_figure(by_layout, f"{variant}, {_mask_name(causal)}, c={c}", title, prefix)
+            if fig is not None:
+                name = f"ring_rounds_{variant}_{_mask_name(causal)}_c{c}"
+                name += "" if pass_ == "fwd" else ("_fwd_bwd" if not prefix else "_bwd")
+                figures[name + ".png"] = fig
     return figures

@@ -187,7 +187,7 @@ def scenario_ring_bad_input(env: Env) -> None:
 
 def scenario_ring_plots(env: Env) -> None:
     out = env.workdir / "plots.h5"
-    run_ok(env, 2, out, "--block", "4,8", "--layout", "contiguous,zigzag", "--causal", "1")
+    run_ok(env, 2, out, "--block", "4,8", "--layout", "contiguous,zigzag", "--causal", "1", "--pass", "fwd,fwd_bwd")
     plots = env.workdir / "plots"
     python = sys.executable
     script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
@@ -196,6 +196,8 @@ def scenario_ring_plots(env: Env) -> None:
     names = sorted(p.name for p in plots.glob("*.png"))
     expect(any(n.startswith("ring_sweep") for n in names), f"no sweep plot in {names}")
     expect(any(n.startswith("ring_rounds") for n in names), f"no per-round heatmap in {names}")
+    expect("ring_sweep_ring_zigzag_causal_fwd_bwd.png" in names, f"no forward-and-backward sweep in {names}")
+    expect("ring_rounds_ring_causal_c8_bwd.png" in names, f"no backward per-round heatmap in {names}")
 
 
 def scenario_ring_model_agrees(env: Env) -> None:
