@@ -130,13 +130,14 @@ def scenario_bad_input(env: Env) -> None:
 
 def scenario_plots(env: Env) -> None:
     out = env.workdir / "p.h5"
-    run_ok(env, 4, out, "--seq", "16,32")
+    run_ok(env, 4, out, "--seq", "16,32", "--pass", "fwd,fwd_bwd")
     plots = env.workdir / "plots"
     script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
     proc = subprocess.run([sys.executable, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
     expect(proc.returncode == 0, f"plot.py failed: {proc.stderr}")
     names = sorted(p.name for p in plots.glob("*.png"))
-    for want in ("ulysses_bytes.png", "ulysses_time_causal.png", "ulysses_phases_causal_s32.png"):
+    for want in ("ulysses_bytes.png", "ulysses_time_causal.png", "ulysses_phases_causal_s32.png",
+                 "ulysses_phases_causal_s32_fwd_bwd.png", "ulysses_bytes_bwd.png"):
         expect(want in names, f"{want} not in {names}")
 
 
