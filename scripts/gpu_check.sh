@@ -73,20 +73,22 @@ step layer_bf16_1rank_suite 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --
 # real ring on two and four ranks sharing the GPU through MPI (host-staged), bf16, every layout.
 ra=("$B/bin/ring_attention" --backend cuda --timeout 120 --link local --warmup 2 --iters 5 --dtype bf16)
 step ring_nccl_1rank 90 "${run[@]}" -np 1 "${ra[@]}" --transport nccl --block 1K:8K:x2 --layout contiguous \
-  --heads 32 --kv-heads 8 --head-dim 128 --out "$R/ring1.h5"
+  --heads 32 --kv-heads 8 --head-dim 128 --pass fwd,fwd_bwd --out "$R/ring1.h5"
 step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 1K,4K \
-  --layout contiguous,zigzag,striped --variant ring,allgather --heads 16 --head-dim 128 --out "$R/ring2.h5"
+  --layout contiguous,zigzag,striped --variant ring,allgather --heads 16 --head-dim 128 --pass fwd,fwd_bwd \
+  --out "$R/ring2.h5"
+# (the backward's dK/dV partial sums in bf16 here, fp32 above)
 step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K --layout contiguous,zigzag \
-  --heads 16 --kv-heads 4 --head-dim 64 --out "$R/ring4.h5"
+  --heads 16 --kv-heads 4 --head-dim 64 --pass fwd,fwd_bwd --grad-dtype bf16 --out "$R/ring4.h5"
 # Ulysses, the hybrid and the ring side by side: four ranks sharing the GPU through MPI (bf16).
 step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \
-  --ulysses-degree all --layout zigzag --out "$R/ulysses4.h5"
+  --ulysses-degree all --layout zigzag --pass fwd,fwd_bwd --out "$R/ulysses4.h5"
 # MoE in bf16, two ranks sharing the GPU over MPI: uniform and zipf routing, dropless and CF 1.25,
 # each checked against the host reference (sized so that the reference stays a few seconds).
 step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
   --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
-  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --iters 10 --out "$R/moe2.h5"
+  --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --pass fwd,fwd_bwd --iters 10 --out "$R/moe2.h5"
 # One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
 step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
   --out "$R/sp_tp_nccl1.h5"

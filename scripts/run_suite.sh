@@ -29,15 +29,18 @@ run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
 # A small layer (s=512, b=2, h=512, 8 heads of 64) so the CPU backend finishes in seconds.
 run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --attention fused,unfused \
   --iters 5 --warmup 1
-# Ring attention: a short block-size sweep, contiguous vs zig-zag, ring vs all-gather, causal.
+# Ring attention: a short block-size sweep, contiguous vs zig-zag, ring vs all-gather, causal;
+# forward alone and the training step (forward + backward).
 run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag --variant ring,allgather \
+  --pass fwd,fwd_bwd \
   --causal 1 --iters 5 --warmup 1
 # Ulysses, the Ulysses x ring hybrid and plain ring on the same inputs (every degree NP allows).
-run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --iters 5 --warmup 1
+run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --pass fwd,fwd_bwd --iters 5 \
+  --warmup 1
 run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
 # MoE: a small skew sweep (uniform, zipf, hot; dropless and CF 1.25), a few seconds on the CPU.
 run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --skew none,zipf,hot \
-  --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --iters 5 --warmup 1
+  --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --pass fwd,fwd_bwd --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
   "$BUILD/bin/kernel_bench" --out="$dir/kernel_bench.h5" --benchmark_out="$dir/kernel_bench.json" \

@@ -22,7 +22,8 @@
 #   PLOT          1 to write plots beside the results (default 1 on gpu, 0 on cpu)
 #   PYTHON        interpreter with scripts/requirements.txt (default .venv/bin/python)
 #   Per benchmark: SIZES SEQ HIDDEN TP (sp_tp), BLOCK CP LAYOUT (ring_attention), SEQ DEGREE CP
-#   (ulysses), TOKENS EXPERTS SKEW EP (moe): see suite_case_args below.
+#   (ulysses), TOKENS EXPERTS SKEW EP (moe), PASS (ring_attention, ulysses, moe: default
+#   fwd,fwd_bwd): see suite_case_args below.
 
 suite_die() {
   echo "error: $*" >&2
@@ -48,25 +49,27 @@ suite_case_args() {
     ring_attention:gpu)
       printf '%s\n' --block "${BLOCK:-1K:16K:x2}" --layout "${LAYOUT:-contiguous,zigzag}" \
         --variant ring --causal 0,1 --heads 64 --kv-heads 8 --head-dim 128 --batch 1 \
-        --cp "${CP:-0}" ;;
+        --cp "${CP:-0}" --pass "${PASS:-fwd,fwd_bwd}" ;;
     ring_attention:cpu)
       printf '%s\n' --block "${BLOCK:-32,64}" --layout "${LAYOUT:-contiguous,zigzag}" \
         --variant ring --causal 1 --heads 4 --kv-heads 2 --head-dim 64 --batch 1 \
-        --cp "${CP:-0}" --iters 3 --warmup 1 ;;
+        --cp "${CP:-0}" --pass "${PASS:-fwd,fwd_bwd}" --iters 3 --warmup 1 ;;
     ulysses:gpu)
       printf '%s\n' --seq "${SEQ:-32K:256K:x2}" --heads 64 --kv-heads 8 --head-dim 128 \
-        --batch 1 --causal 1 --ulysses-degree "${DEGREE:-8}" --cp "${CP:-0}" ;;
+        --batch 1 --causal 1 --ulysses-degree "${DEGREE:-8}" --cp "${CP:-0}" \
+        --pass "${PASS:-fwd,fwd_bwd}" ;;
     ulysses:cpu)
       printf '%s\n' --seq "${SEQ:-256}" --heads 4 --kv-heads 4 --head-dim 64 --batch 1 \
-        --causal 1 --ulysses-degree "${DEGREE:-4}" --cp "${CP:-0}" --iters 3 --warmup 1 ;;
+        --causal 1 --ulysses-degree "${DEGREE:-4}" --cp "${CP:-0}" --pass "${PASS:-fwd,fwd_bwd}" \
+        --iters 3 --warmup 1 ;;
     moe:gpu)
       printf '%s\n' --tokens "${TOKENS:-4096}" --hidden 4096 --ffn-hidden 14336 \
         --experts "${EXPERTS:-64}" --top-k 2 --mlp swiglu --skew "${SKEW:-none}" \
-        --capacity-factor 1.25 --ep "${EP:-0}" ;;
+        --capacity-factor 1.25 --ep "${EP:-0}" --pass "${PASS:-fwd,fwd_bwd}" ;;
     moe:cpu)
       printf '%s\n' --tokens "${TOKENS:-64}" --hidden 64 --ffn-hidden 128 \
         --experts "${EXPERTS:-8}" --top-k 2 --mlp swiglu --skew "${SKEW:-none}" \
-        --capacity-factor 1.25 --ep "${EP:-0}" --iters 3 --warmup 1 ;;
+        --capacity-factor 1.25 --ep "${EP:-0}" --pass "${PASS:-fwd,fwd_bwd}" --iters 3 --warmup 1 ;;
     *) suite_die "no case set '$set' in mode '$mode' (slurm/lib/run_bench.sh)" ;;
   esac
 }
