@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,7 +21,7 @@ constexpr std::string_view backend_name(Backend b) {
 // Move-only owner of one allocation (host, pinned host or device memory).
 class Buffer {
  public:
-  using Deleter = void (*)(void*);
+  using Deleter = std::function<void(void*)>;
   Buffer() = default;
   Buffer(void* ptr, std::size_t bytes, Deleter deleter) : ptr_(ptr, deleter), bytes_(bytes) {}
   void* data() const { return ptr_.get(); }
@@ -28,9 +30,11 @@ class Buffer {
   T* as() const {
     return static_cast<T*>(ptr_.get());
   }
+  // The same allocation, with `hook` run after it is freed (Device::alloc counts with it).
+  Buffer on_free(std::function<void()> hook) &&;
 
  private:
-  std::unique_ptr<void, Deleter> ptr_{nullptr, [](void*) {}};
+  std::unique_ptr<void, Deleter> ptr_{nullptr, Deleter([](void*) {})};
   std::size_t bytes_ = 0;
 };
 
@@ -44,6 +48,15 @@ class IntervalTimer {
   virtual double seconds() = 0;
 };
 
+// What alloc() has handed out on a device (bytes): live now, the most live at once since the
+// last reset_allocation_peak(), and allocations made. Measured by the allocator itself, so a
+// method's memory is what it really allocated, not a formula of its block sizes.
+struct AllocationCounters {
+  std::int64_t live = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocations = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -52,8 +65,12 @@ class Device {
   // Identifies the physical device (GPU UUID), so ranks that share one can be detected
   // whatever CUDA_VISIBLE_DEVICES each rank was given; empty on the CPU backend.
   virtual std::string uuid() const = 0;
-  // Memory the kernels and transports work on (device memory on CUDA).
-  virtual Buffer alloc(std::size_t bytes) = 0;
+  // Memory the kernels and transports work on (device memory on CUDA), counted in
+  // allocation_counters() until the buffer is freed.
+  Buffer alloc(std::size_t bytes);
+  AllocationCounters allocation_counters() const { return *counters_; }
+  // Starts a new peak from what is live now.
+  void reset_allocation_peak() { counters_->peak = counters_->live; }
   // Host memory suited for transfers to and from the device (pinned on CUDA).
   virtual Buffer alloc_host(std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) = 0;
@@ -81,6 +98,14 @@ class Device {
   virtual std::unique_ptr<IntervalTimer> make_timer() = 0;
   // The cudaStream_t that kernels and NCCL use (nullptr on the CPU backend).
   virtual void* stream() const = 0;
+
+ protected:
+  // The backend's own allocation behind alloc().
+  virtual Buffer allocate(std::size_t bytes) = 0;
+
+ private:
+  // Shared with the buffers' deleters, which may outlive a moved-from device.
+  std::shared_ptr<AllocationCounters> counters_ = std::make_shared<AllocationCounters>();
 };
 
 std::unique_ptr<Device> make_cpu_device();

@@ -34,7 +34,6 @@ class CpuDevice final : public Device {
   Backend backend() const override { return Backend::cpu; }
   std::string name() const override { return "cpu"; }
   std::string uuid() const override { return ""; }
-  Buffer alloc(std::size_t bytes) override { return host_alloc(bytes); }
   Buffer alloc_host(std::size_t bytes) override { return host_alloc(bytes); }
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -63,6 +62,9 @@ class CpuDevice final : public Device {
   void synchronize() override {}
   std::unique_ptr<IntervalTimer> make_timer() override { return std::make_unique<WallTimer>(); }
   void* stream() const override { return nullptr; }
+
+ protected:
+  Buffer allocate(std::size_t bytes) override { return host_alloc(bytes); }
 };
 
 }  // namespace

@@ -69,11 +69,6 @@ class CudaDevice final : public Device {
   std::string name() const override {
     return name_ + " (GPU " + std::to_string(ordinal_) + ", " + uuid_.substr(0, 8) + ")";
   }
-  Buffer alloc(std::size_t bytes) override {
-    void* p = nullptr;
-    if (bytes) SUITE_CUDA_CHECK(cudaMalloc(&p, bytes));
-    return Buffer(p, bytes, [](void* q) { cudaFree(q); });
-  }
   Buffer alloc_host(std::size_t bytes) override {
     void* p = nullptr;
     if (bytes) SUITE_CUDA_CHECK(cudaMallocHost(&p, bytes));
@@ -114,6 +109,13 @@ class CudaDevice final : public Device {
     return std::make_unique<EventTimer>(stream_);
   }
   void* stream() const override { return stream_; }
+
+ protected:
+  Buffer allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    if (bytes) SUITE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return Buffer(p, bytes, [](void* q) { cudaFree(q); });
+  }
 
  private:
   int ordinal_;

@@ -96,6 +96,13 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   }
   watchdog_.kick(label + " (setup)");
   maybe_stall(rank);
+  // The case's memory is what the allocator hands out from here to the end of its timed steps
+  // (on a GPU also the drop of free device memory, which includes libraries' buffers).
+  Device& dev = ctx_.device;
+  const std::int64_t live_before = dev.allocation_counters().live;
+  dev.reset_allocation_peak();
+  const bool on_gpu = ctx_.backend == Backend::cuda;
+  const double free_before = on_gpu ? static_cast<double>(dev.memory_available()) : 0.0;
   std::unique_ptr<BenchCase> c;
   std::optional<std::string> error;
   try {
@@ -120,6 +127,10 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   ByteCounts own_at_start;
   std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times, own_at_start);
 
+  dev.synchronize();
+  const AllocationCounters after = dev.allocation_counters();
+  const double free_drop =
+      on_gpu ? free_before - static_cast<double>(dev.memory_available()) : std::nan("");
   // Snapshot before the check, whose own collectives must not count as the step's traffic.
   ByteCounts timed_bytes = ctx_.comm.bytes();
   const ByteCounts own_at_end = c->own_comm_bytes();
@@ -142,6 +153,15 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
                {"time_mean_s", m.step.mean}};
   for (const auto& [name, median] : m.phase_median_s)
     rec.attrs.emplace_back("phase_" + name + "_median_s", median);
+  // Rank 0's figures in the attributes (every rank's in the datasets below).
+  rec.attrs.emplace_back("memory_allocated_peak_bytes",
+                         static_cast<double>(after.peak - live_before));
+  rec.attrs.emplace_back("memory_allocated_live_bytes",
+                         static_cast<double>(after.live - live_before));
+  rec.attrs.emplace_back("device_memory_drop_bytes", free_drop);
+  const int ranks = ctx_.mpi.size();
+  rec.int_tables.push_back({"allocated_peak_bytes", 1, static_cast<std::size_t>(ranks),
+                            gather_int(after.peak - live_before, ranks, rank)});
 
   CheckOutcome check = agreed_check(*c, label);
   const bool checked = ctx_.opts.check && !check.skipped;

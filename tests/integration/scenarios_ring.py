@@ -73,6 +73,9 @@ def check_file(path: Path, ranks: int, cp: int, e: int) -> int:
                 expect(np.all(g[t][()] >= 0), f"{name}: negative {t}")
             expect(g["compute_only_time_s"].shape == (3, ranks), f"{name}: compute_only_time_s shape")
             expect(a["memory_method_bytes"] == a["pred_memory_bytes"], f"{name}: memory {a['memory_method_bytes']} != predicted {a['pred_memory_bytes']}")
+            if a.get("pass", "fwd") == "fwd":  # the allocator's peak: the method's blocks and its scratch, nothing else
+                expect(a["memory_allocated_peak_bytes"] == a["memory_method_bytes"] + a["memory_scratch_bytes"],
+                       f"{name}: allocated {a['memory_allocated_peak_bytes']} != method + scratch")
             if cp > 1:
                 expect(a["measured_W_Bps"] > 0 and a["measured_F_flops"] > 0 and a["c_star_tokens"] > 0, f"{name}: F, W, c*")
     return n_cases
@@ -259,6 +262,16 @@ def check_backward_file(path: Path, ranks: int, cp: int, e: int) -> int:
                        f"{name}: backward memory {a['bwd_memory_method_bytes']} != {a['pred_bwd_memory_bytes']}")
             expect(a["time_median_s"] > 0 and a["phase_fwd_median_s"] > 0 and a["phase_bwd_median_s"] > 0,
                    f"{name}: pass times")
+            # What the backward allocates on top of the forward, counted here: dO, delta (the
+            # lse's size), dQ; ring: this round's contribution and two travelling dK/dV blocks;
+            # all-gather: dK/dV of all s tokens, packed per owner, and the own result.
+            fwd = f[BIN][name.split("_fwd_bwd")[0]].attrs
+            ge = e  # the CPU kernel accumulates in the storage type
+            q = c * b * int(a["heads"]) * d
+            extra = q * e + b * int(a["heads"]) * c * e + q * ge
+            extra += (rows * ge + 2 * rows * eg) if variant == "ring" else (cp * rows * ge + cp * rows * eg + rows * eg)
+            got = a["memory_allocated_peak_bytes"] - fwd["memory_allocated_peak_bytes"]
+            expect(got == extra, f"{name}: the backward allocated {got} bytes more than the forward, counted {extra}")
             if cp > 1:
                 expect(a["bwd_measured_F_flops"] > 0 and a["bwd_measured_W_Bps"] > 0 and a["bwd_c_star_tokens"] > 0,
                        f"{name}: F_b, W_b, c*_bwd")
@@ -276,7 +289,7 @@ def scenario_ring_backward(env: Env, ranks: int, dtype: str, cp: int) -> None:
     check_file(out, ranks, cp, e)  # the forward figures of both passes' cases
     # Partial sums in bf16 (rounded at every hop), two sequences per micro-batch.
     run_ok(env, ranks, out, "--dtype", dtype, "--block", "4", "--layout", "zigzag", "--batch", "2",
-           "--heads", "4", "--cp", str(cp), "--pass", "fwd_bwd", "--grad-dtype", "bf16")
+           "--heads", "4", "--cp", str(cp), "--pass", "fwd,fwd_bwd", "--grad-dtype", "bf16")
     expect(check_backward_file(out, ranks, cp, e) == 1, "bf16 partial sums case missing")
 
 
