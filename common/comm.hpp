@@ -103,6 +103,8 @@ class Comm {
 
   const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
+  // The same count since the transport was made, never reset (a case's whole traffic).
+  const ByteCounts& lifetime_bytes() const { return lifetime_; }
 
   // Told of every blocking wait of this transport on other ranks (nullptr: nobody); groups
   // made from a communicator inherit its observer (group_comm.hpp).
@@ -127,6 +129,8 @@ class Comm {
   void count(std::int64_t sent, std::int64_t recv) {
     bytes_.sent += sent;
     bytes_.recv += recv;
+    lifetime_.sent += sent;
+    lifetime_.recv += recv;
   }
   // Collectives where every rank sends and receives the same amount.
   void count_both(std::int64_t n) { count(n, n); }
@@ -137,7 +141,7 @@ class Comm {
   int rank_ = 0, size_ = 1;
 
  private:
-  ByteCounts bytes_;
+  ByteCounts bytes_, lifetime_;
   WaitObserver* observer_ = nullptr;
   std::vector<int> world_ranks_;  // of this communicator's ranks
 };

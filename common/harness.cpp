@@ -105,8 +105,10 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   const double free_before = on_gpu ? static_cast<double>(dev.memory_available()) : 0.0;
   std::unique_ptr<BenchCase> c;
   std::optional<std::string> error;
+  std::int64_t payload_start = 0;  // bytes this rank hands its transports over the whole case
   try {
     c = spec.make();
+    payload_start = ctx_.comm.lifetime_bytes().sent + c->own_comm_bytes().sent;
     c->setup();
   } catch (const std::exception& e) {
     error = e.what();
@@ -171,6 +173,13 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
                          checked ? check.max_abs_err : NAN);  // NaN: not measured
   watchdog_.kick(label + " (report)");
   c->report(m, rec);
+  // The whole case's payload (set-up, warm-up, timed steps, check, report's own runs): what a
+  // library-side count of the same run (scripts/wire_bytes.py, MPI monitoring) compares with.
+  const std::int64_t payload =
+      ctx_.comm.lifetime_bytes().sent + c->own_comm_bytes().sent - payload_start;
+  rec.attrs.emplace_back("payload_bytes_sent_case", static_cast<double>(payload));
+  rec.int_tables.push_back({"case_payload_bytes_sent", 1, static_cast<std::size_t>(ranks),
+                            gather_int(payload, ranks, rank)});
   fill_tables(*c, local_times, phases, timed_bytes, rec);
   publish(state, spec, rec);
 }

@@ -1,5 +1,7 @@
 #include "common/run_info.hpp"
 
+#include "kernels/core/blas_cpu.hpp"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -57,7 +59,7 @@ Attributes provenance_attrs(const std::string& bench, const std::string& command
       {"command_line", command_line},
       {"bench", bench},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
-      {"gemm_library", cuda ? gemm_library_version() : std::string("suite CPU kernels")},
+      {"gemm_library", cuda ? gemm_library_version() : kernels::cpu::blas_library_version()},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
