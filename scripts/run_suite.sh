@@ -47,6 +47,12 @@ if [ -x "$BUILD/bin/kernel_bench" ]; then
     --benchmark_out_format=json
 fi
 
+# Bytes on the wire: Open MPI's own count for every sp_tp collective case (two extra, monitored
+# runs per case; the timed figures above are untouched), beside the payload and 2(t-1)/t n.
+echo "== bytes on the wire (Open MPI monitoring) =="
+.venv/bin/python scripts/wire_bytes.py "$dir/sp_tp.h5" --mpirun "$MPIRUN" ||
+  echo "warning: wire_bytes.py failed"
+
 for f in "$dir"/*.h5; do
   .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done

@@ -318,6 +318,20 @@ def config_differences(a: Results, b: Results, keys: Iterable[str] = CONFIG_KEYS
             for k in keys if a.config_attr(k) != b.config_attr(k)]
 
 
+def add_case_figures(path: str | Path, bench: str, case: str, attrs: dict[str, Any],
+                     datasets: dict[str, np.ndarray]) -> None:
+    """Adds (or replaces) figures measured after the run, such as the MPI library's own byte
+    counts (scripts/wire_bytes.py), to one case of a complete results file."""
+    with h5py.File(path, "a") as f:
+        group = f[bench][case]
+        for name, value in attrs.items():
+            group.attrs[name] = value
+        for name, value in datasets.items():
+            if name in group:
+                del group[name]
+            group.create_dataset(name, data=value)
+
+
 def find_result_files(inputs: Iterable[str | Path], include_partial: bool = False) -> list[Path]:
     """Expand files and directories (searched recursively for `*.h5`) into a list of files."""
     found: list[Path] = []

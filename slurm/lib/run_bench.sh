@@ -142,6 +142,14 @@ suite_main() {
   fi
   echo "benchmark exit status: $rc" | tee -a "$dir/job.txt"
 
+  # The library's own byte counts (Open MPI's monitoring) in extra runs of each case, beside
+  # the payload; the timed run above never has monitoring on. WIRE=0 skips them; WIRE_CASES
+  # selects cases (a regular expression). MPI transport only: NCCL has no such counters.
+  if [[ $rc -eq 0 && ${WIRE:-1} == 1 && $transport == mpi ]]; then
+    "$python" scripts/wire_bytes.py "$out" --cases "${WIRE_CASES:-}" |
+      tee -a "$dir/job.txt" || echo "warning: wire_bytes.py failed" | tee -a "$dir/job.txt"
+  fi
+
   if [[ $rc -eq 0 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then
     "$python" scripts/plot.py "$out" --out "$dir/plots" || echo "warning: plotting failed"
   fi
