@@ -72,19 +72,22 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
   device.synchronize();
 }
 
+UlyssesAttention::Blocks UlyssesAttention::blocks() const {
+  const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
+  return {{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(), cfg_.head_dim},
+          {rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(), cfg_.head_dim},
+          static_cast<std::size_t>(rows * cfg_.heads_per_rank() * cfg_.head_dim),
+          static_cast<std::size_t>(rows * cfg_.kv_heads_per_rank() * cfg_.head_dim)};
+}
+
 void UlyssesAttention::step(PhaseTimer& phases) {
   if (cfg_.u == 1) {
     phases.time("attention", [&] { ring_->step(ring::Mode::overlapped); });
     return;
   }
-  const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
-  const kernels::HeadPackShape q_shape{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(),
-                                       cfg_.head_dim};
-  const kernels::HeadPackShape kv_shape{rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(),
-                                        cfg_.head_dim};
+  const Blocks blk = blocks();
+  const auto& [q_shape, kv_shape, q_block, kv_block] = blk;
   const std::size_t e = dtype_size(cfg_.dtype);
-  const auto q_block = static_cast<std::size_t>(rows * cfg_.heads_per_rank() * cfg_.head_dim);
-  const auto kv_block = static_cast<std::size_t>(rows * cfg_.kv_heads_per_rank() * cfg_.head_dim);
   phases.time("pack", [&] {
     head_pack(device_, q_shape, e, q_.data(), q_send_.data());
     head_pack(device_, kv_shape, e, k_.data(), k_send_.data());
@@ -111,14 +114,9 @@ void UlyssesAttention::backward(PhaseTimer& phases) {
     phases.time("bwd_attention", [&] { ring_->backward(ring::Mode::overlapped); });
     return;
   }
-  const std::int64_t rows = cfg_.tokens_per_rank() * cfg_.batch;
-  const kernels::HeadPackShape q_shape{rows, cfg_.heads, cfg_.u, cfg_.heads_per_rank(),
-                                       cfg_.head_dim};
-  const kernels::HeadPackShape kv_shape{rows, cfg_.kv_heads, cfg_.u, cfg_.kv_heads_per_rank(),
-                                        cfg_.head_dim};
+  const Blocks blk = blocks();
+  const auto& [q_shape, kv_shape, q_block, kv_block] = blk;
   const std::size_t e = dtype_size(cfg_.dtype);
-  const auto q_block = static_cast<std::size_t>(rows * cfg_.heads_per_rank() * cfg_.head_dim);
-  const auto kv_block = static_cast<std::size_t>(rows * cfg_.kv_heads_per_rank() * cfg_.head_dim);
   const std::size_t kv_half = cfg_.u * kv_block;  // dK of the group's tokens, then dV
   phases.time("bwd_pack", [&] { head_pack(device_, q_shape, e, do_.data(), do_send_.data()); });
   phases.time("bwd_a2a_do",

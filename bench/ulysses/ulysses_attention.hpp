@@ -14,6 +14,7 @@
 #include "common/comm.hpp"
 #include "common/device.hpp"
 #include "common/phase_timer.hpp"
+#include "kernels/a2a/head_pack.hpp"
 
 namespace suite::ulysses {
 
@@ -51,6 +52,14 @@ class UlyssesAttention {
   const std::vector<std::int64_t>& positions() const { return positions_; }
 
  private:
+  // The head packs around the all-to-alls (Q-like and K/V-like tensors) and the elements of
+  // one block each all-to-all sends to one member.
+  struct Blocks {
+    kernels::HeadPackShape q_shape, kv_shape;
+    std::size_t q_block, kv_block;
+  };
+  Blocks blocks() const;
+
   UlyssesConfig cfg_;
   Device& device_;
   Comm& group_;

@@ -128,6 +128,23 @@ inline void expect_matches_reference(const AttentionParams& p, const Block& blk,
   }
 }
 
+// One query block (rank `q_rank` of n, c tokens, causal) against the keys of all n ranks in
+// rank order (block r: rows [r c, (r+1) c)): the ring's view, where the gradient of each key
+// block is computed on its own with the final statistics.
+inline AttentionProblem all_keys_problem(Layout layout, int q_rank, int n, std::int64_t c) {
+  AttentionProblem x{
+      {block_positions(layout, q_rank, n, c), {}, true, BlockMask::positions}, {}, {}, {}, {}};
+  for (int r = 0; r < n; ++r) {
+    const auto kp = block_positions(layout, r, n, c);
+    x.blk.kp.insert(x.blk.kp.end(), kp.begin(), kp.end());
+  }
+  x.p = make_attention_params(c, c * n, 4, 2, 64, true);
+  x.q = random_vector<float>(c * x.p.ld_q, 31);
+  x.k = random_vector<float>(c * n * x.p.ld_k, 32, -2, 2);
+  x.v = random_vector<float>(c * n * x.p.ld_v, 33);
+  return x;
+}
+
 // The gradient side of one block problem: a seeded output gradient dO (o's layout, row stride
 // p.ld_o) and, from the double-precision references on the same (storage-rounded) inputs,
 // the block's o, lse, delta = rowsum(dO o) and the gradients dq, dk, dv.

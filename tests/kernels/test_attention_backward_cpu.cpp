@@ -157,18 +157,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BackwardTiled,
 TEST(BackwardKeyBlocks, ContributionsAddUpToTheFullGradient) {
   for (bool zigzag : {false, true}) {
     const int n = 4;
-    const std::int64_t c = 40, cq = c, ck = c * n;
+    const std::int64_t c = 40;
     const auto layout = zigzag ? test::Layout::zigzag : test::Layout::contiguous;
-    test::AttentionProblem x{
-        {test::block_positions(layout, 2, n, c), {}, true, BlockMask::positions}, {}, {}, {}, {}};
-    for (int r = 0; r < n; ++r) {
-      const auto kp = test::block_positions(layout, r, n, c);
-      x.blk.kp.insert(x.blk.kp.end(), kp.begin(), kp.end());
-    }
-    x.p = make_attention_params(cq, ck, 4, 2, 64, true);
-    x.q = test::random_vector<float>(cq * x.p.ld_q, 31);
-    x.k = test::random_vector<float>(ck * x.p.ld_k, 32, -2, 2);
-    x.v = test::random_vector<float>(ck * x.p.ld_v, 33);
+    const test::AttentionProblem x = test::all_keys_problem(layout, 2, n, c);
     const auto ref = test::make_backward(x);
     const auto q = to_double(x.q), k = to_double(x.k), v = to_double(x.v), d_o = to_double(ref.d_o);
     std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);

@@ -236,18 +236,9 @@ INSTANTIATE_TEST_SUITE_P(Blocks, BackwardEmulated, ::testing::ValuesIn(bwd_cases
 TEST(BackwardEmulatedKeyBlocks, ContributionsAddUpToTheFullGradient) {
   for (bool zigzag : {false, true}) {
     const int n = 3;
-    const std::int64_t c = 40, cq = c, ck = c * n;
+    const std::int64_t c = 40;
     const auto layout = zigzag ? test::Layout::zigzag : test::Layout::contiguous;
-    test::AttentionProblem x{
-        {test::block_positions(layout, 1, n, c), {}, true, BlockMask::positions}, {}, {}, {}, {}};
-    for (int r = 0; r < n; ++r) {
-      const auto kp = test::block_positions(layout, r, n, c);
-      x.blk.kp.insert(x.blk.kp.end(), kp.begin(), kp.end());
-    }
-    x.p = make_attention_params(cq, ck, 4, 2, 64, true);
-    x.q = test::random_vector<float>(cq * x.p.ld_q, 31);
-    x.k = test::random_vector<float>(ck * x.p.ld_k, 32, -2, 2);
-    x.v = test::random_vector<float>(ck * x.p.ld_v, 33);
+    test::AttentionProblem x = test::all_keys_problem(layout, 1, n, c);
     test::BackwardProblem ref;
     Device<float> dev = device_inputs<float>(x, ref);
     for (int r = 0; r < n; ++r) {  // key block r: rows [r c, (r+1) c)

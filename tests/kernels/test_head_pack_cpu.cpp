@@ -59,8 +59,8 @@ TEST(HeadPack, WorksOnTwoByteElements) {
 // x and g, with replication (a K/V head read by two ranks gets both ranks' gradients) and
 // without.
 TEST(HeadPack, UnpackSumIsTheAdjointOfThePack) {
-  for (const HeadPackShape s : {HeadPackShape{3, 2, 4, 1, 5}, HeadPackShape{3, 8, 4, 2, 5},
-                                HeadPackShape{2, 1, 3, 1, 4}}) {
+  for (const HeadPackShape s :
+       {HeadPackShape{3, 2, 4, 1, 5}, HeadPackShape{3, 8, 4, 2, 5}, HeadPackShape{2, 1, 3, 1, 4}}) {
     std::vector<double> x(static_cast<std::size_t>(s.unpacked_elems())),
         g(static_cast<std::size_t>(s.packed_elems()));
     for (std::size_t i = 0; i < x.size(); ++i)
