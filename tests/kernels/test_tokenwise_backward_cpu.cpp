@@ -120,7 +120,9 @@ TEST(DropoutBackwardCpu, UsesTheForwardsMask) {
     // The forward is linear in x for a fixed mask: <w, y(x)> = <dx, x>.
     EXPECT_NEAR(dot(w, y), dot(dx, x), 1e-12) << p;
     for (std::size_t i = 0; i < x.size(); ++i)
-      if (!mask[i]) EXPECT_EQ(dx[i], 0.0);
+      if (!mask[i]) {
+        EXPECT_EQ(dx[i], 0.0);
+      }
   }
 }
 
