@@ -73,7 +73,6 @@ void add_backward(const LayerRun& run, const Measurement& m, CaseRecord& rec) {
   const auto s = static_cast<double>(cfg.s), b = static_cast<double>(cfg.b),
              h = static_cast<double>(cfg.h);
   const PassComm &f = run.layer.pass_comm(kFwd), &bw = run.layer.pass_comm(kBwd);
-  add_pass_comm(run, "fwd", f, false, rec);
   add_pass_comm(run, "bwd", bw, true, rec);
   auto& a = rec.attrs;
   const double both = sp ? model::sp_layer_comm_bytes_fwd_bwd(s, b, h, cfg.t, e)
@@ -160,6 +159,7 @@ void report_layer(const LayerRun& run, const Measurement& m, CaseRecord& rec) {
                  cfg.fused_attention ? engine.library_version() : std::string("suite"));
   a.emplace_back("attn_fallbacks", engine.fallbacks());
   add_ledger(run.layer, rec);
+  add_pass_comm(run, "fwd", run.layer.pass_comm(kFwd), false, rec);
   if (cfg.backward()) add_backward(run, m, rec);
 }
 
