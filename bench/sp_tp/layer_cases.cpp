@@ -42,7 +42,7 @@ class LayerCase final : public BenchCase {
     record_exchanges();  // the last timed step's, before the check's own runs add theirs
     drained_ = true;
     check_ = check_layer(ctx_, *layer_, *ops_, cfg_.backward(), cfg_.bwd_overlap);
-    layer_->take_exchange_seconds();
+    layer_->take_exchanges();
     return check_.outcome;
   }
 
@@ -50,10 +50,11 @@ class LayerCase final : public BenchCase {
     if (!drained_) record_exchanges();
     // The warm-up steps' transfers are not the timed ones'.
     const auto warm = static_cast<std::size_t>(std::max(0, ctx_.opts.warmup));
-    exchange_s_.erase(
-        exchange_s_.begin(),
-        exchange_s_.begin() + static_cast<std::ptrdiff_t>(std::min(warm, exchange_s_.size())));
-    report_layer({cfg_, variant_, *layer_, *ops_, check_, exchange_s_, bwd_peak_}, m, rec);
+    exchanges_.erase(exchanges_.begin(), exchanges_.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                  warm, exchanges_.size())));
+    report_layer({cfg_, variant_, *layer_, *ops_, check_, exchanges_, bwd_peak_,
+                  ctx_.backend == Backend::cpu},
+                 m, rec);
   }
 
   // Input and output rows of this rank; every weight as the whole global tensor (the same on
@@ -79,12 +80,15 @@ class LayerCase final : public BenchCase {
 
  private:
   void record_exchanges() {
-    const std::vector<double> s = layer_->take_exchange_seconds();
-    if (s.empty()) return;
-    double sum = 0;
-    for (double v : s)
-      sum += v;
-    exchange_s_.push_back(sum);
+    const auto log = layer_->take_exchanges();
+    if (log.empty()) return;
+    StepExchanges step;
+    for (const auto& e : log) {
+      step.seconds += e.seconds;
+      step.total += 1;
+      step.done_early += e.completed_in_progress ? 1 : 0;
+    }
+    exchanges_.push_back(step);
   }
 
   BenchContext& ctx_;
@@ -93,7 +97,7 @@ class LayerCase final : public BenchCase {
   std::unique_ptr<LayerOps> ops_;
   std::unique_ptr<TransformerLayer> layer_;
   LayerCheckResult check_;
-  std::vector<double> exchange_s_;
+  std::vector<StepExchanges> exchanges_;
   std::int64_t bwd_peak_ = 0;
   bool drained_ = false;
 };

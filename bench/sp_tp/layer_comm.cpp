@@ -106,10 +106,8 @@ void LayerComm::all_gather_with(
   record(Coll::all_gather, before);
 }
 
-std::vector<double> LayerComm::take_exchange_seconds() {
-  std::vector<double> out;
-  for (const auto& e : comm_.exchange_log())
-    out.push_back(e.seconds);
+std::vector<Comm::ExchangeTiming> LayerComm::take_exchanges() {
+  std::vector<Comm::ExchangeTiming> out = comm_.exchange_log();
   comm_.clear_exchange_log();
   return out;
 }

@@ -64,9 +64,9 @@ class LayerComm {
       PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t,
       bool overlapped, int chunks, const std::string& exposed_phase,
       const std::function<void(int chunk, const std::function<void()>& progress)>& compute);
-  // Seconds each ring exchange took from start to completion since the last call (the
-  // overlapped all-gathers' transfer time); clears the transport's log.
-  std::vector<double> take_exchange_seconds();
+  // The ring exchanges since the last call (the overlapped all-gathers): seconds from start to
+  // completion, and whether completion was seen while the GEMM still ran; clears the log.
+  std::vector<Comm::ExchangeTiming> take_exchanges();
 
  private:
   void record(Coll kind, std::int64_t before);

@@ -99,8 +99,18 @@ void add_backward(const LayerRun& run, const Measurement& m, CaseRecord& rec) {
       s, b, h, static_cast<double>(cfg.heads), cfg.t, e, static_cast<double>(cfg.ffn()) / h};
   a.emplace_back("model_bwd_over_fwd_flops", model::layer_bwd_flops_per_rank(x, cfg.causal) /
                                                  model::layer_flops_per_rank(x, cfg.causal));
+  std::vector<double> seconds;
+  int total = 0, early = 0;
+  for (const auto& x : run.exchanges) {
+    seconds.push_back(x.seconds);
+    total += x.total;
+    early += x.done_early;
+  }
   a.emplace_back("bwd_ln_gather_transfer_median_s",
-                 run.exchange_s.empty() ? NAN : percentile(run.exchange_s, 0.5));
+                 seconds.empty() ? NAN : percentile(seconds, 0.5));
+  // Seen only where the host polls the transport; NaN where a GPU stream overlaps.
+  a.emplace_back("bwd_ln_gather_done_during_compute_fraction",
+                 run.host_polled && total > 0 ? static_cast<double>(early) / total : NAN);
   // Checks.
   const LayerCheckResult& c = run.check;
   a.emplace_back("check_grad_bit_exact",

@@ -16,15 +16,22 @@ namespace suite::sp_tp {
 // Predicted activation bytes per layer (METHODS.md, with this dtype's element size).
 double predicted_activation_bytes(const LayerConfig& cfg, Variant v);
 
+struct StepExchanges {
+  double seconds = 0;  // summed start-to-completion time of the step's exchanges
+  int total = 0;       // exchanges
+  int done_early = 0;  // seen complete while the GEMM still ran (polled: CPU backend)
+};
+
 struct LayerRun {
   const LayerConfig& cfg;
   Variant variant;
   TransformerLayer& layer;
   LayerOps& ops;
   const LayerCheckResult& check;
-  // Per timed step: the overlapped all-gathers' summed transfer seconds (empty: none ran).
-  const std::vector<double>& exchange_s;
+  // Per timed step, the overlapped all-gathers' exchanges (empty: none ran).
+  const std::vector<StepExchanges>& exchanges;
   std::int64_t bwd_peak_bytes;  // the layer allocator's peak during the last backward
+  bool host_polled;             // the transfers are polled by the host (CPU backend)
 };
 
 void report_layer(const LayerRun& run, const Measurement& m, CaseRecord& rec);

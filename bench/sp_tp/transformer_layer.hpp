@@ -45,8 +45,8 @@ class TransformerLayer {
   LayerMemory& memory() { return memory_; }
   // Collectives of the last forward / backward.
   const PassComm& pass_comm(PassIndex p) const { return passes_[p]; }
-  // Transfer seconds of each overlapped exchange since the last call.
-  std::vector<double> take_exchange_seconds() { return comm_.take_exchange_seconds(); }
+  // The overlapped all-gathers' exchanges since the last call.
+  std::vector<Comm::ExchangeTiming> take_exchanges() { return comm_.take_exchanges(); }
 
   // Collective: the layer output for all s*b tokens, on every rank (SP gathers its shards).
   std::vector<double> gathered_output();

@@ -115,6 +115,9 @@ def scenario_training_step(env: Env, ranks: int, dtype: str) -> None:
             if t > 1:
                 expect(on.attrs["bwd_ln_gather_transfer_median_s"] > 0, f"{path}: no overlapped transfer timed")
                 expect(np.isnan(off.attrs["bwd_ln_gather_transfer_median_s"]), f"{path}: transfer timed without overlap")
+                done = on.attrs["bwd_ln_gather_done_during_compute_fraction"]
+                expect(0 <= done <= 1, f"{path}: done-during-compute fraction {done}")
+                expect(np.isnan(off.attrs["bwd_ln_gather_done_during_compute_fraction"]), f"{path}: fraction without overlap")
     print(f"{out.name}: {len(fwds)} forward and {len(steps)} training-step cases checked")
 
 
