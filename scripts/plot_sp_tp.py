@@ -1,10 +1,15 @@
-"""Figures for the sp_tp layer mode (`mode="layer"`: one transformer-layer forward, TP vs TP+SP).
+"""Figures for the sp_tp layer mode (`mode="layer"`: one transformer layer, TP vs TP+SP, forward
+cases and, with `pass="fwd_bwd"`, training-step cases).
 
-- `<bench>_layer_time.png`: per attention path, one bar per variant stacked compute + comm
-  medians, with the step median and its p10-p90 range marked;
+- `<bench>_layer_time.png`: forward cases; per attention path, one bar per variant stacked
+  compute + comm medians, with the step median and its p10-p90 range marked;
+- `<bench>_layer_step.png`: training-step cases; per attention path, one bar per variant (and
+  TP+SP overlap setting) stacked forward compute, forward comm, backward compute and backward
+  exposed comm, with the step median and its p10-p90 range marked;
 - `<bench>_layer_memory.png`: activation bytes per rank, measured vs predicted (METHODS.md),
-  annotated with the relative error;
-- `<bench>_layer_ledger.png`: each case's activation ledger, bytes per saved tensor.
+  annotated with the relative error, and the backward's measured peak where a case has one;
+- `<bench>_layer_ledger.png`: the activation ledger, bytes per saved tensor, once per
+  configuration (a training step keeps the same ledger as its forward case).
 
 `layer_figures` returns {file name: figure}; plot.py titles and saves them.
 """
@@ -23,7 +28,13 @@ from suite_results import Case, natural_key, step_times, warn
 LAYER_NEEDS = ("variant", "attention")
 VARIANTS = ("tp", "tp_sp")
 ATTENTIONS = ("fused", "unfused")
+# What tells two configurations apart (not the pass: the memory and ledger figures show one
+# case per configuration, the time and step figures one pass each).
 CONFIG_PARAMS = ("dtype", "s", "b", "h", "heads", "d_ff", "t", "causal", "dropout")
+# The training step's stacked phases: (phase, legend label, alpha, hatch).
+STEP_PHASES = (("fwd_compute", "fwd compute", 1.0, ""), ("fwd_comm", "fwd comm", 0.45, "//"),
+               ("bwd_compute", "bwd compute", 0.75, ".."),
+               ("bwd_comm", "bwd comm (exposed)", 0.3, "\\\\"))
 LEDGER = ("ledger_name", "ledger_bytes")
 MIB = 2.0**20
 
@@ -80,6 +91,19 @@ def _step_range(case: Case) -> tuple[float, float] | None:
     return None
 
 
+def is_step(case: Case) -> bool:
+    """A training-step case (forward then backward)."""
+    return str(case.attrs.get("pass", "fwd")) == "fwd_bwd"
+
+
+def _step_label(case: Case) -> str:
+    """Variant, and for TP+SP the overlap setting of its backward."""
+    overlap = case.attrs.get("bwd_overlap")
+    if overlap is None:
+        return str(case.attrs["variant"])
+    return f"{case.attrs['variant']}\n{'overlap' if int(overlap) else 'no overlap'}"
+
+
 def _bar_positions(cases: list[Case]) -> tuple[dict[Case, float], dict[str, float], float]:
     """x of each case's bar, grouped by attention path; the group centres; the bar width."""
     groups: dict[str, list[Case]] = {}
@@ -107,8 +131,9 @@ def _draw_time_bar(ax: plt.Axes, case: Case, x: float, width: float, color: str)
 
 
 def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
-    """Grouped bars per attention path: compute + comm medians, step median with p10-p90."""
-    cases = _sorted_cases([c for c in cases if c.median_s is not None])
+    """Grouped bars per attention path: compute + comm medians, step median with p10-p90
+    (forward cases)."""
+    cases = _sorted_cases([c for c in cases if c.median_s is not None and not is_step(c)])
     if not cases:
         return None
     xs, centres, width = _bar_positions(cases)
@@ -117,12 +142,7 @@ def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cases) + 3), 5.5))
     split = [_draw_time_bar(ax, c, xs[c], width, colors[str(c.attrs["variant"])])
              for c in cases]
-    marks = []
-    for c in cases:
-        spread = _step_range(c)
-        yerr = None if spread is None else [[c.median_s - spread[0]], [spread[1] - c.median_s]]
-        marks.append(ax.errorbar(xs[c], c.median_s, yerr=yerr, fmt="D", color="black",
-                                 markersize=5, capsize=4, label="step median (p10-p90)"))
+    mark = _step_marks(ax, cases, xs)
     ax.set_xticks([xs[c] for c in cases], [labels[c] for c in cases], fontsize=8)
     below = blended_transform_factory(ax.transData, ax.transAxes)
     for attention, x in centres.items():
@@ -135,11 +155,65 @@ def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
                           label="comm (median)")]
     if not all(split):
         handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
-    handles.append(marks[0])
+    handles.append(mark)
     ax.legend(handles=handles, fontsize=8)
     ax.set_ylabel("time per layer forward (s)\n(step = max over ranks)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_title(title("layer forward time, compute + comm"))
+    return fig
+
+
+def _step_marks(ax: plt.Axes, cases: list[Case], xs: dict[Case, float]):
+    """The step median of each case with its p10-p90 range; the first marker (for a legend)."""
+    marks = []
+    for c in cases:
+        spread = _step_range(c)
+        yerr = None if spread is None else [[c.median_s - spread[0]], [spread[1] - c.median_s]]
+        marks.append(ax.errorbar(xs[c], c.median_s, yerr=yerr, fmt="D", color="black",
+                                 markersize=5, capsize=4, label="step median (p10-p90)"))
+    return marks[0]
+
+
+def step_figure(cases: list[Case], title: Title) -> plt.Figure | None:
+    """Training steps: grouped bars per attention path, forward and backward stacked (compute,
+    comm; the backward's comm is what the overlap left exposed), step median with p10-p90."""
+    cases = _sorted_cases([c for c in cases if c.median_s is not None and is_step(c)])
+    if not cases:
+        return None
+    xs, centres, width = _bar_positions(cases)
+    colors = _variant_colors(cases)
+    fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(cases) + 3), 5.5))
+    split = []
+    for c in cases:
+        values = [_phase_median(c, phase) for phase, *_ in STEP_PHASES]
+        color = colors[str(c.attrs["variant"])]
+        if any(v is None for v in values):
+            ax.bar(xs[c], c.median_s, width, color=color, alpha=0.35)
+            split.append(False)
+            continue
+        bottom = 0.0
+        for value, (_, _, alpha, hatch) in zip(values, STEP_PHASES):
+            ax.bar(xs[c], value, width, bottom=bottom, color=color, alpha=alpha, hatch=hatch,
+                   edgecolor="black", linewidth=0.5)
+            bottom += value
+        split.append(True)
+    mark = _step_marks(ax, cases, xs)
+    ax.set_xticks([xs[c] for c in cases], [_step_label(c) for c in cases], fontsize=8)
+    below = blended_transform_factory(ax.transData, ax.transAxes)
+    for attention, x in centres.items():
+        ax.text(x, -0.13, f"{attention} attention", transform=below, ha="center", va="top",
+                fontweight="bold")
+    handles = [Patch(color=col, label=v) for v, col in colors.items()]
+    if any(split):
+        handles += [Patch(facecolor="lightgrey", alpha=alpha, hatch=hatch, edgecolor="black",
+                          label=label) for _, label, alpha, hatch in STEP_PHASES]
+    if not all(split):
+        handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
+    handles.append(mark)
+    ax.legend(handles=handles, fontsize=8)
+    ax.set_ylabel("time per layer training step (s)\n(step = max over ranks)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(title("layer training step, forward + backward"))
     return fig
 
 
@@ -150,28 +224,61 @@ def _rel_err(case: Case) -> float:
     return abs(float(case.attrs["activation_bytes"]) - pred) / pred if pred else float("nan")
 
 
+def _config_key(case: Case) -> str:
+    """The case name without its pass suffix: a forward case and its training steps share it."""
+    name = case.name
+    for suffix in ("_fwd_bwd_nooverlap", "_fwd_bwd"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def one_per_config(cases: list[Case]) -> list[Case]:
+    """One case per configuration (the ledger does not depend on the pass or the overlap):
+    a training step where there is one (it also has the backward's peak), its overlapped one
+    first, else the forward case."""
+    def rank(c: Case) -> tuple[int, int]:
+        return (0 if is_step(c) else 1, 0 if int(c.attrs.get("bwd_overlap", 1)) else 1)
+    chosen: dict[str, Case] = {}
+    for c in cases:
+        key = _config_key(c)
+        if key not in chosen or rank(c) < rank(chosen[key]):
+            chosen[key] = c
+    return [c for c in cases if chosen.get(_config_key(c)) is c]
+
+
 def memory_figure(cases: list[Case], title: Title) -> plt.Figure | None:
-    """Measured vs predicted activation bytes per (variant, attention), error in %."""
+    """Measured vs predicted activation bytes per (variant, attention), error in %; beside
+    them the backward's measured peak (ledger + working set) where a case has one."""
     needed = ("activation_bytes", "pred_activation_bytes")
-    cases = _sorted_cases([c for c in cases if all(k in c.attrs for k in needed)])
+    cases = one_per_config(_sorted_cases([c for c in cases if all(k in c.attrs for k in needed)]))
     if not cases:
         return None
     labels = _labels(cases)
     pos = np.arange(len(cases))
     measured = np.array([float(c.attrs["activation_bytes"]) for c in cases]) / MIB
     predicted = np.array([float(c.attrs["pred_activation_bytes"]) for c in cases]) / MIB
-    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(cases) + 3), 5))
-    ax.bar(pos - 0.2, measured, width=0.4, label="measured (ledger)")
-    ax.bar(pos + 0.2, predicted, width=0.4, label="predicted (METHODS.md)")
+    peaks = [c.attrs.get("bwd_peak_bytes") for c in cases]
+    with_peak = any(p is not None for p in peaks)
+    width = 0.27 if with_peak else 0.4
+    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cases) + 3), 5))
+    ax.bar(pos - width / 2 * (2 if with_peak else 1), measured, width=width,
+           label="measured (ledger)")
+    ax.bar(pos + (0 if with_peak else width / 2), predicted, width=width,
+           label="predicted (METHODS.md)")
+    if with_peak:
+        ax.bar(pos + width, [np.nan if p is None else float(p) / MIB for p in peaks], width=width,
+               label="backward peak (measured: ledger + working set)", color="C3", alpha=0.7)
     for x, top, c in zip(pos, np.maximum(measured, predicted), cases):
         ax.annotate(f"err {100 * _rel_err(c):.2f}%", (x, top), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(pos, [labels[c].replace(" ", "\n", 1) for c in cases], fontsize=8)
-    ax.set_ylabel("activation memory per rank (MiB)")
+    ax.set_ylabel("memory per rank (MiB)" if with_peak else "activation memory per rank (MiB)")
     ax.margins(y=0.12)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend()
-    ax.set_title(title("activation memory, measured vs predicted"))
+    ax.legend(fontsize=8)
+    ax.set_title(title("activation memory, measured vs predicted"
+                       + (", and the backward's peak" if with_peak else "")))
     return fig
 
 
@@ -205,7 +312,8 @@ def _tensor_colors(ledgers: list[tuple[list[str], np.ndarray]]) -> dict[str, tup
 
 def ledger_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     """One stacked horizontal bar per case: bytes of each saved tensor, % of total inside."""
-    found = [(c, led) for c in _sorted_cases(cases) if (led := _ledger(c)) is not None]
+    found = [(c, led) for c in one_per_config(_sorted_cases(cases))
+             if (led := _ledger(c)) is not None]
     if not found:
         return None
     labels = _labels([c for c, _ in found])
@@ -232,7 +340,8 @@ def ledger_figure(cases: list[Case], title: Title) -> plt.Figure | None:
 
 def layer_figures(cases: list[Case], bench: str, title: Title) -> dict[str, plt.Figure]:
     """{file name: figure} for the layer cases (each must have variant and attention)."""
-    builders = {"time": time_figure, "memory": memory_figure, "ledger": ledger_figure}
+    builders = {"time": time_figure, "step": step_figure, "memory": memory_figure,
+                "ledger": ledger_figure}
     figures = {}
     for what, build in builders.items():
         fig = build(cases, lambda text: title(f"{bench} layer: {text}"))

@@ -1,11 +1,13 @@
-// sp_tp layer mode: one transformer layer forward as TP and as TP+SP over the same group,
-// with the SP == TP output check, the activation-memory ledger against METHODS.md, and
-// collective bytes per layer measured against 4 (t-1)/t * sbh * e.
+// sp_tp layer mode: one transformer layer as TP and as TP+SP over the same group, forward
+// (--pass fwd) or a training step (--pass fwd_bwd: forward then backward), with the SP == TP
+// checks (output; gradients), the activation-memory ledger against METHODS.md, and per pass the
+// collectives (calls and bytes per rank) against the formulas.
 #pragma once
 
 #include <vector>
 
 #include "bench/sp_tp/layer_config.hpp"
+#include "bench/sp_tp/layer_report.hpp"
 #include "common/bench_case.hpp"
 #include "common/context.hpp"
 
@@ -15,14 +17,17 @@ struct LayerSweep {
   LayerConfig base;               // s, b, h, heads, d_ff, dropout, causal
   std::vector<Variant> variants;  // tp, tp_sp
   std::vector<bool> fused;        // attention paths: true = fused (flash), false = unfused
+  std::vector<Pass> passes{Pass::fwd};
+  std::vector<bool> bwd_overlap{true};  // TP+SP training steps: overlapped and/or not
 };
 
-// Validates the shape for this group (UsageError) and builds one case per (attention, variant).
+// Validates the shape for this group (UsageError) and builds one case per (attention, variant,
+// pass[, overlap]). Forward cases keep the names and parameters they always had; training-step
+// cases add "_fwd_bwd" (TP+SP without the overlap: "_fwd_bwd_nooverlap") and the `pass` and
+// `bwd_overlap` parameters.
 std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep);
 
-// Predicted activation bytes per layer (METHODS.md, with this dtype's element size).
-double predicted_activation_bytes(const LayerConfig& cfg, Variant v);
-
-void print_layer_table(const std::vector<CaseRecord>& records);
+// Why this build / backend cannot run the backward of `cfg`'s attention path (nullopt: it can).
+std::optional<std::string> backward_unavailable(BenchContext& ctx, const LayerConfig& cfg);
 
 }  // namespace suite::sp_tp

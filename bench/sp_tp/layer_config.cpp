@@ -41,6 +41,7 @@ double init_value(std::uint64_t seed, Tensor t, std::int64_t row, std::int64_t c
     case Tensor::ln2_beta:
       return 0.1 * u;
     case Tensor::input:
+    case Tensor::d_output:
       return u;
     default:
       return u * 0.5;  // weights; scaled by 1/sqrt(fan-in) in init_slice's caller

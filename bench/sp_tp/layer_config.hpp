@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/pass_list.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/dtype.hpp"
 
@@ -26,7 +27,10 @@ struct LayerConfig {
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;  // fused path
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
+  Pass pass = Pass::fwd;    // fwd_bwd: a training step, the backward after the forward
+  bool bwd_overlap = true;  // TP+SP backward: LayerNorm-output all-gathers overlap GEMMs
 
+  bool backward() const { return pass == Pass::fwd_bwd; }
   std::int64_t ffn() const { return d_ff > 0 ? d_ff : 4 * h; }
   std::int64_t head_dim() const { return h / heads; }
   std::int64_t rows() const { return s * b; }  // tokens, row = s_idx * b + b_idx
@@ -47,7 +51,8 @@ enum class Tensor : std::uint64_t {
   w_qkv,
   w_out,
   w_fc1,
-  w_fc2
+  w_fc2,
+  d_output  // the gradient fed into the backward (the loss is sum(d_output * output))
 };
 double init_value(std::uint64_t seed, Tensor t, std::int64_t row, std::int64_t col);
 

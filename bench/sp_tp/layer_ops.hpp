@@ -18,15 +18,38 @@ class LayerOps {
  public:
   virtual ~LayerOps() = default;
   std::size_t lse_elem_size() const { return attn_->lse_elem_size(); }
+  // C = alpha op(A) op(B) + beta C, row-major, op(A) m x k and op(B) k x n, leading dimensions
+  // in elements (the backward's input and weight gradients need the transposes).
+  virtual void gemm_ex(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       double alpha, const void* a, std::int64_t lda, const void* b,
+                       std::int64_t ldb, double beta, void* c, std::int64_t ldc) = 0;
   // C[m, n] = A[m, k] B[k, n], dense row-major.
-  virtual void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b,
-                    void* c) = 0;
+  void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c) {
+    gemm_ex(false, false, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+  }
   virtual void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
                          const void* beta, void* y) = 0;
   virtual void gelu(std::int64_t n, const void* x, void* y) = 0;
   virtual void residual_add(std::int64_t n, const void* x, const void* residual, void* y) = 0;
   virtual void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                        std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) = 0;
+  // ---- Backward (kernels/tokenwise's backward ops; gradients of sum(dy * y)).
+  // Scratch bytes layernorm_backward needs for `rows` rows (0 on the CPU).
+  virtual std::size_t layernorm_workspace_bytes(std::int64_t rows) const = 0;
+  // dx and the weight / bias gradients summed over these rows (overwritten).
+  virtual void layernorm_backward(std::int64_t rows, std::int64_t cols, const void* x,
+                                  const void* gamma, const void* dy, void* dx, void* dgamma,
+                                  void* dbeta, void* workspace) = 0;
+  virtual void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) = 0;
+  virtual void dropout_backward(std::int64_t n, float p, const std::uint8_t* mask, const void* dy,
+                                void* dx) = 0;
+  // In place on g [rows, cols]: from the gradient of the attention dropout's output to that of
+  // the scores (softmax input), with the stored softmax and dropout mask.
+  virtual void softmax_dropout_backward(std::int64_t rows, std::int64_t cols, float p,
+                                        const void* probs, const std::uint8_t* mask, void* g) = 0;
+  // The fused path's backward (grad_type, backward_delta, backward, accumulate).
+  kernels::AttentionEngine& attention_engine() { return *attn_; }
+
   // Fused attention through the ops' AttentionEngine (--attn-kernel); `mask` is the block's
   // structure (the layer's own block: causal top-left, or full).
   void attention(const kernels::AttentionParams& p, kernels::BlockMask mask, const void* q,

@@ -15,9 +15,11 @@ template <class T>
 class CpuLayerOps final : public LayerOps {
  public:
   explicit CpuLayerOps(DType dtype) : LayerOps(kernels::make_cpu_attention_engine(dtype)) {}
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
-            void* c) override {
-    k::gemm<T>(false, false, m, n, kk, T(1), in(a), kk, in(b), n, T(0), out(c), n);
+  void gemm_ex(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, double alpha,
+               const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta,
+               void* c, std::int64_t ldc) override {
+    k::gemm<T>(ta, tb, m, n, kk, static_cast<T>(alpha), in(a), lda, in(b), ldb,
+               static_cast<T>(beta), out(c), ldc);
   }
   void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
                  const void* beta, void* y) override {
@@ -32,6 +34,23 @@ class CpuLayerOps final : public LayerOps {
   void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward<T>(rows, cols, p, seed, row_offset, in(x), out(y), mask);
+  }
+  std::size_t layernorm_workspace_bytes(std::int64_t) const override { return 0; }
+  void layernorm_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
+                          const void* dy, void* dx, void* dgamma, void* dbeta, void*) override {
+    k::layernorm_backward<T>(rows, cols, in(x), in(gamma), in(dy), T(1e-5), out(dx), out(dgamma),
+                             out(dbeta));
+  }
+  void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
+    k::gelu_backward<T>(n, in(x), in(dy), out(dx));
+  }
+  void dropout_backward(std::int64_t n, float p, const std::uint8_t* mask, const void* dy,
+                        void* dx) override {
+    k::dropout_backward<T>(n, p, mask, in(dy), out(dx));
+  }
+  void softmax_dropout_backward(std::int64_t rows, std::int64_t cols, float p, const void* probs,
+                                const std::uint8_t* mask, void* g) override {
+    k::softmax_dropout_backward<T>(rows, cols, p, in(probs), mask, out(g));
   }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,

@@ -23,9 +23,11 @@ class CudaLayerOps final : public LayerOps {
         dtype_(dtype) {
     blas_.set_stream(stream_);
   }
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t kk, const void* a, const void* b,
-            void* c) override {
-    lt_.gemm(stream_, dtype_, false, false, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n);
+  void gemm_ex(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, double alpha,
+               const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta,
+               void* c, std::int64_t ldc) override {
+    lt_.gemm(stream_, dtype_, ta, tb, m, n, kk, static_cast<float>(alpha), a, lda, b, ldb,
+             static_cast<float>(beta), c, ldc);
   }
   void layernorm(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
                  const void* beta, void* y) override {
@@ -40,6 +42,26 @@ class CudaLayerOps final : public LayerOps {
   void dropout(std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
                std::int64_t row_offset, const void* x, void* y, std::uint8_t* mask) override {
     k::dropout_forward(stream_, dtype_, rows, cols, p, seed, row_offset, x, y, mask);
+  }
+  std::size_t layernorm_workspace_bytes(std::int64_t rows) const override {
+    return k::layernorm_backward_workspace_bytes(rows);
+  }
+  void layernorm_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* gamma,
+                          const void* dy, void* dx, void* dgamma, void* dbeta,
+                          void* workspace) override {
+    k::layernorm_backward(stream_, dtype_, rows, cols, x, gamma, dy, 1e-5f, dx, dgamma, dbeta,
+                          static_cast<float*>(workspace));
+  }
+  void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
+    k::gelu_backward(stream_, dtype_, n, x, dy, dx);
+  }
+  void dropout_backward(std::int64_t n, float p, const std::uint8_t* mask, const void* dy,
+                        void* dx) override {
+    k::dropout_backward(stream_, dtype_, n, p, mask, dy, dx);
+  }
+  void softmax_dropout_backward(std::int64_t rows, std::int64_t cols, float p, const void* probs,
+                                const std::uint8_t* mask, void* g) override {
+    k::softmax_dropout_backward(stream_, dtype_, rows, cols, p, probs, mask, g);
   }
   void attention_unfused(const kernels::AttentionParams& p, float dropout_p, std::uint64_t seed,
                          int head_offset, const void* q, const void* kk, const void* v,

@@ -7,6 +7,7 @@
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
+#include "common/pass_list.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -23,6 +24,8 @@ struct SpTpOptions {
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
   std::string attn_kernel = "auto";
+  std::string pass = "fwd";
+  std::string bwd_overlap = "1";
   int tp = 0;  // TP group size; 0 = all ranks
 };
 
@@ -54,6 +57,16 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   }
   if (sweep.variants.empty() || sweep.fused.empty())
     throw suite::UsageError("--variants and --attention name nothing");
+  sweep.passes = suite::parse_pass_list("--pass", o.pass);
+  sweep.bwd_overlap.clear();
+  for (const auto& v : suite::split_list(o.bwd_overlap)) {
+    if (v != "1" && v != "0") throw suite::UsageError("--bwd-overlap: '" + v + "' is not 1 or 0");
+    const bool on = v == "1";
+    if (std::find(sweep.bwd_overlap.begin(), sweep.bwd_overlap.end(), on) ==
+        sweep.bwd_overlap.end())
+      sweep.bwd_overlap.push_back(on);
+  }
+  if (sweep.bwd_overlap.empty()) throw suite::UsageError("--bwd-overlap names nothing (1, 0)");
   return sweep;
 }
 
@@ -107,7 +120,16 @@ int main(int argc, char** argv) {
       "against TP, the activations a backward pass keeps are measured buffer by buffer against\n"
       "sbh(10+24/t) / 34sbh/t (fused attention) or with the 5as/h term (unfused), and the "
       "collective\n"
-      "bytes per layer against 4(t-1)/t*sbh*e; step time split into compute and comm.";
+      "bytes per layer against 4(t-1)/t*sbh*e; step time split into compute and comm.\n"
+      "--pass fwd_bwd adds the training step: the backward of the same layer from the ledger "
+      "alone\n"
+      "(TP: 2 all-reduces; TP+SP: 2 reduce-scatters + 4 all-gathers, the LayerNorm-output ones\n"
+      "overlapped with the input-gradient GEMMs unless --bwd-overlap 0, and the LayerNorm weight\n"
+      "gradients all-reduced), collectives and bytes per pass against 8(t-1)/t / 10(t-1)/t "
+      "sbh*e,\n"
+      "the backward's peak memory beside the ledger, TP+SP gradients checked against TP's and, "
+      "in fp64,\n"
+      "a finite-difference directional derivative of the whole layer.";
   def.add_options = [&](CLI::App& app) {
     app.add_option("--mode", o.mode, "What to measure: collectives, layer, or all")
         ->check(CLI::IsMember({"collectives", "layer", "all"}))
@@ -143,6 +165,16 @@ int main(int argc, char** argv) {
                    "built with it, else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), "
                    "suite (the suite's flash kernel). Recorded as attn_kernel / attn_library")
         ->check(CLI::IsMember({"auto", "cudnn", "suite"}))
+        ->capture_default_str();
+    app.add_option("--pass", o.pass,
+                   std::string("layer mode: ") + suite::kPassHelp +
+                       ". Forward cases keep their names; training-step cases end in _fwd_bwd")
+        ->capture_default_str();
+    app.add_option("--bwd-overlap", o.bwd_overlap,
+                   "layer mode, TP+SP training step: 1 overlaps the backward's LayerNorm-output "
+                   "all-gathers with the input-gradient GEMMs (as Megatron does; NCCL: its "
+                   "communication stream; MPI: nonblocking, polled between GEMM chunks), 0 runs "
+                   "them blocking; '1,0' runs both for comparison (0 adds _nooverlap to the name)")
         ->capture_default_str();
     app.add_option("--tp", o.tp,
                    "t: TP group size, groups of consecutive ranks all running each case at "

@@ -1,18 +1,15 @@
 #include "bench/sp_tp/transformer_layer.hpp"
 
+#include <mpi.h>
+
 #include <cmath>
 
+#include "bench/sp_tp/layer_backward.hpp"
 #include "common/errors.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::sp_tp {
 namespace {
-
-std::vector<double> scaled(std::vector<double> v, double s) {
-  for (auto& x : v)
-    x *= s;
-  return v;
-}
 
 // Salts that give each dropout its own random stream from the one --seed.
 constexpr std::uint64_t kDropout1Salt = 0x1d1d, kDropout2Salt = 0x2d2d, kAttnDropoutSalt = 0x3a3a;
@@ -21,90 +18,74 @@ constexpr std::uint64_t kDropout1Salt = 0x1d1d, kDropout2Salt = 0x2d2d, kAttnDro
 
 TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Device& device,
                                    Comm& comm, LayerOps& ops)
-    : cfg_(cfg), variant_(variant), device_(device), comm_(comm), ops_(ops) {
-  const int t = comm.size(), r = comm.rank();
-  const std::int64_t rows = cfg.rows(), h = cfg.h, hl = h / t, fl = cfg.ffn() / t,
-                     al = cfg.heads / t;
+    : cfg_(cfg),
+      variant_(variant),
+      device_(device),
+      ops_(ops),
+      memory_(device),
+      comm_(comm, device),
+      t_(comm.size()),
+      rank_(comm.rank()) {
+  const std::int64_t rows = cfg.rows(), h = cfg.h, hl = h / t_, fl = cfg.ffn() / t_,
+                     al = cfg.heads / t_;
   const bool sp = variant == Variant::tp_sp;
   e_ = dtype_size(cfg.dtype);
-  local_rows_ = sp ? rows / t : rows;
-  row_offset_ = sp ? r * local_rows_ : 0;
-  const auto h_cols = column_range(0, h);
+  local_rows_ = sp ? rows / t_ : rows;
+  row_offset_ = sp ? rank_ * local_rows_ : 0;
 
-  // Parameters: column-parallel QKV and fc1 take this rank's columns (its heads), row-parallel
-  // output projection and fc2 take the matching rows. Scaled by 1/sqrt(fan-in).
-  ln1_gamma_ = tensor("ln1_gamma", {h}, e_, false);
-  ln1_beta_ = tensor("ln1_beta", {h}, e_, false);
-  ln2_gamma_ = tensor("ln2_gamma", {h}, e_, false);
-  ln2_beta_ = tensor("ln2_beta", {h}, e_, false);
-  upload(ln1_gamma_, init_slice(cfg.seed, Tensor::ln1_gamma, 0, 1, h_cols));
-  upload(ln1_beta_, init_slice(cfg.seed, Tensor::ln1_beta, 0, 1, h_cols));
-  upload(ln2_gamma_, init_slice(cfg.seed, Tensor::ln2_gamma, 0, 1, h_cols));
-  upload(ln2_beta_, init_slice(cfg.seed, Tensor::ln2_beta, 0, 1, h_cols));
-  std::vector<std::int64_t> qkv_cols;
-  for (std::int64_t part = 0; part < 3; ++part)  // Q, K, V blocks of the global [h, 3h]
-    for (std::int64_t c = r * hl; c < (r + 1) * hl; ++c)
-      qkv_cols.push_back(part * h + c);
-  const double inv_h = 1 / std::sqrt(static_cast<double>(h));
-  w_qkv_ = tensor("w_qkv", {h, 3 * hl}, e_, false);
-  upload(w_qkv_, scaled(init_slice(cfg.seed, Tensor::w_qkv, 0, h, qkv_cols), inv_h));
-  w_out_ = tensor("w_out", {hl, h}, e_, false);
-  upload(w_out_, scaled(init_slice(cfg.seed, Tensor::w_out, r * hl, hl, h_cols), inv_h));
-  w_fc1_ = tensor("w_fc1", {h, fl}, e_, false);
-  upload(
-      w_fc1_,
-      scaled(init_slice(cfg.seed, Tensor::w_fc1, 0, h, column_range(r * fl, (r + 1) * fl)), inv_h));
-  w_fc2_ = tensor("w_fc2", {fl, h}, e_, false);
-  upload(w_fc2_, scaled(init_slice(cfg.seed, Tensor::w_fc2, r * fl, fl, h_cols),
-                        1 / std::sqrt(static_cast<double>(cfg.ffn()))));
+  // Parameters: this rank's slices of the global weights (layer_params.hpp).
+  slices_ = param_slices(cfg, rank_, t_);
+  for (const ParamSlice& s : slices_) {
+    params_.push_back(
+        tensor(s.name, {s.rows, static_cast<std::int64_t>(s.cols.size())}, e_, Role::parameter));
+    upload(*params_.back(), slice_values(cfg.seed, s));
+  }
   std::vector<std::int64_t> pos(static_cast<std::size_t>(cfg.s));
   for (std::int64_t i = 0; i < cfg.s; ++i)
     pos[static_cast<std::size_t>(i)] = i;
-  positions_ = device.alloc(pos.size() * sizeof(std::int64_t));
-  device.copy_from_host(positions_.data(), pos.data(), pos.size() * sizeof(std::int64_t));
+  positions_ = tensor("positions", {cfg.s}, sizeof(std::int64_t), Role::parameter);
+  device.copy_from_host(positions_->data(), pos.data(), pos.size() * sizeof(std::int64_t));
 
-  // Activations. Names follow METHODS.md's accounting; `true` marks what backward keeps.
-  x_ = tensor("ln1_input", {local_rows_, h}, e_, true);
-  upload(x_, init_slice(cfg.seed, Tensor::input, row_offset_, local_rows_, h_cols));
-  ln1_ = tensor("ln1_output", {local_rows_, h}, e_, true);
-  if (sp) ln1_full_ = tensor("ln1_output_gathered", {rows, h}, e_, false);
-  qkv_ = tensor("qkv", {rows, 3 * hl}, e_, true);
-  ctx_ = tensor("attn_output", {rows, hl}, e_, true);
-  if (cfg.fused_attention) {
-    lse_ = tensor("attn_lse", {cfg.b, al, cfg.s}, ops.lse_elem_size(), true);
-  } else {
-    lse_ = tensor("attn_lse", {cfg.b, al, cfg.s}, ops.lse_elem_size(), false);
-    probs_ = tensor("attn_softmax", {cfg.b, al, cfg.s, cfg.s}, e_, true);
-    probs_mask_ = tensor("attn_dropout_mask", {cfg.b, al, cfg.s, cfg.s}, 1, true);
-    probs_dropped_ = tensor("attn_dropout_output", {cfg.b, al, cfg.s, cfg.s}, e_, true);
+  // Activations. Names follow METHODS.md's accounting; Role::saved is the ledger.
+  const Role saved = Role::saved, temp = Role::temporary;
+  x_ = tensor("ln1_input", {local_rows_, h}, e_, saved);
+  upload(*x_, init_slice(cfg.seed, Tensor::input, row_offset_, local_rows_, column_range(0, h)));
+  ln1_ = tensor("ln1_output", {local_rows_, h}, e_, saved);
+  if (sp) ln1_full_ = tensor("ln1_output_gathered", {rows, h}, e_, temp);
+  qkv_ = tensor("qkv", {rows, 3 * hl}, e_, saved);
+  ctx_ = tensor("attn_output", {rows, hl}, e_, saved);
+  lse_ = tensor("attn_lse", {cfg.b, al, cfg.s}, ops.lse_elem_size(),
+                cfg.fused_attention ? saved : temp);
+  if (!cfg.fused_attention) {
+    probs_ = tensor("attn_softmax", {cfg.b, al, cfg.s, cfg.s}, e_, saved);
+    probs_mask_ = tensor("attn_dropout_mask", {cfg.b, al, cfg.s, cfg.s}, 1, saved);
+    probs_dropped_ = tensor("attn_dropout_output", {cfg.b, al, cfg.s, cfg.s}, e_, saved);
   }
-  proj_ = tensor("row_parallel_partial", {rows, h}, e_, false);
-  reduced_ = tensor("row_parallel_reduced", {local_rows_, h}, e_, false);
-  dropped_ = tensor("dropout_output", {local_rows_, h}, e_, false);
-  mask1_ = tensor("dropout1_mask", {local_rows_, h}, 1, true);
-  h1_ = tensor("ln2_input", {local_rows_, h}, e_, true);
-  ln2_ = tensor("ln2_output", {local_rows_, h}, e_, true);
-  if (sp) ln2_full_ = tensor("ln2_output_gathered", {rows, h}, e_, false);
-  fc1_ = tensor("fc1_output", {rows, fl}, e_, true);
-  gelu_ = tensor("gelu_output", {rows, fl}, e_, true);
-  fc2_ = tensor("fc2_partial", {rows, h}, e_, false);
-  mask2_ = tensor("dropout2_mask", {local_rows_, h}, 1, true);
-  out_ = tensor("layer_output", {local_rows_, h}, e_, false);
+  proj_ = tensor("row_parallel_partial", {rows, h}, e_, temp);
+  reduced_ = tensor("row_parallel_reduced", {local_rows_, h}, e_, temp);
+  dropped_ = tensor("dropout_output", {local_rows_, h}, e_, temp);
+  mask1_ = tensor("dropout1_mask", {local_rows_, h}, 1, saved);
+  h1_ = tensor("ln2_input", {local_rows_, h}, e_, saved);
+  ln2_ = tensor("ln2_output", {local_rows_, h}, e_, saved);
+  if (sp) ln2_full_ = tensor("ln2_output_gathered", {rows, h}, e_, temp);
+  fc1_ = tensor("fc1_output", {rows, fl}, e_, saved);
+  gelu_ = tensor("gelu_output", {rows, fl}, e_, saved);
+  fc2_ = tensor("fc2_partial", {rows, h}, e_, temp);
+  mask2_ = tensor("dropout2_mask", {local_rows_, h}, 1, saved);
+  out_ = tensor("layer_output", {local_rows_, h}, e_, Role::output);
 }
 
-Buffer TransformerLayer::tensor(const std::string& name, std::vector<std::int64_t> shape,
-                                std::size_t elem, bool saved) {
-  std::int64_t n = 1;
-  for (auto d : shape)
-    n *= d;
-  Buffer b = device_.alloc(static_cast<std::size_t>(n) * elem);
-  if (saved) ledger_.push_back({name, std::move(shape), static_cast<std::int64_t>(b.bytes())});
-  return b;
+const Buffer* TransformerLayer::tensor(const std::string& name, std::vector<std::int64_t> shape,
+                                       std::size_t elem, Role role) {
+  if (role == Role::temporary) temporaries_.push_back(name);
+  return &memory_.acquire(name, std::move(shape), elem, role);
 }
 
-void TransformerLayer::upload(Buffer& dst, const std::vector<double>& values) {
+void TransformerLayer::upload(const Buffer& dst, const std::vector<double>& values,
+                              std::size_t offset) {
   auto bytes = encode(values, cfg_.dtype);
-  device_.copy_from_host(dst.data(), bytes.data(), bytes.size());
+  device_.copy_from_host(static_cast<std::byte*>(dst.data()) + offset * e_, bytes.data(),
+                         bytes.size());
 }
 
 void* TransformerLayer::at(const Buffer& b, std::int64_t elems) const {
@@ -113,29 +94,28 @@ void* TransformerLayer::at(const Buffer& b, std::int64_t elems) const {
 
 std::int64_t TransformerLayer::ledger_bytes() const {
   std::int64_t sum = 0;
-  for (const auto& l : ledger_)
+  for (const auto& l : memory_.ledger_entries())
     sum += l.bytes;
   return sum;
 }
 
 void TransformerLayer::attention() {
-  const int t = comm_.size();
-  const std::int64_t hl = cfg_.h / t, al = cfg_.heads / t, b = cfg_.b, s = cfg_.s;
+  const std::int64_t hl = cfg_.h / t_, al = cfg_.heads / t_, b = cfg_.b, s = cfg_.s;
   kernels::AttentionParams p =
       kernels::make_attention_params(s, s, static_cast<int>(al), static_cast<int>(al),
                                      static_cast<int>(cfg_.head_dim()), cfg_.causal);
   // Batch element bi is every b-th row: offset the pointers by bi rows, stride b rows.
   p.ld_q = p.ld_k = p.ld_v = b * 3 * hl;
   p.ld_o = b * hl;
-  const auto* pos = positions_.as<std::int64_t>();
+  const auto* pos = positions_->as<std::int64_t>();
   const std::size_t lse_e = ops_.lse_elem_size();
   for (std::int64_t bi = 0; bi < b; ++bi) {
-    const void* q = at(qkv_, bi * 3 * hl);
-    const void* k = at(qkv_, bi * 3 * hl + hl);
-    const void* v = at(qkv_, bi * 3 * hl + 2 * hl);
-    void* o = at(ctx_, bi * hl);
+    const void* q = at(*qkv_, bi * 3 * hl);
+    const void* k = at(*qkv_, bi * 3 * hl + hl);
+    const void* v = at(*qkv_, bi * 3 * hl + 2 * hl);
+    void* o = at(*ctx_, bi * hl);
     void* lse =
-        static_cast<std::byte*>(lse_.data()) + bi * al * s * static_cast<std::int64_t>(lse_e);
+        static_cast<std::byte*>(lse_->data()) + bi * al * s * static_cast<std::int64_t>(lse_e);
     if (cfg_.fused_attention) {
       // Queries and keys are the same s positions: the causal mask is the top-left diagonal.
       ops_.attention(p,
@@ -144,84 +124,221 @@ void TransformerLayer::attention() {
     } else {
       const std::int64_t off = bi * al * s * s;
       ops_.attention_unfused(p, cfg_.dropout, cfg_.seed ^ kAttnDropoutSalt,
-                             comm_.rank() * static_cast<int>(al), q, k, v, pos, pos,
-                             at(probs_, off), probs_mask_.as<std::uint8_t>() + off,
-                             at(probs_dropped_, off), o, lse);
+                             rank_ * static_cast<int>(al), q, k, v, pos, pos, at(*probs_, off),
+                             probs_mask_->as<std::uint8_t>() + off, at(*probs_dropped_, off), o,
+                             lse);
     }
   }
 }
 
-void TransformerLayer::forward(PhaseTimer& phases) {
-  const int t = comm_.size();
-  const std::int64_t rows = cfg_.rows(), h = cfg_.h, hl = h / t, fl = cfg_.ffn() / t;
+void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
+  const std::int64_t rows = cfg_.rows(), h = cfg_.h, hl = h / t_, fl = cfg_.ffn() / t_;
   const bool sp = variant_ == Variant::tp_sp;
   const DType dt = cfg_.dtype;
+  for (const auto& name : temporaries_)
+    memory_.reacquire(name);
+  comm_.begin_pass(&passes_[kFwd], prefix + "comm", prefix + "compute");
+  auto compute = [&](auto&& f) { phases.time(prefix + "compute", f); };
   // g_bar after a row-parallel matmul: all-reduce (tp) or reduce-scatter along s (tp_sp).
   auto reduce_partial = [&](const Buffer& partial) {
-    phases.time("comm", [&] {
-      if (sp)
-        comm_.reduce_scatter(partial.data(), reduced_.data(),
-                             static_cast<std::size_t>(local_rows_ * h), dt);
-      else
-        comm_.all_reduce(partial.data(), reduced_.data(), static_cast<std::size_t>(rows * h), dt);
-    });
+    if (sp)
+      comm_.reduce_scatter(phases, partial.data(), reduced_->data(),
+                           static_cast<std::size_t>(local_rows_ * h), dt);
+    else
+      comm_.all_reduce(phases, partial.data(), reduced_->data(), static_cast<std::size_t>(rows * h),
+                       dt);
   };
   // g before a column-parallel matmul: nothing (tp) or all-gather along s (tp_sp).
-  auto full_rows = [&](const Buffer& local, const Buffer& gathered) -> const Buffer& {
+  auto full_rows = [&](const Buffer& local, const Buffer* gathered) -> const Buffer& {
     if (!sp) return local;
-    phases.time("comm", [&] {
-      comm_.all_gather(local.data(), gathered.data(), static_cast<std::size_t>(local_rows_ * h),
-                       dt);
-    });
-    return gathered;
+    comm_.all_gather(phases, local.data(), gathered->data(),
+                     static_cast<std::size_t>(local_rows_ * h), dt);
+    return *gathered;
   };
 
-  phases.time("compute", [&] {
-    ops_.layernorm(local_rows_, h, x_.data(), ln1_gamma_.data(), ln1_beta_.data(), ln1_.data());
+  compute([&] {
+    ops_.layernorm(local_rows_, h, x_->data(), params_[0]->data(), params_[1]->data(),
+                   ln1_->data());
   });
-  const Buffer& attn_in = full_rows(ln1_, ln1_full_);
-  phases.time("compute", [&] {
-    ops_.gemm(rows, 3 * hl, h, attn_in.data(), w_qkv_.data(), qkv_.data());
+  const Buffer& attn_in = full_rows(*ln1_, ln1_full_);
+  compute([&] {
+    ops_.gemm(rows, 3 * hl, h, attn_in.data(), params_[4]->data(), qkv_->data());
     attention();
-    ops_.gemm(rows, h, hl, ctx_.data(), w_out_.data(), proj_.data());
+    ops_.gemm(rows, h, hl, ctx_->data(), params_[5]->data(), proj_->data());
   });
-  reduce_partial(proj_);
-  phases.time("compute", [&] {
+  reduce_partial(*proj_);
+  compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout1Salt, row_offset_,
-                 reduced_.data(), dropped_.data(), mask1_.as<std::uint8_t>());
-    ops_.residual_add(local_rows_ * h, dropped_.data(), x_.data(), h1_.data());
-    ops_.layernorm(local_rows_, h, h1_.data(), ln2_gamma_.data(), ln2_beta_.data(), ln2_.data());
+                 reduced_->data(), dropped_->data(), mask1_->as<std::uint8_t>());
+    ops_.residual_add(local_rows_ * h, dropped_->data(), x_->data(), h1_->data());
+    ops_.layernorm(local_rows_, h, h1_->data(), params_[2]->data(), params_[3]->data(),
+                   ln2_->data());
   });
-  const Buffer& mlp_in = full_rows(ln2_, ln2_full_);
-  phases.time("compute", [&] {
-    ops_.gemm(rows, fl, h, mlp_in.data(), w_fc1_.data(), fc1_.data());
-    ops_.gelu(rows * fl, fc1_.data(), gelu_.data());
-    ops_.gemm(rows, h, fl, gelu_.data(), w_fc2_.data(), fc2_.data());
+  const Buffer& mlp_in = full_rows(*ln2_, ln2_full_);
+  compute([&] {
+    ops_.gemm(rows, fl, h, mlp_in.data(), params_[6]->data(), fc1_->data());
+    ops_.gelu(rows * fl, fc1_->data(), gelu_->data());
+    ops_.gemm(rows, h, fl, gelu_->data(), params_[7]->data(), fc2_->data());
   });
-  reduce_partial(fc2_);
-  phases.time("compute", [&] {
+  reduce_partial(*fc2_);
+  compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout2Salt, row_offset_,
-                 reduced_.data(), dropped_.data(), mask2_.as<std::uint8_t>());
-    ops_.residual_add(local_rows_ * h, dropped_.data(), h1_.data(), out_.data());
+                 reduced_->data(), dropped_->data(), mask2_->as<std::uint8_t>());
+    ops_.residual_add(local_rows_ * h, dropped_->data(), h1_->data(), out_->data());
   });
+  // What the backward may not use: released (poisoned when the memory poisons).
+  for (const auto& name : temporaries_)
+    memory_.release(name);
 }
 
-std::vector<double> TransformerLayer::to_host(const Buffer& b) const {
-  std::vector<std::byte> host(b.bytes());
-  device_.copy_to_host(host.data(), b.data(), host.size());
-  return decode(host.data(), host.size() / e_, cfg_.dtype);
+void TransformerLayer::allocate_gradients() {
+  if (d_out_) return;
+  Scratch grads(memory_);
+  auto acquire = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    const std::string full = "bwd." + name;
+    grads.acquire(name, std::move(shape), e_);
+    return &memory_.buffer(full);
+  };
+  const std::int64_t h = cfg_.h;
+  d_out_ = acquire("grad_output", {local_rows_, h});
+  upload(*d_out_,
+         init_slice(cfg_.seed, Tensor::d_output, row_offset_, local_rows_, column_range(0, h)));
+  grad_input_ = acquire("grad_input", {local_rows_, h});
+  grad_ln_ = acquire("grad_layernorm", {kLayerNormParams, h});
+  for (std::size_t i = kLayerNormParams; i < slices_.size(); ++i)
+    grad_weights_.push_back(
+        acquire("grad_" + slices_[i].name,
+                {slices_[i].rows, static_cast<std::int64_t>(slices_[i].cols.size())}));
+}
+
+void TransformerLayer::backward(PhaseTimer& phases, bool overlap) {
+  backward(phases, overlap, ledger());
+}
+
+void TransformerLayer::backward(PhaseTimer& phases, bool overlap, const Ledger& ledger) {
+  allocate_gradients();
+  memory_.reset_peak();
+  comm_.begin_pass(&passes_[kBwd], "bwd_comm", "bwd_compute");
+  const LayerWeights w{params_[0]->data(),
+                       params_[2]->data(),
+                       params_[4]->data(),
+                       params_[5]->data(),
+                       params_[6]->data(),
+                       params_[7]->data(),
+                       positions_->as<std::int64_t>()};
+  const LayerGrads g{grad_ln_->data(),         grad_weights_[0]->data(), grad_weights_[1]->data(),
+                     grad_weights_[2]->data(), grad_weights_[3]->data(), grad_input_->data()};
+  BackwardSetup setup{cfg_,  variant_,         t_,     local_rows_, device_, ops_,
+                      comm_, Scratch(memory_), overlap};
+  layer_backward(setup, ledger, w, d_out_->data(), g, phases);
+}
+
+std::vector<double> TransformerLayer::to_host(const Buffer& b, std::size_t offset,
+                                              std::size_t count) const {
+  const std::size_t n = std::min(count, b.bytes() / e_ - offset);
+  std::vector<std::byte> host(n * e_);
+  device_.copy_to_host(host.data(), static_cast<const std::byte*>(b.data()) + offset * e_,
+                       host.size());
+  return decode(host.data(), n, cfg_.dtype);
+}
+
+std::vector<double> TransformerLayer::local_d_output() const {
+  SUITE_CHECK(d_out_ != nullptr, "no backward has run");
+  return to_host(*d_out_);
+}
+
+std::vector<double> TransformerLayer::local_grad_input() const {
+  SUITE_CHECK(grad_input_ != nullptr, "no backward has run");
+  return to_host(*grad_input_);
+}
+
+std::vector<double> TransformerLayer::param_grad(std::size_t i) const {
+  SUITE_CHECK(grad_ln_ != nullptr, "no backward has run");
+  if (i < kLayerNormParams)
+    return to_host(*grad_ln_, i * static_cast<std::size_t>(cfg_.h),
+                   static_cast<std::size_t>(cfg_.h));
+  return to_host(*grad_weights_[i - kLayerNormParams]);
+}
+
+// Gathered on the host: a check must not need device memory beyond the layer's own. Over the
+// layer's group (rank order in the group = row-shard order).
+static std::vector<double> allgather_host(const std::vector<double>& local, MPI_Comm comm,
+                                          int size) {
+  std::vector<double> full(local.size() * static_cast<std::size_t>(size));
+  SUITE_MPI_CHECK(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE,
+                                full.data(), static_cast<int>(local.size()), MPI_DOUBLE, comm));
+  return full;
 }
 
 std::vector<double> TransformerLayer::gathered_output() {
-  std::vector<double> local = to_host(out_);
+  std::vector<double> local = to_host(*out_);
   if (variant_ == Variant::tp) return local;
-  // Gathered on the host: a check must not need device memory beyond the layer's own. Over
-  // the layer's group (rank order in the group = row-shard order).
-  std::vector<double> full(local.size() * static_cast<std::size_t>(comm_.size()));
-  SUITE_MPI_CHECK(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE,
-                                full.data(), static_cast<int>(local.size()), MPI_DOUBLE,
-                                comm_.mpi_comm()));
-  return full;
+  return allgather_host(local, comm_.mpi_comm(), t_);
+}
+
+std::vector<double> TransformerLayer::gathered_grad_input() {
+  std::vector<double> local = local_grad_input();
+  if (variant_ == Variant::tp) return local;
+  return allgather_host(local, comm_.mpi_comm(), t_);
+}
+
+std::vector<double> TransformerLayer::gathered_param(std::size_t i, bool grad) {
+  std::vector<double> mine = grad ? param_grad(i) : param_value(i);
+  if (slices_[i].replicated) return mine;
+  const std::vector<double> all = allgather_host(mine, comm_.mpi_comm(), t_);
+  std::vector<ParamSlice> by_rank;
+  std::vector<std::vector<double>> values;
+  for (int r = 0; r < t_; ++r) {
+    by_rank.push_back(param_slices(cfg_, r, t_)[i]);
+    values.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
+                        all.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
+  }
+  return assemble(by_rank, values);
+}
+
+void TransformerLayer::set_point(double eps) {
+  for (std::size_t i = 0; i < slices_.size(); ++i)
+    upload(*params_[i], slice_values(cfg_.seed, slices_[i], eps));
+  std::vector<double> x =
+      init_slice(cfg_.seed, Tensor::input, row_offset_, local_rows_, column_range(0, cfg_.h));
+  const std::vector<double> d = input_direction(cfg_.seed, row_offset_, local_rows_, cfg_.h);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] += eps * d[i];
+  upload(*x_, x);
+}
+
+double TransformerLayer::group_sum(double local) const {
+  double sum = 0;
+  SUITE_MPI_CHECK(MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_.mpi_comm()));
+  return sum;
+}
+
+double TransformerLayer::loss() {
+  allocate_gradients();  // d_output
+  const std::vector<double> out = local_output(), d = local_d_output();
+  double s = 0;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    s += out[i] * d[i];
+  // TP holds every token on every rank: count them once.
+  return group_sum(s) / (variant_ == Variant::tp ? t_ : 1);
+}
+
+double TransformerLayer::directional_derivative() {
+  double replicated = 0, sharded = 0;
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    const std::vector<double> g = param_grad(i), d = slice_direction(cfg_.seed, slices_[i]);
+    double s = 0;
+    for (std::size_t j = 0; j < g.size(); ++j)
+      s += g[j] * d[j];
+    (slices_[i].replicated ? replicated : sharded) += s;
+  }
+  const std::vector<double> gx = local_grad_input(),
+                            dx = input_direction(cfg_.seed, row_offset_, local_rows_, cfg_.h);
+  double sx = 0;
+  for (std::size_t j = 0; j < gx.size(); ++j)
+    sx += gx[j] * dx[j];
+  (variant_ == Variant::tp ? replicated : sharded) += sx;
+  return group_sum(sharded) + group_sum(replicated) / t_;
 }
 
 }  // namespace suite::sp_tp

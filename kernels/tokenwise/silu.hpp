@@ -1,4 +1,5 @@
-// SwiGLU's gate: silu(a) * b with silu(a) = a / (1 + exp(-a)), shared by CPU and CUDA code.
+// SwiGLU's gate: silu(a) * b with silu(a) = a / (1 + exp(-a)), and silu's derivative, shared
+// by CPU and CUDA code.
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,22 @@ SUITE_HD inline T silu(T a) {
 #else
   return a / (static_cast<T>(1) + std::exp(-a));
 #endif
+}
+
+template <class S>
+SUITE_HD inline S sigmoid(S a) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<S>(1) / (static_cast<S>(1) + exp(-a));
+#else
+  return static_cast<S>(1) / (static_cast<S>(1) + std::exp(-a));
+#endif
+}
+
+// d/da silu(a) = s (1 + a (1 - s)) with s = sigmoid(a).
+template <class S>
+SUITE_HD inline S silu_grad(S a) {
+  const S s = sigmoid(a);
+  return s * (static_cast<S>(1) + a * (static_cast<S>(1) - s));
 }
 
 // Row r of a [rows, 2 * cols] input holds the gate half (columns [0, cols)) then the up half

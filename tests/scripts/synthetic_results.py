@@ -202,6 +202,41 @@ def layer_cases(world_size: int = 4, ledger: bool = True, phases: bool = True,
     return cases
 
 
+def layer_step_cases(world_size: int = 4, phases: bool = True) -> list[CaseSpec]:
+    """sp_tp `mode="layer"`, `pass="fwd_bwd"`: training steps as bench/sp_tp writes them (tp;
+    tp_sp with its backward overlapped and not), fused and unfused attention, with the phases
+    fwd/bwd x compute/comm, the collectives per pass and the backward's peak memory."""
+    t = world_size
+    steps = []
+    for case in layer_cases(world_size, phases=False):
+        variant = case["params"]["variant"]
+        for overlap in ((1, 0) if variant == "tp_sp" else (None,)):
+            rng = np.random.default_rng(len(steps) + 7)
+            parts = {name: base * (1 + 0.05 * rng.random((20, t))) for name, base in
+                     (("fwd_compute", 2e-3), ("fwd_comm", 4e-4), ("bwd_compute", 4.5e-3),
+                      ("bwd_comm", 2e-4 if overlap else 6e-4))}
+            time_s = sum(parts.values()) + 1e-5
+            attrs = dict(case["attrs"])
+            n = LAYER_CONFIG["s"] * LAYER_CONFIG["b"] * LAYER_CONFIG["h"] * 4
+            both = (8 if variant == "tp" else 10) * (t - 1) / t * n
+            attrs.update(fwd_bwd_comm_bytes_per_rank=both, pred_fwd_bwd_comm_bytes_per_rank=both,
+                         bwd_peak_bytes=2.5 * attrs["activation_bytes"], check_grad_bit_exact=0,
+                         check_fd_rel_err=float("nan"))
+            datasets = dict(case["datasets"])
+            params = dict(case["params"], **{"pass": "fwd_bwd"})
+            name = case["name"] + "_fwd_bwd"
+            if overlap is not None:
+                params["bwd_overlap"] = overlap
+                name += "" if overlap else "_nooverlap"
+            if phases:
+                for key, values in parts.items():
+                    attrs[f"phase_{key}_median_s"] = float(np.median(values.max(axis=1)))
+                    datasets[f"phase_{key}_s"] = values
+            steps.append({"name": name, "params": params, "attrs": attrs, "time_s": time_s,
+                          "datasets": datasets})
+    return steps
+
+
 def harness_cases() -> list[CaseSpec]:
     """harness_overhead: suite time / plain MPI time per message size."""
     cases = []

@@ -1,4 +1,5 @@
-"""plot.py on sp_tp layer cases (`mode="layer"`), alone and beside collectives cases."""
+"""plot.py on sp_tp layer cases (`mode="layer"`), alone and beside collectives cases, forward
+cases and training steps (`pass="fwd_bwd"`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
-from synthetic_results import SCRIPTS, layer_cases, run_script, sp_tp_cases
+from synthetic_results import SCRIPTS, layer_cases, layer_step_cases, run_script, sp_tp_cases
 from test_plot import _written
 
 LAYER_PNGS = {"sp_tp_layer_time.png", "sp_tp_layer_memory.png", "sp_tp_layer_ledger.png"}
@@ -147,3 +148,71 @@ def test_layer_ledger_content(layer_figs):
     names = {n for c in res.cases_of("sp_tp") for n in c.datasets["ledger_name"]}
     assert set(legend) == names and len(legend) == len(names)
     assert legend.index("attn_softmax") < legend.index("fc1_output")  # layer order
+
+
+STEP_PNG = "sp_tp_layer_step.png"
+
+
+def test_forward_and_step_cases_get_the_step_figure(results_writer, tmp_path):
+    path = results_writer("steps.h5", "sp_tp", layer_cases() + layer_step_cases())
+    proc = run_script("plot.py", path, "--out", tmp_path / "o")
+    assert _figures(_written(proc)) == LAYER_PNGS | {STEP_PNG}
+    assert proc.stderr == ""
+
+
+def test_steps_alone_have_no_forward_time_figure(results_writer, tmp_path):
+    path = results_writer("steps.h5", "sp_tp", layer_step_cases())
+    proc = run_script("plot.py", path, "--out", tmp_path / "o")
+    assert _figures(_written(proc)) == {STEP_PNG, "sp_tp_layer_memory.png",
+                                        "sp_tp_layer_ledger.png"}
+    assert proc.stderr == ""
+
+
+@pytest.fixture
+def step_figs(results_writer, tmp_path, plot_module, monkeypatch):
+    import suite_results as sr
+    captured = {}
+    monkeypatch.setattr(plot_module, "_save",
+                        lambda fig, path, written: captured.setdefault(path.name, fig))
+    res = sr.read_results(results_writer("steps.h5", "sp_tp", layer_cases() + layer_step_cases()))
+    assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
+    return res, captured
+
+
+def test_step_figure_stacks_forward_and_backward(step_figs):
+    res, figs = step_figs
+    ax = figs[STEP_PNG].axes[0]
+    steps = [c for c in res.cases_of("sp_tp") if c.attrs.get("pass") == "fwd_bwd"]
+    assert len(steps) == 6  # tp, tp_sp overlapped, tp_sp not; fused and unfused
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["tp", "tp_sp\noverlap", "tp_sp\nno overlap"] * 2
+    bars = sorted(_bars(ax), key=lambda p: (round(p.get_x(), 6), p.get_y()))
+    assert len(bars) == 4 * len(steps)
+    phases = ("fwd_compute", "fwd_comm", "bwd_compute", "bwd_comm")
+    by_height = sorted(round(b.get_height(), 12) for b in bars)
+    want = sorted(round(c.attrs[f"phase_{p}_median_s"], 12) for c in steps for p in phases)
+    assert by_height == pytest.approx(want)
+    for i in range(0, len(bars), 4):  # each stack starts at 0 and is contiguous
+        stack = bars[i:i + 4]
+        assert stack[0].get_y() == 0
+        for below, above in zip(stack, stack[1:]):
+            assert above.get_y() == pytest.approx(below.get_y() + below.get_height())
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["tp", "tp_sp", "fwd compute", "fwd comm", "bwd compute",
+                      "bwd comm (exposed)", "step median (p10-p90)"]
+
+
+def test_memory_and_ledger_once_per_configuration(step_figs):
+    res, figs = step_figs
+    ax = figs["sp_tp_layer_memory.png"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "tp\nfused", "tp_sp\nfused", "tp\nunfused", "tp_sp\nunfused"]
+    steps = [c for c in res.cases_of("sp_tp")
+             if c.attrs.get("pass") == "fwd_bwd" and c.attrs.get("bwd_overlap", 1) == 1]
+    heights = sorted(p.get_height() * 2**20 for p in _bars(ax))
+    expected = sorted([c.attrs[k] for c in steps
+                       for k in ("activation_bytes", "pred_activation_bytes", "bwd_peak_bytes")])
+    assert heights == pytest.approx(expected)
+    assert "backward peak" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    ledger = figs["sp_tp_layer_ledger.png"].axes[0]
+    assert len(ledger.get_yticklabels()) == 4

@@ -1,0 +1,115 @@
+#include "bench/sp_tp/layer_comm.hpp"
+
+#include <algorithm>
+
+namespace suite::sp_tp {
+
+const char* coll_name(Coll c) {
+  switch (c) {
+    case Coll::all_reduce:
+      return "all_reduce";
+    case Coll::reduce_scatter:
+      return "reduce_scatter";
+    case Coll::all_gather:
+      return "all_gather";
+    case Coll::ln_grad_all_reduce:
+      return "ln_grad_all_reduce";
+  }
+  return "?";
+}
+
+std::int64_t PassComm::activation_bytes() const {
+  return sent(Coll::all_reduce) + sent(Coll::reduce_scatter) + sent(Coll::all_gather);
+}
+
+int gemm_row_chunks(int t) {
+  return 4 * std::max(1, t - 1);
+}
+
+std::pair<std::int64_t, std::int64_t> chunk_rows(std::int64_t rows, int chunks, int i) {
+  return {rows * i / chunks, rows * (i + 1) / chunks};
+}
+
+void LayerComm::begin_pass(PassComm* sink, std::string comm_phase, std::string compute_phase) {
+  sink_ = sink;
+  if (sink_) *sink_ = PassComm{};
+  comm_phase_ = std::move(comm_phase);
+  compute_phase_ = std::move(compute_phase);
+}
+
+void LayerComm::record(Coll kind, std::int64_t before) {
+  if (!sink_) return;
+  const auto k = static_cast<std::size_t>(kind);
+  sink_->calls[k] += 1;
+  sink_->bytes[k] += comm_.bytes().sent - before;
+}
+
+void LayerComm::all_reduce(PhaseTimer& ph, const void* send, void* recv, std::size_t count, DType t,
+                           Coll kind) {
+  const std::int64_t before = comm_.bytes().sent;
+  ph.time(comm_phase_, [&] { comm_.all_reduce(send, recv, count, t); });
+  record(kind, before);
+}
+
+void LayerComm::reduce_scatter(PhaseTimer& ph, const void* send, void* recv, std::size_t recv_count,
+                               DType t) {
+  const std::int64_t before = comm_.bytes().sent;
+  ph.time(comm_phase_, [&] { comm_.reduce_scatter(send, recv, recv_count, t); });
+  record(Coll::reduce_scatter, before);
+}
+
+void LayerComm::all_gather(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count,
+                           DType t) {
+  const std::int64_t before = comm_.bytes().sent;
+  ph.time(comm_phase_, [&] { comm_.all_gather(send, recv, send_count, t); });
+  record(Coll::all_gather, before);
+}
+
+void LayerComm::all_gather_with(
+    PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t, bool overlapped,
+    int chunks, const std::string& exposed_phase,
+    const std::function<void(int, const std::function<void()>&)>& compute) {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::int64_t before = comm_.bytes().sent;
+  const std::function<void()> no_progress = [] {};
+  if (!overlapped || n == 1) {
+    ph.time(exposed_phase,
+            [&] { ph.time(comm_phase_, [&] { comm_.all_gather(send, recv, send_count, t); }); });
+    record(Coll::all_gather, before);
+    for (int i = 0; i < chunks; ++i)
+      ph.time(compute_phase_, [&] { compute(i, no_progress); });
+    return;
+  }
+  // Ring: step k sends block (r - k) mod n to rank r + 1 and receives block (r - k - 1) mod n
+  // from rank r - 1; block r is this rank's own (copied in place on the device's stream).
+  const std::size_t block = send_count * dtype_size(t);
+  auto at = [&](int b) {
+    return static_cast<std::byte*>(recv) + static_cast<std::size_t>(b) * block;
+  };
+  device_.copy_on_device(at(r), send, block);
+  const std::function<void()> poll = [this] { comm_.progress(); };
+  int next = 0;
+  for (int k = 0; k < n - 1; ++k) {
+    const int send_block = ((r - k) % n + n) % n, recv_block = ((r - k - 1) % n + n) % n;
+    const void* src = k == 0 ? send : at(send_block);
+    ph.time(exposed_phase, [&] {
+      ph.time(comm_phase_, [&] {
+        comm_.start_exchange(src, (r + 1) % n, at(recv_block), (r - 1 + n) % n, send_count, t);
+      });
+    });
+    // This step's share of the chunks (the last step takes the remainder).
+    const int until = k == n - 2 ? chunks : chunks * (k + 1) / (n - 1);
+    for (; next < until; ++next)
+      ph.time(compute_phase_, [&] { compute(next, poll); });
+    ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+  }
+  record(Coll::all_gather, before);
+}
+
+std::vector<Comm::ExchangeTiming> LayerComm::take_exchanges() {
+  std::vector<Comm::ExchangeTiming> out = comm_.exchange_log();
+  comm_.clear_exchange_log();
+  return out;
+}
+
+}  // namespace suite::sp_tp

@@ -1,0 +1,79 @@
+// The layer's collectives, counted per pass (calls of each kind and the bytes this rank sent,
+// as the transport's Comm::bytes() counts them) and timed as the pass's comm phase. The
+// LayerNorm-output all-gather of the TP+SP backward can run overlapped with the input-gradient
+// GEMM: a ring of t-1 exchanges (Comm::start_exchange: NCCL on its communication stream, MPI
+// nonblocking and progressed between GEMM chunks), each waited for after its share of the GEMM;
+// the wait is the exposed communication.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/comm.hpp"
+#include "common/phase_timer.hpp"
+
+namespace suite::sp_tp {
+
+enum class Coll { all_reduce, reduce_scatter, all_gather, ln_grad_all_reduce };
+constexpr std::array<Coll, 4> kColls = {Coll::all_reduce, Coll::reduce_scatter, Coll::all_gather,
+                                        Coll::ln_grad_all_reduce};
+const char* coll_name(Coll c);
+
+// One pass's collectives: calls per kind and bytes sent per kind (Comm::bytes()).
+struct PassComm {
+  std::array<int, 4> calls{};
+  std::array<std::int64_t, 4> bytes{};
+  int count(Coll c) const { return calls[static_cast<std::size_t>(c)]; }
+  std::int64_t sent(Coll c) const { return bytes[static_cast<std::size_t>(c)]; }
+  // The activation-sized collectives (METHODS.md's n = sbh e): all but the LayerNorm grads.
+  std::int64_t activation_bytes() const;
+};
+
+// Row chunks of the input-gradient GEMMs of the column-parallel layers: the same in every
+// variant and overlap setting (so TP, TP+SP, overlapped or not, compute the same numbers),
+// enough for the t-1 exchanges of the ring all-gather to each overlap some of them.
+int gemm_row_chunks(int t);
+// Rows [begin, end) of chunk i of `chunks` over `rows`.
+std::pair<std::int64_t, std::int64_t> chunk_rows(std::int64_t rows, int chunks, int i);
+
+class LayerComm {
+ public:
+  LayerComm(Comm& comm, Device& device) : comm_(comm), device_(device) {}
+
+  MPI_Comm mpi_comm() const { return comm_.mpi_comm(); }
+  int size() const { return comm_.size(); }
+  int rank() const { return comm_.rank(); }
+  Device& device() { return device_; }
+
+  // Starts counting a new pass; the phase names of its comm and compute time.
+  void begin_pass(PassComm* sink, std::string comm_phase, std::string compute_phase);
+
+  void all_reduce(PhaseTimer& ph, const void* send, void* recv, std::size_t count, DType t,
+                  Coll kind = Coll::all_reduce);
+  void reduce_scatter(PhaseTimer& ph, const void* send, void* recv, std::size_t recv_count,
+                      DType t);
+  void all_gather(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t);
+  // recv = all_gather(send), while compute(i) runs for i = 0 .. chunks-1 (as the pass's compute
+  // phase; progress() polls the transport). overlapped = false: the blocking all-gather first.
+  // The exposed part of the all-gather (blocking call, or the waits of the ring) is also timed
+  // as phase `exposed_phase`.
+  void all_gather_with(
+      PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t,
+      bool overlapped, int chunks, const std::string& exposed_phase,
+      const std::function<void(int chunk, const std::function<void()>& progress)>& compute);
+  // The ring exchanges since the last call (the overlapped all-gathers): seconds from start to
+  // completion, and whether completion was seen while the GEMM still ran; clears the log.
+  std::vector<Comm::ExchangeTiming> take_exchanges();
+
+ private:
+  void record(Coll kind, std::int64_t before);
+  Comm& comm_;
+  Device& device_;
+  PassComm* sink_ = nullptr;
+  std::string comm_phase_ = "comm", compute_phase_ = "compute";
+};
+
+}  // namespace suite::sp_tp
