@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import DEFAULT_REGISTRY, find_baseline, system_key  # noqa: E402
+from baselines import DEFAULT_REGISTRY, find_baseline, legacy_cpu_device, system_key  # noqa: E402
 from suite_results import (Case, cli_warnings, config_differences, match_cases,  # noqa: E402
                            read_results, warn)
 
@@ -197,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"registry:  {args.registry} -> system {system_key(cand)}")
     for diff in config_differences(base, cand):
         warn(f"the runs differ in {diff}; times may not be comparable")
+    for which, res in (("baseline", base), ("candidate", cand)):
+        if legacy_cpu_device(res):
+            warn(f"{which} {res.path}: device_names is `cpu` (written before the CPU model "
+                 "was recorded): which CPU it ran on is unknown, so its system matches any "
+                 "CPU machine's (baselines.py rekey files it under the right CPU)")
 
     pairs, only_base, only_cand, differing = match_cases(base, cand, ignore)
     rows = [compare_case(b, c, args.threshold, args.noise_k) for b, c in pairs]

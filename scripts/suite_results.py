@@ -194,6 +194,11 @@ class Results:
         return line
 
 
+def utc_now_iso() -> str:
+    """Now, as the results files write times: `YYYY-MM-DDTHH:MM:SSZ`."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_utc(text: Any) -> datetime | None:
     """Parse an ISO 8601 time (a trailing `Z` included); None if absent or unparsable."""
     if not isinstance(text, str) or not text:
