@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "common/cpu_info.hpp"
 #include "common/device.hpp"
 
 namespace suite {
@@ -32,7 +33,8 @@ Buffer host_alloc(std::size_t bytes) {
 class CpuDevice final : public Device {
  public:
   Backend backend() const override { return Backend::cpu; }
-  std::string name() const override { return "cpu"; }
+  // The CPU model and its cores: what tells one CPU machine's results from another's.
+  std::string name() const override { return cpu_device_name(); }
   std::string uuid() const override { return ""; }
   Buffer alloc_host(std::size_t bytes) override { return host_alloc(bytes); }
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {

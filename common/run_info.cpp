@@ -19,6 +19,7 @@
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/version.hpp"
+#include "kernels/core/blas_cpu.hpp"
 #if defined(SUITE_HAVE_CUDA)
 #include "kernels/gemm/gemm_lt.hpp"
 #endif
@@ -39,8 +40,10 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
-// The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU.
-std::string gemm_library_version() {
+// The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU; on the CPU
+// backend the BLAS they run on (OpenBLAS, its core and threads).
+std::string gemm_library_version(bool cuda) {
+  if (!cuda) return kernels::cpu::blas_library_version();
 #if defined(SUITE_HAVE_CUDA)
   return kernels::cuda::GemmLt::library_version();
 #else
@@ -59,7 +62,7 @@ Attributes provenance_attrs(const std::string& bench, const std::string& command
       {"command_line", command_line},
       {"bench", bench},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
-      {"gemm_library", cuda ? gemm_library_version() : kernels::cpu::blas_library_version()},
+      {"gemm_library", gemm_library_version(cuda)},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},

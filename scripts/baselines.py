@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Baseline registry: reference results files under results/baselines/, keyed by system.
 
-A system is what must agree for two runs' times to be comparable: the device names, the
+A system is what must agree for two runs' times to be comparable: the device names (a GPU's
+name, or on the CPU backend the CPU model and its core count, e.g. `Intel(R) Xeon(R) Processor
+(2 cores)`), the
 world size, the benchmark's process group (`group_size` and `group_count`: `--tp`, `--cp`,
 `--ep`), the link preset (`link`), the transport, the backend and the dtype. A file written
 before the group was recorded counts as one group of its world size, as the schema says of a
@@ -11,11 +13,16 @@ only when it is not the whole world, so the keys of such runs are those of older
 Lookup reads the attributes of every file in the registry (so a file under any folder name,
 older keys included, is found by what it holds) and picks, among the files of the same system
 and bench, the one sharing most comparable cases with the run (same name and parameters; newest
-first on a tie).
+first on a tie). Software versions (MPI, NCCL, CUDA, cuDNN, BLAS) are not part of a system:
+compare.py shows them beside every verdict and names a change next to a regression.
 
     baselines.py list [--registry DIR]            every baseline and its system key
     baselines.py add RUN.h5 [--registry DIR]      store a run as the baseline of its system
     baselines.py find RUN.h5 [--registry DIR]     print the baseline compare.py would pick
+    baselines.py rekey --device-names NAME [--registry DIR] [--host HOST]
+        re-file the CPU baselines written before the CPU model was recorded (device_names
+        `cpu`) that ran on HOST (default: this machine) under NAME, which a fresh run on
+        that machine records
 """
 
 from __future__ import annotations
@@ -23,17 +30,28 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_results import Results, cli_warnings, match_cases, read_results  # noqa: E402
+from suite_results import (Results, cli_warnings, match_cases, read_results,  # noqa: E402
+                           utc_now_iso)
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[1] / "results" / "baselines"
 SYSTEM_KEYS = ("device_names", "world_size", "group_size", "group_count", "link", "transport",
                "backend", "dtype")
+# What the CPU backend called its device before it recorded the CPU model.
+LEGACY_CPU_DEVICE = "cpu"
+
+
+def legacy_cpu_device(res: Results) -> bool:
+    """A CPU-backend file from before the CPU model was recorded: its system matches any CPU
+    machine's."""
+    return (str(res.attrs.get("backend")) == "cpu"
+            and str(res.attrs.get("device_names")) == LEGACY_CPU_DEVICE)
 
 
 def run_dtype(res: Results) -> str:
@@ -61,9 +79,10 @@ def system_key(res: Results) -> str:
     s = system_of(res)
     group = ([] if (s["group_size"], s["group_count"]) == (s["world_size"], "1")
              else [f"g{s['group_size']}x{s['group_count']}"])
-    text = "_".join([s["device_names"], f"x{s['world_size']}", *group, s["link"],
-                     s["transport"], s["backend"], s["dtype"]])
-    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")
+    devices = re.sub(r"\((R|TM)\)", "", s["device_names"], flags=re.I)  # Intel(R), Core(TM)
+    parts = [devices, f"x{s['world_size']}", *group, s["link"], s["transport"], s["backend"],
+             s["dtype"]]
+    return "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", part).strip("-") for part in parts)
 
 
 def run_label(res: Results) -> str:
@@ -125,16 +144,66 @@ def add_baseline(run_path: Path, registry: Path = DEFAULT_REGISTRY, force: bool 
     return dest
 
 
+def rekey_legacy_cpu(registry: Path, device_names: str, host: str) -> list[tuple[Path, Path]]:
+    """Files of the registry with device_names `cpu` (CPU backend) that ran on `host` alone get
+    `device_names` = `device_names` (and /ranks/device), a `device_names_rekeyed` note, and move
+    to their new system's folder. Returns (old path, new path) pairs."""
+    import h5py  # the only write to a results file outside the C++ writer
+
+    moved = []
+    for res in entries(registry):
+        if not legacy_cpu_device(res) or str(res.attrs.get("hostnames")) != host:
+            continue
+        note = (f"was `{LEGACY_CPU_DEVICE}`: written before the CPU model was recorded; "
+                f"re-keyed {utc_now_iso()} by baselines.py rekey as run on host {host}")
+        with h5py.File(res.path, "r+") as f:
+            f.attrs["device_names"] = device_names
+            f.attrs["device_names_rekeyed"] = note
+            if "ranks/device" in f:
+                ds = f["ranks/device"]
+                ds[...] = [device_names] * ds.shape[0]
+        rekeyed = read_results(res.path, load_datasets=False, warn=False)
+        dest = Path(registry) / system_key(rekeyed) / res.path.name
+        if dest.exists():
+            raise FileExistsError(f"{dest} exists; {res.path} re-keyed in place, not moved")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        res.path.rename(dest)
+        if not any(res.path.parent.iterdir()):
+            res.path.parent.rmdir()
+        moved.append((res.path, dest))
+    return moved
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("list", "add", "find"))
+    parser.add_argument("command", choices=("list", "add", "find", "rekey"))
     parser.add_argument("run", nargs="?", type=Path, help="results file (add, find)")
     parser.add_argument("--registry", type=Path, default=DEFAULT_REGISTRY,
                         help="registry folder (default results/baselines)")
     parser.add_argument("--force", action="store_true", help="add: replace an existing baseline")
+    parser.add_argument("--device-names", default=None,
+                        help="rekey: the CPU's device name as a run on that machine records it "
+                             "(the file attribute device_names)")
+    parser.add_argument("--host", default=socket.gethostname(),
+                        help="rekey: only files whose hostnames attribute is this host "
+                             "(default: this machine's)")
     args = parser.parse_args(argv)
     cli_warnings()
+    if args.command == "rekey":
+        if not args.device_names or args.device_names == LEGACY_CPU_DEVICE:
+            print("error: rekey needs --device-names (a CPU model, not `cpu`)", file=sys.stderr)
+            return 2
+        try:
+            moved = rekey_legacy_cpu(args.registry, args.device_names, args.host)
+        except (OSError, FileExistsError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for old, new in moved:
+            print(f"{old} -> {new}")
+        if not moved:
+            print(f"no `{LEGACY_CPU_DEVICE}` baseline of host {args.host} in {args.registry}")
+        return 0
     if args.command == "list":
         for res in entries(args.registry):
             print(f"{system_key(res):<50} {res.attrs.get('bench', '?'):<16} "

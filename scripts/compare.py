@@ -10,6 +10,11 @@ than the threshold AND by more than the noise: the half-width of the p10..p90 ba
 per-iteration step times, relative to the median, the larger of the two runs' (times --noise-k).
 A slowdown past the threshold but inside the noise is reported as `slower (noise)`.
 
+Software the times depend on but that is not part of the system (MPI, NCCL, CUDA, cuDNN, the
+GEMM/BLAS library, and the library a case records itself) is printed, baseline beside
+candidate, with every verdict; a library that changed between the two runs is named next to
+each regression, so an upgrade that slows a case is caught and named.
+
 Cases are paired by name, and compared only when their parameters agree as well: a name need
 not encode every parameter (ring_attention's omits the `--cp` group size n_c, sp_tp's
 collectives omit the `--tp` size t), so a same-named case with other parameters is listed as
@@ -33,9 +38,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import DEFAULT_REGISTRY, find_baseline, system_key  # noqa: E402
-from suite_results import (Case, cli_warnings, config_differences, match_cases,  # noqa: E402
-                           read_results, warn)
+from baselines import DEFAULT_REGISTRY, find_baseline, legacy_cpu_device, system_key  # noqa: E402
+from suite_results import (NOT_RECORDED, Case, Results, case_software, cli_warnings,  # noqa: E402
+                           config_differences, match_cases, read_results, software_changes,
+                           software_versions, warn)
 
 CHECK_NAMES = {1: "pass", 0: "FAIL", -1: "off", None: "-"}
 
@@ -52,6 +58,7 @@ class Row:
     check: str
     failed_check: bool
     noise: float | None = None  # relative half-width of the p10..p90 band, larger run
+    software: list[str] | None = None  # `label: old -> new` of the libraries this case recorded
 
     @property
     def regression(self) -> bool:
@@ -97,19 +104,49 @@ def compare_case(base: Case, cand: Case, threshold: float, noise_k: float = 1.0)
         check += "  CHECK FAILED"
     elif cc == 0:
         check += "  (still failing)"
-    return Row(base.key, b, c, ratio, status, check, failed, noise)
+    software = software_changes(case_software(base), case_software(cand))
+    return Row(base.key, b, c, ratio, status, check, failed, noise, software)
 
 
 def _fmt_time(value: float | None) -> str:
     return "-" if value is None else f"{value:.3e}"
 
 
-def print_table(rows: list[Row]) -> None:
-    """Fixed-width table of all rows."""
-    header = ("case", "baseline_s", "candidate_s", "ratio", "noise", "status", "check")
+def _labels(changes: list[str]) -> list[str]:
+    return [change.split(":")[0] for change in changes]
+
+
+def software_cell(row: Row, run_changes: list[str]) -> str:
+    """The libraries that changed between the runs for this case (the run's and the case's
+    own), or `same`."""
+    names = list(dict.fromkeys(_labels(run_changes) + _labels(row.software or [])))
+    return "changed: " + ", ".join(names) if names else "same"
+
+
+def print_software(base: Results, cand: Results) -> list[str]:
+    """The software of both runs, one library a line, CHANGED where they differ; returns the
+    changes (`label: old -> new`)."""
+    before, after = software_versions(base), software_versions(cand)
+    changes = software_changes(before, after)
+    changed = set(_labels(changes))
+    print("software (not part of the system; baseline -> candidate):")
+    width = max(len(label) for label in before)
+    for label, old in before.items():
+        new = after.get(label, NOT_RECORDED)
+        text = old if old == new else f"{old} -> {new}"
+        mark = "  CHANGED" if label in changed else ""
+        print(f"  {label:<{width}}  {text}{mark}")
+    return changes
+
+
+def print_table(rows: list[Row], run_changes: list[str] | None = None) -> None:
+    """Fixed-width table of all rows, the software each verdict was reached with last."""
+    header = ("case", "baseline_s", "candidate_s", "ratio", "noise", "status", "check",
+              "software")
     cells = [(r.key, _fmt_time(r.base_s), _fmt_time(r.cand_s),
               "-" if r.ratio is None else f"{r.ratio:.3f}",
-              "-" if r.noise is None else f"+-{r.noise:.1%}", r.status, r.check) for r in rows]
+              "-" if r.noise is None else f"+-{r.noise:.1%}", r.status, r.check,
+              software_cell(r, run_changes or [])) for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in cells)) if cells else len(h)
               for i, h in enumerate(header)]
     for line in [header, tuple("-" * w for w in widths), *cells]:
@@ -191,12 +228,18 @@ def main(argv: list[str] | None = None) -> int:
         if choice is None:
             print(f"no baseline in {args.registry} for system {system_key(cand)} "
                   f"(bench {cand.attrs.get('bench')}): nothing to compare")
+            print("software: " + "; ".join(f"{k} {v}" for k, v in software_versions(cand).items()))
             write_verdict(args.verdict, {**verdict, "verdict": "no-baseline", "baseline": None})
             return 2 if args.require_baseline else 0
         base_path, base = choice.path, choice.results
         print(f"registry:  {args.registry} -> system {system_key(cand)}")
     for diff in config_differences(base, cand):
         warn(f"the runs differ in {diff}; times may not be comparable")
+    for which, res in (("baseline", base), ("candidate", cand)):
+        if legacy_cpu_device(res):
+            warn(f"{which} {res.path}: device_names is `cpu` (written before the CPU model "
+                 "was recorded): which CPU it ran on is unknown, so its system matches any "
+                 "CPU machine's (baselines.py rekey files it under the right CPU)")
 
     pairs, only_base, only_cand, differing = match_cases(base, cand, ignore)
     rows = [compare_case(b, c, args.threshold, args.noise_k) for b, c in pairs]
@@ -204,9 +247,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{base.attrs.get('created_utc', '?')})")
     print(f"candidate: {cand_path} ({cand.attrs.get('git_commit', '?')}, "
           f"{cand.attrs.get('created_utc', '?')})")
-    print(f"threshold: {args.threshold:.1%}, and beyond {args.noise_k:g} x noise\n")
+    print(f"threshold: {args.threshold:.1%}, and beyond {args.noise_k:g} x noise")
+    run_changes = print_software(base, cand)
+    print()
     if rows:
-        print_table(rows)
+        print_table(rows, run_changes)
+    slower = [r for r in rows if r.status in ("REGRESSION", "slower (noise)")]
+    if slower and run_changes:
+        print(f"\n{len(slower)} slower case(s) ({sum(r.regression for r in slower)} "
+              f"regression(s)) ran with other software than the baseline:")
+        for change in run_changes:
+            print(f"  {change}")
+    for r in slower:
+        if r.software:
+            print(f"{r.status}: {r.key} x{r.ratio:.3f}, its own library changed: "
+                  f"{'; '.join(r.software)}")
 
     # A candidate case with no comparable baseline case (new, or other parameters) that fails
     # its check is a new failure.
@@ -233,14 +288,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(only_base)} only in baseline, {len(only_cand)} only in candidate, "
           f"{len(differing)} not comparable")
     flagged = bool(regressions or failures)
-    print(f"verdict: {'regression' if flagged else 'ok'}")
+    changed = list(dict.fromkeys(_labels(run_changes)
+                                 + [n for r in rows for n in _labels(r.software or [])]))
+    print(f"verdict: {'regression' if flagged else 'ok'}"
+          + (f" (software changed: {', '.join(changed)})" if changed else ""))
     write_verdict(args.verdict, {
         **verdict, "verdict": "regression" if flagged else "ok", "baseline": str(base_path),
         "regressions": regressions, "check_failures": failures,
         "only_in_baseline": only_base, "only_in_candidate": only_cand,
         "not_comparable": [{"case": c.key, "differences": diffs} for _, c, diffs in differing],
-        "cases": [{"case": r.key, "ratio": r.ratio, "noise": r.noise, "status": r.status}
-                  for r in rows]})
+        "software": {"baseline": software_versions(base),
+                     "candidate": software_versions(cand), "changed": run_changes},
+        "cases": [{"case": r.key, "ratio": r.ratio, "noise": r.noise, "status": r.status,
+                   "software_changed": run_changes + (r.software or [])} for r in rows]})
     return 1 if flagged else 0
 
 

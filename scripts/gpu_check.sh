@@ -27,6 +27,9 @@ cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cu
 cudnn_lib=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH=$B/lib:$ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
+# A GPU machine: a CUDA or NCCL test that cannot set up fails here, it never skips
+# (tests/support/gpu_gate.hpp).
+export SUITE_EXPECT_GPU=1
 
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1

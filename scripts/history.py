@@ -6,12 +6,21 @@ transport, backend, dtype: see baselines.py), marking the runs that the compare 
 
 A case name need not encode every parameter, so where a case's parameters change between runs
 of one system its line splits per parameter set, labelled with the parameters that differ.
-`--bench NAME` keeps the runs of one benchmark and skips the others with a warning."""
+`--bench NAME` keeps the runs of one benchmark and skips the others with a warning.
+
+`--plot OUT.png` draws one figure per system (OUT.png, or OUT_<system key>.png for each when
+the runs span several): that system's runs on x, labelled with commit and date; one line per
+case, labelled with the case (past 8 cases, one small panel per case, each titled with it and
+on its own y scale); the compare step's regressions (red X) and failed checks (red square)
+on the run where they happened; a dotted vertical where the software (MPI, NCCL, CUDA, cuDNN,
+GEMM/BLAS) changed between two runs, the change written below. The text output names those
+changes too."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from datetime import datetime, timezone
@@ -19,9 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
+
 from baselines import system_key  # noqa: E402
 from suite_results import (ABSENT, CONFIG_KEYS, Results, cli_warnings, file_stem,  # noqa: E402
-                           find_result_files, natural_key, read_results, warn)
+                           find_result_files, natural_key, read_results, software_changes,
+                           software_versions, warn)
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -137,10 +149,17 @@ def print_history(runs: list[Results], table: History, metric: str = "time_media
     """Per case and system, one line per run: time, commit, value, change vs the system's first
     run, and FLAGGED where the compare step flagged the case."""
     print("runs (oldest first):")
+    last_of_system: dict[str, int] = {}
     for i, run in enumerate(runs):
         verdict = compare_verdict(run)
         note = f"  [compare: {verdict.get('verdict')}]" if verdict else ""
         print(f"  [{i}] {_run_label(run)}  {run.path}{note}")
+        before = last_of_system.get(system_key(run))
+        if before is not None:
+            for change in software_changes(software_versions(runs[before]),
+                                           software_versions(run)):
+                print(f"        software changed since [{before}]: {change}")
+        last_of_system[system_key(run)] = i
     unit = " s" if metric.endswith("_s") else ""
     for key, points in table.items():
         print(f"\n{key}")
@@ -155,46 +174,208 @@ def print_history(runs: list[Results], table: History, metric: str = "time_media
                       f"{str(a.get('git_commit', '?')):<14} {value:.4g}{unit}  {change}{flag}")
 
 
-def plot_history(runs: list[Results], table: History, out: Path,
-                 metric: str = "time_median_s") -> None:
-    """One line per case and system over runs (x labelled by commit and date); runs the
-    compare step flagged for the case are marked with a red cross."""
+MAX_LINES_PER_PANEL = 8  # more cases on one system: one small panel per case
+MAX_TICK_LABELS = 40
+
+
+def verdict_cases(run: Results) -> tuple[set[str], set[str]]:
+    """(regressions, check failures) the compare step flagged in this run."""
+    verdict = compare_verdict(run)
+    if not verdict or verdict.get("verdict") != "regression":
+        return set(), set()
+    return set(verdict.get("regressions", [])), set(verdict.get("check_failures", []))
+
+
+def software_steps(runs: list[Results], indices: list[int]) -> list[tuple[int, list[str]]]:
+    """(position in `indices`, changes) where a run's software differs from the run before it."""
+    steps = []
+    for pos in range(1, len(indices)):
+        before, after = (software_versions(runs[indices[p]]) for p in (pos - 1, pos))
+        changes = software_changes(before, after)
+        if changes:
+            steps.append((pos, changes))
+    return steps
+
+
+def _run_tick(run: Results, two_lines: bool) -> str:
+    commit = str(run.attrs.get("git_commit", "?"))[:10]
+    when = run.created.strftime("%Y-%m-%d %H:%M") if run.created else "?"
+    return f"{commit}\n{when}" if two_lines else f"{commit}  {when}"
+
+
+def _scale(metric: str, values: list[float]) -> tuple[float, str]:
+    """Divisor and axis label: times in s, ms or us by their size, other metrics as named."""
+    if metric != "time_median_s":
+        return 1.0, metric
+    top = max(values) if values else 1.0
+    for div, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if top >= div:
+            return div, f"median step time ({unit})"
+    return 1e-9, "median step time (ns)"
+
+
+def _draw_line(ax, xs: list[int], ys: list[float], label: str, style: int,
+               regress: list[bool], failed: list[bool]) -> None:
+    line, = ax.plot(xs, ys, marker="osD^v<>p"[style % 8], markersize=5, linewidth=1.4,
+                    label=label, color=f"C{style % 10}")
+    bad = [(x, y) for x, y, r in zip(xs, ys, regress) if r]
+    if bad:
+        ax.scatter(*zip(*bad), marker="X", s=140, color="red", zorder=5,
+                   label="_regression")
+    fail = [(x, y) for x, y, f in zip(xs, ys, failed) if f]
+    if fail:
+        ax.scatter(*zip(*fail), marker="s", s=160, facecolors="none", edgecolors="red",
+                   linewidths=1.8, zorder=5, label="_check")
+
+
+def _finish_y(ax, ys: list[float], min_span: float = 0.0) -> None:
+    """Log scale when the values span more than 20x; else linear, spanning at least
+    `min_span` x their median, so run-to-run noise does not fill a case's panel."""
+    positive = [y for y in ys if y > 0]
+    if positive and len(positive) == len(ys) and max(positive) > 20 * min(positive):
+        ax.set_yscale("log")
+    elif ys and min_span > 0:
+        mid, low, high = float(np.median(ys)), min(ys), max(ys)
+        half = max((high - low) / 2 * 1.15, abs(mid) * min_span / 2)
+        centre = (high + low) / 2
+        ax.set_ylim(centre - half, centre + half)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def system_figure(runs: list[Results], system: str,
+                  lines: list[tuple[str, str, list[tuple[int, float]]]], metric: str):
+    """One figure for one system: its runs on x (commit and date), one line per case labelled
+    with the case (one panel per case, titled with it, past MAX_LINES_PER_PANEL cases), the
+    compare step's regressions (red X) and failed checks (red square) where they happened,
+    and dotted verticals where the software changed between two runs (named below)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, ax = plt.subplots(figsize=(max(7, 0.6 * len(runs) + 3), 5))
-    systems = {system_key(r) for r in runs}
-    flag_label = "flagged by compare"
+    indices = sorted({i for _, _, series in lines for i, _ in series})
+    pos = {i: p for p, i in enumerate(indices)}
+    div, ylabel = _scale(metric, [v for _, _, series in lines for _, v in series])
+    benches = {key.split("/")[0] for key, _, _ in lines}
+    labels = [(key.split("/", 1)[1] if len(benches) == 1 else key) + (f" {params}" if params else "")
+              for key, params, _ in lines]
+    small = len(lines) > MAX_LINES_PER_PANEL
+    two_lines = len(indices) <= 12
+    run_width = 1.0 if two_lines else 0.35
+    if small:
+        cols = min(4, math.ceil(math.sqrt(len(lines))))
+        rows = math.ceil(len(lines) / cols)
+        width = max(3.2, run_width * len(indices) + 1.2)
+        fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 1, 2.6 * rows + 2.4),
+                                 sharex=True, squeeze=False)
+        panels = list(axes.ravel())
+        for ax in panels[len(lines):]:
+            ax.set_visible(False)
+    else:
+        fig, ax = plt.subplots(figsize=(max(8.0, run_width * len(indices) + 6), 5.5))
+        panels = [ax] * len(lines)
+    marks = {"regression": False, "check": False}
+    for n, ((key, _, series), label) in enumerate(zip(lines, labels)):
+        ax = panels[n]
+        flagged = [verdict_cases(runs[i]) for i, _ in series]
+        regress = [key in r for r, _ in flagged]
+        failed = [key in f for _, f in flagged]
+        marks["regression"] |= any(regress)
+        marks["check"] |= any(failed)
+        ys = [v / div for _, v in series]
+        _draw_line(ax, [pos[i] for i, _ in series], ys, label, 0 if small else n, regress, failed)
+        if small:
+            ax.set_title(label, fontsize=8)
+            _finish_y(ax, ys, min_span=0.2)
+    if not small:
+        _finish_y(panels[0], [v / div for _, _, series in lines for _, v in series])
+    steps = software_steps(runs, indices)
+    for ax in set(panels):
+        for p, _ in steps:
+            ax.axvline(p - 0.5, color="grey", linestyle=":", linewidth=1.2)
+    ticks = list(range(len(indices)))
+    every = max(1, math.ceil(len(ticks) / MAX_TICK_LABELS))
+    tick_labels = [_run_tick(runs[i], two_lines) if p % every == 0 else ""
+                   for p, i in enumerate(indices)]
+    if small:  # a panel above an empty slot of the last row shows the run labels itself
+        for n in range(len(lines), rows * cols):
+            axes.ravel()[n - cols].tick_params(labelbottom=True)
+    for ax in [ax for ax in set(panels) if ax.get_visible()]:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(tick_labels, fontsize=7, rotation=0 if two_lines else 60,
+                           ha="center" if two_lines else "right")
+        ax.set_xlim(-0.5, len(indices) - 0.5)
+    if small:
+        for ax in axes[:, 0]:
+            ax.set_ylabel(ylabel, fontsize=8)
+        for col in range(cols):  # the lowest panel of each column
+            lowest = max(n for n in range(col, len(lines), cols))
+            axes.ravel()[lowest].set_xlabel("run: commit, date (UTC)", fontsize=8)
+    else:
+        panels[0].set_ylabel(ylabel)
+        panels[0].set_xlabel("run: commit, date (UTC), oldest first")
+    handles = []
+    if marks["regression"]:
+        handles.append(Line2D([], [], marker="X", color="red", linestyle="none", markersize=10,
+                              label="regression (compare step)"))
+    if marks["check"]:
+        handles.append(Line2D([], [], marker="s", markerfacecolor="none", color="red",
+                              linestyle="none", markersize=10, label="check failed (compare step)"))
+    if steps:
+        handles.append(Line2D([], [], color="grey", linestyle=":", label="software changed"))
+    if small:
+        if handles:
+            fig.legend(handles=handles, loc="upper right", fontsize=8)
+    else:
+        case_handles, _ = panels[0].get_legend_handles_labels()
+        panels[0].legend(handles=case_handles + handles, fontsize=8, loc="upper left",
+                         bbox_to_anchor=(1.01, 1.0), title="case" if len(lines) > 1 else None)
+    first, last = runs[indices[0]].attrs.get("created_utc", "?"), runs[indices[-1]].attrs.get(
+        "created_utc", "?")
+    what = ylabel if metric != "time_median_s" else "median step time"
+    days = str(first)[:10] if str(first)[:10] == str(last)[:10] else \
+        f"{str(first)[:10]} to {str(last)[:10]}"
+    title = f"{system}\n{what} of {len(lines)} case(s) over {len(indices)} run(s), {days}"
+    if small:
+        title += " (one panel per case, each its own y scale)"
+    notes = [f"software changed before {_run_tick(runs[indices[p]], False)}: {'; '.join(c)}"
+             for p, c in steps]
+    fig.suptitle(title, fontsize=10)
+    if notes:
+        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.03 * len(notes), 1, 1))
+    return fig
+
+
+def history_figures(runs: list[Results], table: History, metric: str = "time_median_s"):
+    """{system key: figure} (see system_figure), systems in the order their first case meets
+    them."""
+    per_system: dict[str, list[tuple[str, str, list[tuple[int, float]]]]] = {}
     for key, points in table.items():
-        for system, series in by_system(runs, key, points).items():
-            if len(systems) > 1:
-                label = f"{key} [{system}]"
-            else:  # one system: name only the parameters of a split line, if any
-                label = f"{key}{system[len(next(iter(systems))):]}"
-            ax.plot([i for i, _ in series], [m for _, m in series], marker="o", label=label)
-            bad = [(i, m) for i, m in series if key in flagged_cases(runs[i])]
-            if bad:
-                ax.scatter([i for i, _ in bad], [m for _, m in bad], marker="x", s=120,
-                           color="red", zorder=5, label=flag_label)
-                flag_label = "_nolegend_"
-    labels = [f"{str(r.attrs.get('git_commit', '?'))[:10]}\n"
-              f"{str(r.attrs.get('created_utc', '?'))[:10]}" for r in runs]
-    ax.set_xticks(range(len(runs)), labels, fontsize=7)
-    if all(m > 0 for pts in table.values() for _, m in pts):
-        ax.set_yscale("log")
-    ax.set_ylabel("median step time (s)" if metric == "time_median_s" else metric)
-    ax.set_xlabel("run (oldest first)")
-    ax.grid(True, which="both", alpha=0.3)
-    if len(table) * len(systems) <= 12:
-        ax.legend(fontsize=7)
-    ax.set_title(f"{metric} over {len(runs)} runs, {len(systems)} system(s)")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    print(f"\n{out}")
+        for label, series in by_system(runs, key, points).items():
+            system = system_key(runs[series[0][0]])
+            per_system.setdefault(system, []).append((key, label[len(system):].strip(), series))
+    return {system: system_figure(runs, system, lines, metric)
+            for system, lines in per_system.items()}
+
+
+def plot_history(runs: list[Results], table: History, out: Path,
+                 metric: str = "time_median_s") -> list[Path]:
+    """One PNG per system: `out`, or `<stem>_<system key><suffix>` beside it when the runs
+    span several systems. Returns the files written."""
+    import matplotlib.pyplot as plt
+
+    figures = history_figures(runs, table, metric)
+    written = []
+    for system, fig in figures.items():
+        path = out if len(figures) == 1 else out.with_name(f"{out.stem}_{system}{out.suffix}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+        print(f"\n{path}")
+    return written
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -209,7 +390,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--metric", default="time_median_s",
                         help="case attribute to track (default time_median_s; e.g. busbw_GBps)")
     parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
-                        help="also write a PNG of the median step time per case over runs")
+                        help="also draw the metric per case over runs: OUT.png, or one "
+                             "OUT_<system>.png per system when the runs span several")
     parser.add_argument("--bench", default=None, metavar="NAME",
                         help="only runs of this benchmark (the file attribute `bench`); files "
                              "of others are skipped with a warning")

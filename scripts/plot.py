@@ -24,6 +24,8 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.legend_handler import HandlerTuple  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from plot_kernels import KERNEL_NEEDS, kernel_figures  # noqa: E402
 from plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
@@ -37,8 +39,19 @@ OP_LABELS = {"allreduce": "all-reduce", "rs_ag": "reduce-scatter + all-gather"}
 OVERHEAD_LIMIT = 1.05
 
 
+TITLE_WIDTH = 80  # characters of a title line on the 8-inch figures
+
+
 def _title(res: Results, what: str) -> str:
-    return f"{what}\n{res.describe()}"
+    """`what`, then the run's description wrapped at its ` | ` separators so it fits."""
+    lines = [""]
+    for part in res.describe().split(" | "):
+        joined = f"{lines[-1]} | {part}" if lines[-1] else part
+        if lines[-1] and len(joined) > TITLE_WIDTH:
+            lines.append(part)
+        else:
+            lines[-1] = joined
+    return "\n".join([what, *lines])
 
 
 def _save(fig: plt.Figure, path: Path, written: list[Path]) -> None:
@@ -48,9 +61,14 @@ def _save(fig: plt.Figure, path: Path, written: list[Path]) -> None:
     written.append(path)
 
 
+LABEL_FIRST = ("op", "s", "b", "h")  # the op names a line first, then an activation case's size
+
+
 def _series(cases: list[Case], x_param: str) -> dict[str, list[Case]]:
-    """Group cases into lines: one per combination of the parameters (other than x) that vary."""
-    names = sorted({p for c in cases for p in c.params if p != x_param})
+    """Group cases into lines: one per combination of the parameters (other than x) that vary,
+    labelled op first (sp_tp's activation-sized case says so)."""
+    names = sorted({p for c in cases for p in c.params if p != x_param},
+                   key=lambda p: (LABEL_FIRST.index(p) if p in LABEL_FIRST else len(LABEL_FIRST), p))
     varying = [p for p in names
                if p == "op" or len({repr(c.params.get(p)) for c in cases}) > 1]
     groups: dict[str, list[Case]] = {}
@@ -61,6 +79,8 @@ def _series(cases: list[Case], x_param: str) -> dict[str, list[Case]]:
             if value is None:  # e.g. the sweep cases have no s, b, h: only the activation case does
                 continue
             parts.append(OP_LABELS.get(value, str(value)) if p == "op" else f"{p}={value}")
+        if case.bench == "sp_tp" and "s" in case.params and len(parts) > 1:
+            parts[1:] = [f"activation case {' '.join(parts[1:])}"]
         groups.setdefault(", ".join(parts) or case.bench, []).append(case)
     for members in groups.values():
         members.sort(key=lambda c: c.attrs[x_param])
@@ -96,18 +116,23 @@ def plot_sp_tp_collectives(res: Results, bench: str, cases: list[Case], out: Pat
     groups = _series(cases, "n_bytes")
 
     fig, ax = plt.subplots(figsize=(8, 5))
+    band = False
     for label, members in groups.items():
         x = [c.attrs["n_bytes"] for c in members]
         med = [c.attrs["time_median_s"] for c in members]
-        line, = ax.plot(x, med, marker="o", label=f"{label} (median)")
+        line, = ax.plot(x, med, marker="o", label=label)
         if all("time_p10_s" in c.attrs and "time_p90_s" in c.attrs for c in members):
             ax.fill_between(x, [c.attrs["time_p10_s"] for c in members],
                             [c.attrs["time_p90_s"] for c in members],
-                            color=line.get_color(), alpha=0.2, label=f"{label} (p10-p90)")
+                            color=line.get_color(), alpha=0.2)
+            band = True
     _log2_x(ax)
     ax.set_yscale("log")
     ax.set_ylabel("step time, max over ranks (s)")
-    ax.legend()
+    handles, _ = ax.get_legend_handles_labels()
+    if band:
+        handles.append(Patch(color="grey", alpha=0.3, label="p10-p90 band"))
+    ax.legend(handles=handles, title="median of each", fontsize=9)
     ax.set_title(_title(res, f"{bench}: step time"))
     _save(fig, out / f"{bench}_time.png", written)
 
@@ -127,18 +152,22 @@ def plot_sp_tp_collectives(res: Results, bench: str, cases: list[Case], out: Pat
     pb = [c for c in cases if key in c.attrs and f"pred_{key}" in c.attrs]
     if pb:
         fig, ax = plt.subplots(figsize=(8, 5))
+        handles, labels = [], []
         for i, (label, members) in enumerate(_series(pb, "n_bytes").items()):
             x = [c.attrs["n_bytes"] for c in members]
             line, = ax.plot(x, [c.attrs[f"pred_{key}"] for c in members], linestyle="--",
-                            linewidth=1, label=f"{label} (predicted)")
+                            linewidth=1)
             # distinct, hollow markers: equal predictions (all-reduce = rs + ag) still show both
-            ax.plot(x, [c.attrs[key] for c in members], marker="osD^v"[i % 5], linestyle="none",
-                    markersize=9 - 2 * (i % 3), markerfacecolor="none",
-                    color=line.get_color(), label=f"{label} (measured)")
+            dots, = ax.plot(x, [c.attrs[key] for c in members], marker="osD^v"[i % 5],
+                            linestyle="none", markersize=9 - 2 * (i % 3),
+                            markerfacecolor="none", color=line.get_color())
+            handles.append((dots, line))  # one legend entry: marker measured, dashes predicted
+            labels.append(label)
         _log2_x(ax)
         ax.set_yscale("log", base=2)
         ax.set_ylabel("bytes sent per rank per step")
-        ax.legend()
+        ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None)},
+                  title="marker: measured, dashes: predicted", fontsize=9)
         ax.set_title(_title(res, f"{bench}: measured vs predicted bytes"))
         _save(fig, out / f"{bench}_bytes.png", written)
     return True

@@ -20,6 +20,7 @@ from typing import Callable
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 
 from suite_results import Case
 
@@ -88,7 +89,10 @@ def lines_figure(cases: list[Case], y: str, pred: str | None, ylabel: str, what:
     ax.set_xlabel("sequence length s")
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    handles, _ = ax.get_legend_handles_labels()
+    if pred:  # each line's prediction: dashed, in its colour
+        handles.append(Line2D([], [], color="grey", linestyle="--", label="predicted (dashed)"))
+    ax.legend(handles=handles, fontsize=8)
     ax.set_title(title(f"ulysses: {what}"))
     return fig
 

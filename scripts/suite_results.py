@@ -30,6 +30,14 @@ RANKS_GROUP = "ranks"
 CONFIG_KEYS = ("bench", "backend", "transport", "world_size", "group_size", "group_count", "link")
 # Shown for a parameter that one case records and the other does not (an older file).
 ABSENT = "(absent)"
+# Software a run's times depend on that is not part of its system (baselines.py keys a system
+# by hardware, ranks, links and dtype): compare.py prints it beside every verdict and names a
+# change next to a regression, history.py marks where it changed. (label, file attribute).
+SOFTWARE_ATTRS = (("MPI", "mpi_version"), ("NCCL", "nccl_version"), ("CUDA", "cuda_version"),
+                  ("GEMM/BLAS", "gemm_library"))
+# Per case, where a case records the library it ran on (kernel_bench, the attention engines).
+CASE_SOFTWARE_ATTRS = (("GEMM/BLAS", "gemm_library"), ("attention", "attn_library"))
+NOT_RECORDED = "(not recorded)"
 
 
 class SuiteWarning(UserWarning):
@@ -192,6 +200,43 @@ class Results:
             line += (f" | oversubscribed: {a.get('ranks_per_host_max', '?')} ranks on"
                      f" {a.get('cpu_threads_per_host_min', '?')} CPU threads")
         return line
+
+
+def _cudnn_release(library: Any) -> str | None:
+    """`cudnn 9.19.0` from an `attn_library` such as `cudnn 9.19.0 (<path>; built against ...)`."""
+    text = str(library or "")
+    return text.split(" (")[0] if text.startswith("cudnn") else None
+
+
+def software_versions(res: Results) -> dict[str, str]:
+    """{label: version} of the libraries a run used (SOFTWARE_ATTRS), and `cuDNN`: the cuDNN
+    releases its cases ran attention on (`none` when none did). A file that predates an
+    attribute gives NOT_RECORDED."""
+    versions = {label: str(res.attrs.get(attr, NOT_RECORDED)) for label, attr in SOFTWARE_ATTRS}
+    cudnn = sorted({r for c in res.cases.values()
+                    if (r := _cudnn_release(c.attrs.get("attn_library"))) is not None})
+    versions["cuDNN"] = ", ".join(cudnn) or "none"
+    return versions
+
+
+def case_software(case: Case) -> dict[str, str]:
+    """{label: library} a case records itself (CASE_SOFTWARE_ATTRS), e.g. kernel_bench's
+    `gemm_library` or an attention case's `attn_library`."""
+    return {label: str(case.attrs[attr]) for label, attr in CASE_SOFTWARE_ATTRS
+            if attr in case.attrs}
+
+
+def software_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """`label: old -> new` for each library recorded on both sides with another value (one
+    side not recording it is not a change: nothing is known)."""
+    return [f"{label}: {before[label]} -> {after[label]}" for label in before
+            if label in after and NOT_RECORDED not in (before[label], after[label])
+            and before[label] != after[label]]
+
+
+def utc_now_iso() -> str:
+    """Now, as the results files write times: `YYYY-MM-DDTHH:MM:SSZ`."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_utc(text: Any) -> datetime | None:

@@ -49,6 +49,7 @@ def format_pairs(case: suite_results.Case, limit: int) -> str:
 def summarize(path: Path, limit: int) -> bool:
     res = suite_results.read_results(path, load_datasets=False)
     print(f"\n{path}: {res.describe()} | {res.attrs.get('device_names', '?')} | dtype {res.attrs.get('dtype', '?')}")
+    print("  software: " + "; ".join(f"{k} {v}" for k, v in suite_results.software_versions(res).items()))
     ok = True
     for bench in res.benches():
         for case in res.cases_of(bench):

@@ -23,6 +23,7 @@
 #include "bench/kernels/kernel_bench_common.hpp"
 #include "bench/kernels/kernel_results.hpp"
 #include "common/benchmark_flags.hpp"
+#include "common/cpu_info.hpp"
 #include "common/results.hpp"
 #include "common/run_info.hpp"
 
@@ -153,8 +154,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<suite::ResultsWriter> writer;
   try {
     writer = std::make_unique<suite::ResultsWriter>(out);
-    writer->write_run_info(suite::single_process_run_info(
-        "kernel_bench", command_line, gpu.empty() ? "cpu" : "cuda", gpu.empty() ? "cpu" : gpu));
+    writer->write_run_info(
+        suite::single_process_run_info("kernel_bench", command_line, gpu.empty() ? "cpu" : "cuda",
+                                       gpu.empty() ? suite::cpu_device_name() : gpu));
   } catch (const std::exception& e) {
     std::cerr << "error: kernel_bench: " << e.what() << "\n";
     return 2;

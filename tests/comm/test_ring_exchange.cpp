@@ -1,12 +1,15 @@
 // The ring exchange of every transport (Comm::start_exchange / progress / finish_exchange /
 // exchange_log) under mpirun: each rank sends a pattern to rank r+1 and must receive rank
-// r-1's. The MPI host path runs everywhere; the CUDA paths (MPI staged or CUDA-aware, NCCL on
-// its own stream) skip with a message where no GPU is visible. With one rank the exchange is
-// to itself, which NCCL supports inside a group: a one-GPU check of the NCCL path.
+// r-1's. The MPI host path runs everywhere; the GPU paths (RingExchangeGpu: MPI staged or
+// CUDA-aware, NCCL on its own stream) skip with the reason where no GPU is expected and fail
+// where one is but they cannot set up (tests/support/gpu_gate.hpp): a broken NCCL on a GPU
+// machine fails. With one rank the exchange is to itself, which NCCL supports inside a group:
+// a one-GPU check of the NCCL path.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "common/comm.hpp"
 #include "common/device.hpp"
 #include "common/mpi_env.hpp"
+#include "tests/support/gpu_gate.hpp"
 
 namespace suite {
 namespace {
@@ -127,34 +131,66 @@ TEST(RingExchange, WaitsAreReportedWithThePeer) {
   EXPECT_EQ(seen.waits[1], (std::pair<std::string, int>{"all-reduce", n == 2 ? 1 - r : -1}));
 }
 
-bool every_rank_has_a_gpu() {
-  int mine = visible_cuda_devices() > 0 ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
+#if defined(SUITE_HAVE_CUDA)
+constexpr bool kBuildHasCuda = true;
+#else
+constexpr bool kBuildHasCuda = false;
+#endif
+#if defined(SUITE_HAVE_NCCL)
+constexpr bool kBuildHasNccl = true;
+#else
+constexpr bool kBuildHasNccl = false;
+#endif
+
+// This rank's set-up error ("" when it set up), agreed over the ranks: every rank skips or
+// fails together rather than some waiting in an exchange the others never start.
+std::string agreed_setup_error(const std::string& mine) {
+  int bad = mine.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!bad) return "";
+  return mine.empty() ? "another rank could not set up its GPU" : mine;
 }
 
-TEST(RingExchange, MpiOnGpuBuffers) {
-  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "no CUDA device visible";
+// A CUDA device for this rank, or what stopped it ("" on success).
+std::string make_gpu(std::unique_ptr<Device>& device, int local_rank) {
+  if (!kBuildHasCuda) return "this build has no CUDA";
+  if (visible_cuda_devices() == 0) return "the CUDA runtime sees no device";
+  try {
+    device = make_cuda_device(local_rank);
+  } catch (const std::exception& e) {
+    return std::string("CUDA device: ") + e.what();
+  }
+  return "";
+}
+
+TEST(RingExchangeGpu, MpiOnGpuBuffers) {
   int local = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &local);
-  auto device = make_cuda_device(local);
+  std::unique_ptr<Device> device;
+  const std::string err = agreed_setup_error(make_gpu(device, local));
+  if (!err.empty()) SUITE_GPU_SETUP_FAILED(err, !kBuildHasCuda);
   auto comm = make_mpi_comm(*device, MPI_COMM_WORLD);
   expect_from_previous_rank(exchange_once(*device, *comm, false), comm->rank(), comm->size());
   expect_two_part_exchange(*device, *comm);
 }
 
-TEST(RingExchange, NcclOnItsOwnStream) {
-  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "no CUDA device visible";
+TEST(RingExchangeGpu, NcclOnItsOwnStream) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != 1) GTEST_SKIP() << "NCCL needs one GPU per rank: run this test with one rank";
-  auto device = make_cuda_device(0);
+  std::unique_ptr<Device> device;
   std::unique_ptr<Comm> comm;
-  try {
-    comm = make_nccl_comm(*device, MPI_COMM_WORLD);
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << e.what();
+  std::string err = make_gpu(device, 0);
+  const bool build_lacks = !kBuildHasCuda || !kBuildHasNccl;
+  if (err.empty() && !kBuildHasNccl) err = "this build has no NCCL";
+  if (err.empty()) {
+    try {
+      comm = make_nccl_comm(*device, MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+      err = std::string("NCCL set-up: ") + e.what();
+    }
   }
+  if (!err.empty()) SUITE_GPU_SETUP_FAILED(err, build_lacks);
   expect_from_previous_rank(exchange_once(*device, *comm, false), 0, 1);
   expect_two_part_exchange(*device, *comm);
 }

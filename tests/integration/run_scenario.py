@@ -227,6 +227,26 @@ def scenario_model_backward(env: Env) -> None:
         print(f"  ok: {what}")
 
 
+def lscpu_device_name() -> str | None:
+    """The CPU backend's device name as lscpu tells it, not as the suite reads it: `<model
+    name> (<N> cores)` (sockets and threads added when there are several / more than cores);
+    None without lscpu."""
+    try:
+        info = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        rows = subprocess.run(["lscpu", "-p=CORE,SOCKET"], capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    model = " ".join(fields.get("Model name", "").split())
+    pairs = [tuple(r.split(",")) for r in rows.splitlines() if r and not r.startswith("#")]
+    cores, sockets = len(set(pairs)), len({s for _, s in pairs})
+    count = (f"{sockets} sockets, " if sockets > 1 else "") + f"{cores} core" + "s" * (cores != 1)
+    if len(pairs) != cores:
+        count += f", {len(pairs)} threads"
+    return f"{model} ({count})" if model else None
+
+
 def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list[int]) -> None:
     with h5py.File(path) as f:
         a = f.attrs
@@ -240,6 +260,12 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         expect((a["seed"], a["check"]) == (1234, 1), f"seed/check attributes {a['seed']}/{a['check']}")
         expect(a["gemm_library"].startswith("OpenBLAS ") and "1 thread" in a["gemm_library"],
                f"gemm_library {a['gemm_library']}: the CPU backend's GEMMs run on OpenBLAS, one thread per rank")
+        # The CPU backend names its device by the CPU model and cores, each rank its own.
+        want = lscpu_device_name()
+        expect(a["device_names"] != "cpu" and (want is None or a["device_names"] == want),
+               f"device_names {a['device_names']!r}, lscpu says {want!r}")
+        devices = [d.decode() if isinstance(d, bytes) else d for d in f["ranks/device"][()]]
+        expect(devices == [a["device_names"]] * ranks, f"ranks/device {devices}")
         expect(f["ranks/hostname"].shape == (ranks,), "ranks/hostname shape")
         # All ranks run on this host: oversubscribed exactly when they outnumber the threads
         # they may use (mpirun binds within this process's affinity, or not at all).

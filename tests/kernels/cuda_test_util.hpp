@@ -1,5 +1,6 @@
-// CUDA test helpers: skip without a device, device buffers that round-trip through the
-// storage type, and the precision-derived tolerance.
+// CUDA test helpers: skip where no GPU is expected, fail where one is but CUDA cannot use it
+// (tests/support/gpu_gate.hpp), device buffers that round-trip through the storage type, and
+// the precision-derived tolerance.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,12 +9,14 @@
 #include <cstdint>
 #include <cstring>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "kernels/core/bf16.hpp"
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_buffer.hpp"
 #include "kernels/core/dtype.hpp"
+#include "tests/support/gpu_gate.hpp"
 
 namespace suite {
 // Readable test names and failure messages for DType parameters (found by ADL).
@@ -24,18 +27,27 @@ inline void PrintTo(DType t, std::ostream* os) {
 
 namespace suite::kernels::test {
 
-inline bool cuda_device_visible() {
+// "" when the CUDA runtime sees a device, else what it said.
+inline std::string cuda_setup_error() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error so later queries start clean
+    return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+  }
+  return n > 0 ? "" : "cudaGetDeviceCount: no device";
 }
 
-// Use as the first statement of every CUDA test.
-#define SUITE_REQUIRE_CUDA_DEVICE()                                      \
-  do {                                                                   \
-    if (!::suite::kernels::test::cuda_device_visible()) {                \
-      (void)cudaGetLastError(); /* clear the sticky "no device" error */ \
-      GTEST_SKIP() << "no CUDA device visible";                          \
-    }                                                                    \
+inline bool cuda_device_visible() {
+  return cuda_setup_error().empty();
+}
+
+// Use as the first statement of every CUDA test: without a usable device it skips where no
+// GPU is expected and fails where one is (SUITE_GPU_SETUP_FAILED).
+#define SUITE_REQUIRE_CUDA_DEVICE()                                                 \
+  do {                                                                              \
+    const std::string suite_cuda_err_ = ::suite::kernels::test::cuda_setup_error(); \
+    if (!suite_cuda_err_.empty()) SUITE_GPU_SETUP_FAILED(suite_cuda_err_, false);   \
   } while (0)
 
 // Unit roundoff of the storage type: outputs are rounded to it once.

@@ -118,3 +118,57 @@ def test_find_counts_only_cases_with_the_same_params(results_writer, tmp_path):
     run = results_writer("run.h5", "ring_attention", ring_cases(2), world_size=2)
     choice = baselines.find_baseline(_read(run), reg)
     assert choice is not None and choice.path == same and choice.shared_cases == 2
+
+
+# The CPU backend's device name is the CPU model and its cores: a run on another CPU is
+# another system, and software versions are not part of a system.
+
+XEON = "Intel(R) Xeon(R) Processor (2 cores)"
+EPYC = "AMD EPYC 7763 64-Core Processor (64 cores, 128 threads)"
+
+
+def test_cpu_model_is_part_of_the_system_key(results_writer, tmp_path):
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    xeon = results_writer("reg/xeon.h5", "sp_tp", sp_tp_cases(), file_attrs={"device_names": XEON})
+    assert baselines.system_key(_read(xeon)) == "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32"
+    epyc = results_writer("epyc.h5", "sp_tp", sp_tp_cases(), file_attrs={"device_names": EPYC})
+    assert (baselines.system_key(_read(epyc))
+            == "AMD-EPYC-7763-64-Core-Processor-64-cores-128-threads_x4_loopback_mpi_cpu_fp32")
+    # the EPYC run is not compared with the Xeon's baseline
+    assert baselines.find_baseline(_read(epyc), reg) is None
+    proc = run_script("compare.py", epyc, "--registry", reg)
+    assert proc.returncode == 0 and "no baseline" in proc.stdout
+    # another Xeon run of the same model is, whatever its MPI and BLAS
+    other = results_writer("x2.h5", "sp_tp", sp_tp_cases(),
+                           file_attrs={"device_names": XEON, "mpi_version": "Open MPI v5.0.3",
+                                       "gemm_library": "OpenBLAS 0.3.26 SkylakeX, 1 thread"})
+    choice = baselines.find_baseline(_read(other), reg)
+    assert choice is not None and choice.path == xeon
+
+
+def test_rekey_refiles_this_hosts_legacy_cpu_baselines(results_writer, tmp_path):
+    import h5py
+
+    reg = tmp_path / "reg"
+    legacy = reg / "cpu_x4_loopback_mpi_cpu_fp32"
+    legacy.mkdir(parents=True)
+    mine = results_writer("reg/cpu_x4_loopback_mpi_cpu_fp32/sp_tp.h5", "sp_tp", sp_tp_cases(),
+                          file_attrs={"hostnames": "vm"})
+    theirs = results_writer("reg/cpu_x4_loopback_mpi_cpu_fp32/moe.h5", "moe", sp_tp_cases(),
+                            file_attrs={"hostnames": "elsewhere"})
+    assert run_script("baselines.py", "rekey", "--registry", reg).returncode == 2
+    proc = run_script("baselines.py", "rekey", "--registry", reg, "--device-names", XEON,
+                      "--host", "vm")
+    assert proc.returncode == 0, proc.stderr
+    moved = reg / "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32" / "sp_tp.h5"
+    assert proc.stdout.strip() == f"{mine} -> {moved}"
+    assert not mine.exists() and theirs.exists()  # another host's file stays as it was
+    with h5py.File(moved) as f:
+        assert f.attrs["device_names"] == XEON
+        assert [d.decode() for d in f["ranks/device"][()]] == [XEON] * 4
+        assert "was `cpu`" in f.attrs["device_names_rekeyed"]
+    # a new run on that CPU finds it
+    run = results_writer("run.h5", "sp_tp", sp_tp_cases(), file_attrs={"device_names": XEON})
+    choice = baselines.find_baseline(_read(run), reg)
+    assert choice is not None and choice.path == moved

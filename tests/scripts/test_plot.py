@@ -94,7 +94,7 @@ def test_sp_tp_time_figure_content(results_writer, tmp_path, plot_module, monkey
     assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
     ax = captured["sp_tp_time.png"].axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["all-reduce (median)", "reduce-scatter + all-gather (median)"]
+    assert labels == ["all-reduce", "reduce-scatter + all-gather"]  # legend title: median of each
     assert len(ax.collections) == 2  # the two bands
     assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
     xs = ax.get_lines()[0].get_xdata()
@@ -104,3 +104,39 @@ def test_sp_tp_time_figure_content(results_writer, tmp_path, plot_module, monkey
         assert word in title
     bytes_ax = captured["sp_tp_bytes.png"].axes[0]
     assert len(bytes_ax.get_lines()) == 4  # predicted + measured per op
+
+
+def test_sp_tp_lines_are_named_in_their_legends(results_writer, monkeypatch):
+    """Each line of the collectives figures is named by its op (the activation-sized case as
+    such); the time figure's p10-p90 bands share one entry, and the bytes figure pairs each
+    line's measured markers with its predicted dashes in one entry."""
+    import plot
+    from synthetic_results import rank_times
+
+    cases = sp_tp_cases(mode="collectives")
+    for op in ("allreduce", "rs_ag"):
+        n = 1024 * 1024 * 4
+        cases.append({"name": f"{op}_fp32_act_s1024_b1_h1024",
+                      "params": {"mode": "collectives", "op": op, "dtype": "fp32", "n_bytes": n,
+                                 "s": 1024, "b": 1, "h": 1024},
+                      "attrs": {"bytes_sent_per_rank": 1.5 * n, "pred_bytes_sent_per_rank": 1.5 * n,
+                                "busbw_GBps": 1.0},
+                      "time_s": rank_times(1e-3)})
+    path = results_writer("sp.h5", "sp_tp", cases)
+    figures = {}
+    monkeypatch.setattr(plot, "_save", lambda fig, p, written: figures.__setitem__(p.name, fig))
+    plot.make_plots(path, path.parent / "figs")
+    lines = ["all-reduce", "all-reduce, activation case s=1024 b=1 h=1024",
+             "reduce-scatter + all-gather",
+             "reduce-scatter + all-gather, activation case s=1024 b=1 h=1024"]
+
+    def legend(name):
+        box = figures[name].axes[0].get_legend()
+        return sorted(t.get_text() for t in box.get_texts()), box.get_title().get_text()
+
+    assert legend("sp_tp_time.png") == (sorted(lines + ["p10-p90 band"]), "median of each")
+    assert legend("sp_tp_busbw.png") == (sorted(lines), "")
+    assert legend("sp_tp_bytes.png") == (sorted(lines), "marker: measured, dashes: predicted")
+    # the run's description wraps rather than running off the figure
+    title = figures["sp_tp_time.png"].axes[0].get_title()
+    assert all(len(line) <= 80 for line in title.splitlines()), title

@@ -32,3 +32,11 @@ def test_failed_check_sets_exit_status(tmp_path: Path) -> None:
     proc = run_script("summary.py", path)
     assert proc.returncode == 1
     assert "FAIL" in next(l for l in proc.stdout.splitlines() if l.strip().startswith("ring_bad "))
+
+
+def test_software_is_listed_under_each_file(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_a", 1)],
+                         world_size=2, file_attrs={"gemm_library": "OpenBLAS 0.3.21 SkylakeX, 1 thread"})
+    proc = run_script("summary.py", path)
+    assert ("  software: MPI Open MPI v4.1.4; NCCL none; CUDA none; GEMM/BLAS OpenBLAS 0.3.21 "
+            "SkylakeX, 1 thread; cuDNN none") in proc.stdout.splitlines()
