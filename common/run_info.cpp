@@ -1,7 +1,5 @@
 #include "common/run_info.hpp"
 
-#include "kernels/core/blas_cpu.hpp"
-
 #include <sched.h>
 
 #include <algorithm>
