@@ -1,11 +1,12 @@
-// CUDA backend of MoeOps: the kernels' CUDA versions on the device's stream, GEMMs in cuBLAS
-// (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has CUDA.
+// CUDA backend of MoeOps: the kernels' CUDA versions on the device's stream, GEMMs (the
+// forward's and the backward's transposed ones) through cuBLASLt, plain cuBLAS where its
+// heuristic declines (bf16 or fp32 storage, fp32 accumulation). Compiled only when the build has
+// CUDA.
 #include <cuda_runtime.h>
 
 #include "bench/moe/moe_ops.hpp"
-#include "kernels/core/cublas_handle.hpp"
 #include "kernels/core/cuda_check.hpp"
-#include "kernels/gemm/gemm_cuda.hpp"
+#include "kernels/gemm/gemm_lt.hpp"
 #include "kernels/moe/moe_cuda.hpp"
 #include "kernels/tokenwise/tokenwise_cuda.hpp"
 
@@ -18,13 +19,11 @@ namespace km = kernels::moe::cuda;
 class CudaMoeOps final : public MoeOps {
  public:
   CudaMoeOps(Device& device, DType dtype)
-      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {
-    blas_.set_stream(stream_);
-  }
+      : stream_(static_cast<cudaStream_t>(device.stream())), dtype_(dtype) {}
   void gemm_ex(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, const void* a,
                const void* b, double beta, void* c) override {
-    k::gemm(blas_, stream_, dtype_, ta, tb, m, n, kk, 1.0f, a, ta ? m : kk, b, tb ? kk : n,
-            static_cast<float>(beta), c, n);
+    lt_.gemm(stream_, dtype_, ta, tb, m, n, kk, 1.0f, a, ta ? m : kk, b, tb ? kk : n,
+             static_cast<float>(beta), c, n);
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
               const float* select_bias, std::int32_t* chosen, float* gates,
@@ -72,7 +71,7 @@ class CudaMoeOps final : public MoeOps {
  private:
   cudaStream_t stream_;
   DType dtype_;
-  k::CublasHandle blas_;
+  k::GemmLt lt_;  // cuBLASLt plans cached per shape
 };
 
 }  // namespace

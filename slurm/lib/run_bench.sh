@@ -143,9 +143,12 @@ suite_main() {
   echo "benchmark exit status: $rc" | tee -a "$dir/job.txt"
 
   # The library's own byte counts (Open MPI's monitoring) in extra runs of each case, beside
-  # the payload; the timed run above never has monitoring on. WIRE=0 skips them; WIRE_CASES
-  # selects cases (a regular expression). MPI transport only: NCCL has no such counters.
-  if [[ $rc -eq 0 && ${WIRE:-1} == 1 && $transport == mpi ]]; then
+  # the payload; the timed run above never has monitoring on. By default for the collectives
+  # (where the library's algorithm decides the bytes); WIRE=1 for every set, WIRE=0 never;
+  # WIRE_CASES selects cases (a regular expression). MPI transport only: NCCL has no counters.
+  local wire_default=0
+  [[ $set == sp_tp ]] && wire_default=1
+  if [[ $rc -eq 0 && ${WIRE:-$wire_default} == 1 && $transport == mpi ]]; then
     "$python" scripts/wire_bytes.py "$out" --cases "${WIRE_CASES:-}" |
       tee -a "$dir/job.txt" || echo "warning: wire_bytes.py failed" | tee -a "$dir/job.txt"
   fi

@@ -185,8 +185,8 @@ def scenario(run: Run) -> None:
     expect(sweep.returncode == 0, f"sweep.py failed:\n{sweep.stdout}\n{sweep.stderr}")
     array = sweep.stdout.split("submitted: ")[-1].split()[0].split(";")[0]
     tasks = [f"{array}_{i}" for i in range(4)]
-    run.wait_ok(list(jobs.values()) + [j for j, _ in present], 200)
-    states = run.slurm.wait(tasks, 200)
+    run.wait_ok(list(jobs.values()) + [j for j, _ in present], 400)
+    states = run.slurm.wait(tasks, 400)
     expect(all(s == "COMPLETED" for s, _ in states.values()), f"sweep array ended {states}")
 
     v_same, v_fast = run.verdict(jobs["same"]), run.verdict(jobs["fast"])
