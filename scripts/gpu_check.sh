@@ -67,7 +67,7 @@ step kernel_bench 210 "$B/bin/kernel_bench" --benchmark_filter='cuda' --out="$R/
 step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$R/torch_peer.json"
 # The layer in bf16 at Megatron-like width on one rank (its attention kernel: auto).
 step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 --seq 4096 \
-  --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --iters 10 --out "$R/layer1.h5"
+  --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --pass fwd,fwd_bwd --iters 10 --out "$R/layer1.h5"
 # The layer on the suite's own flash kernel (the step above uses auto: cuDNN when built with it).
 step layer_bf16_1rank_suite 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
   --seq 4096 --batch 1 --hidden 4096 --heads 32 --attention fused --attn-kernel suite --iters 10 \
@@ -100,7 +100,7 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
   --out "$R/sp_tp_mpi2.h5"
 # TP vs TP+SP on two ranks sharing the GPU.
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
-  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --iters 5 --out "$R/layer2.h5"
+  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --iters 5 --out "$R/layer2.h5"
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged
 # shapes, where the CPU emulator's checks stand in on machines without a GPU (the emulator does

@@ -170,6 +170,23 @@ def plot_sp_tp_collectives(res: Results, bench: str, cases: list[Case], out: Pat
                   title="marker: measured, dashes: predicted", fontsize=9)
         ax.set_title(_title(res, f"{bench}: measured vs predicted bytes"))
         _save(fig, out / f"{bench}_bytes.png", written)
+
+    # What the MPI library really sent (scripts/wire_bytes.py), over the bandwidth-optimal
+    # 2(t-1)/t n: 1 for a ring or recursive-halving algorithm, above where it sends more.
+    wire = [c for c in pb if "wire_bytes_sent_per_rank" in c.attrs]
+    if wire:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for label, members in _series(wire, "n_bytes").items():
+            ax.plot([c.attrs["n_bytes"] for c in members],
+                    [c.attrs["wire_bytes_sent_per_rank"] / c.attrs[f"pred_{key}"] for c in members],
+                    "o-", label=label)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="2(t-1)/t n (bandwidth-optimal)")
+        _log2_x(ax)
+        ax.set_ylabel("bytes on the wire / 2(t-1)/t n (max over ranks)")
+        ax.legend(title="counted by the MPI library (Open MPI monitoring)", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(_title(res, f"{bench}: bytes on the wire against the formula"))
+        _save(fig, out / f"{bench}_wire.png", written)
     return True
 
 

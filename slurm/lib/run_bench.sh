@@ -22,7 +22,7 @@
 #   PLOT          1 to write plots beside the results (default 1 on gpu, 0 on cpu)
 #   PYTHON        interpreter with scripts/requirements.txt (default .venv/bin/python)
 #   Per benchmark: SIZES SEQ HIDDEN TP (sp_tp), BLOCK CP LAYOUT (ring_attention), SEQ DEGREE CP
-#   (ulysses), TOKENS EXPERTS SKEW EP (moe), PASS (ring_attention, ulysses, moe: default
+#   (ulysses), TOKENS EXPERTS SKEW EP (moe), PASS (sp_tp_layer, ring_attention, ulysses, moe: default
 #   fwd,fwd_bwd): see suite_case_args below.
 
 suite_die() {
@@ -42,10 +42,11 @@ suite_case_args() {
         --hidden 64 --tp "${TP:-0}" --iters 5 --warmup 1 ;;
     sp_tp_layer:gpu)
       printf '%s\n' --mode layer --seq "${SEQ:-8192}" --batch 1 --hidden "${HIDDEN:-8192}" \
-        --heads 64 --variants tp,tp_sp --attention fused,unfused --tp "${TP:-0}" ;;
+        --heads 64 --variants tp,tp_sp --attention fused,unfused --tp "${TP:-0}" \
+        --pass "${PASS:-fwd,fwd_bwd}" ;;
     sp_tp_layer:cpu)
       printf '%s\n' --mode layer --seq "${SEQ:-32}" --batch 1 --hidden 512 --heads 8 --tp "${TP:-0}" \
-        --iters 3 --warmup 1 ;;
+        --pass "${PASS:-fwd,fwd_bwd}" --iters 3 --warmup 1 ;;
     ring_attention:gpu)
       printf '%s\n' --block "${BLOCK:-1K:16K:x2}" --layout "${LAYOUT:-contiguous,zigzag}" \
         --variant ring --causal 0,1 --heads 64 --kv-heads 8 --head-dim 128 --batch 1 \

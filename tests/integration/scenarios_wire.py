@@ -50,6 +50,10 @@ def scenario_collectives(env: Env) -> None:
             expect(a["wire_bytes_sent_per_rank"] == wire.max() and "monitoring" in a["wire_method"],
                    f"{name}: attributes")
             expect(a["wire_monitoring_time_ratio"] > 0, f"{name}: monitoring cost not recorded")
+    plots = env.workdir / "plots"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
+    proc = subprocess.run([sys.executable, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
+    expect(proc.returncode == 0 and (plots / "sp_tp_wire.png").exists(), f"no wire figure: {proc.stderr}")
 
 
 def scenario_ring_exchange(env: Env) -> None:
