@@ -44,7 +44,7 @@ def expected_work(layout: str, n: int, c: int, causal: bool, batch: int, variant
 def run_ok(env: Env, ranks: int, out: Path, *args: str) -> subprocess.CompletedProcess:
     proc = env.mpirun(ranks, BIN, "--backend", "cpu", "--iters", "3", "--warmup", "1", "--out", str(out), *args)
     expect(proc.returncode == 0, f"{BIN} failed", proc)
-    expect(proc.stdout.count("Ring attention (median step") == 1, "summary table not printed once", proc)
+    expect(proc.stdout.count("Ring attention, forward (median") == 1, "summary table not printed once", proc)
     return proc
 
 
