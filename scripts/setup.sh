@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libbenchmark-dev
+packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libopenblas-serial-dev libbenchmark-dev
           libgtest-dev libcli11-dev python3 python3-venv python3-pip)
 
 missing=()
