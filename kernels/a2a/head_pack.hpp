@@ -61,7 +61,8 @@ SUITE_HD inline int unpack_replicas(const HeadPackShape& s) {
 
 // Element of the packed blocks that replica r (0 .. unpack_replicas - 1) of unpacked element
 // `i` comes from: the blocks of the ranks that read head h are h * replicas .. + replicas - 1.
-SUITE_HD inline std::int64_t unpack_sum_source_index(const HeadPackShape& s, std::int64_t i, int r) {
+SUITE_HD inline std::int64_t unpack_sum_source_index(const HeadPackShape& s, std::int64_t i,
+                                                     int r) {
   const int replicas = unpack_replicas(s);
   if (replicas == 1) return unpack_source_index(s, i);
   const std::int64_t c = i % s.head_dim;

@@ -87,8 +87,8 @@ void head_unpack_sum(cudaStream_t stream, const HeadPackShape& s, DType t, const
   if (n == 0) return;
   dispatch_storage(t, "cuda head_unpack_sum", [&](auto tag) {
     using S = decltype(tag);
-    head_unpack_sum_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(
-        s, static_cast<const S*>(src), static_cast<S*>(dst), n);
+    head_unpack_sum_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(s, static_cast<const S*>(src),
+                                                                    static_cast<S*>(dst), n);
   });
   SUITE_CUDA_CHECK_LAUNCH();
 }
