@@ -104,19 +104,21 @@ void print_ring_table(const std::vector<CaseRecord>& records) {
   if (records.empty()) return;
   std::printf(
       "\nRing attention, forward (median = max over ranks; F, W measured in this run; c* = the "
-      "overlap bound)\n");
-  std::printf("%-52s %10s %10s %10s %6s %9s %8s %9s %7s %9s %7s %6s\n", "case", "fwd_us", "comp_us",
-              "xfer_us", "eff", "F_GF/s", "W_GB/s", "c*", "c/c*", "lockstep", "(pred)", "check");
+      "overlap bound; eff_ideal = (one rank's full attention / N_c) / forward)\n");
+  std::printf("%-52s %10s %10s %10s %6s %9s %8s %9s %7s %9s %7s %9s %6s\n", "case", "fwd_us",
+              "comp_us", "xfer_us", "eff", "F_GF/s", "W_GB/s", "c*", "c/c*", "lockstep", "(pred)",
+              "eff_ideal", "check");
   for (const auto& r : records) {
     const bool step = param_text(r, "pass") == "fwd_bwd";
     std::printf(
-        "%-52s %10.1f %10.1f %10.1f %6.2f %9.2f %8.2f %9.1f %7.1f %9.3f %7.3f %6s\n",
+        "%-52s %10.1f %10.1f %10.1f %6.2f %9.2f %8.2f %9.1f %7.1f %9.3f %7.3f %9.2f %6s\n",
         r.name.c_str(), attr_number(r, step ? "time_overlapped_median_s" : "time_median_s") * 1e6,
         attr_number(r, "time_compute_only_median_s") * 1e6,
         attr_number(r, "time_transfer_only_median_s") * 1e6, attr_number(r, "overlap_efficiency"),
         attr_number(r, "measured_F_flops") / 1e9, attr_number(r, "measured_W_Bps") / 1e9,
         attr_number(r, "c_star_tokens"), attr_number(r, "c_over_c_star"),
-        attr_number(r, "lockstep_blocks"), attr_number(r, "pred_lockstep_blocks"), check_word(r));
+        attr_number(r, "lockstep_blocks"), attr_number(r, "pred_lockstep_blocks"),
+        attr_number(r, "efficiency_vs_ideal_fwd"), check_word(r));
   }
   bool any_step = false;
   for (const auto& r : records)
