@@ -1,10 +1,13 @@
 # Thin wrapper over CMake. `make run`: set up, build, run the suite on the CPU backend with
 # 4 local MPI ranks, write results and plots. `make test`: set up, build, pass the tests.
+# `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/simulate.py).
 BUILD ?= build
+SIM_BUILD ?= build-sim
+SIM_TARGETS = sp_tp ring_attention ulysses moe harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test clean format
+.PHONY: all setup build sim run test clean format
 
 all: build
 
@@ -15,14 +18,20 @@ build: setup
 	cmake -S . -B $(BUILD) -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# The CPU backend compiled with smpicxx (no CUDA, no tests): every timer reads SMPI's clock.
+sim: setup
+	CC=smpicc CXX=smpicxx cmake -S . -B $(SIM_BUILD) -DSUITE_SMPI=ON -DMPI_C_COMPILER=smpicc \
+	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python
+	cmake --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
+
+run: build sim
 	BUILD=$(BUILD) scripts/run_suite.sh
 
-test: build
+test: build sim
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SIM_BUILD)

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libbenchmark-dev
-          libgtest-dev libcli11-dev python3 python3-venv python3-pip)
+          libgtest-dev libcli11-dev libsimgrid-dev python3 python3-venv python3-pip)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
