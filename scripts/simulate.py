@@ -133,7 +133,18 @@ def check(args: argparse.Namespace):
 def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: Path,
                     flags: list[str]) -> list[str]:
     cfg = ["network/model:CM02",  # max-min sharing, no calibration factors: plain alpha-beta
-           "network/loopback-bw:1e12", "network/loopback-lat:0", "smpi/coll-selector:ompi",
+           "network/loopback-bw:1e12", "network/loopback-lat:0",
+           # Open MPI's collective algorithms, but for all-reduce (Rabenseifner: recursive-halving
+           # reduce-scatter + recursive-doubling all-gather), reduce-scatter (recursive halving),
+           # all-gather (recursive doubling) and bcast (binomial tree): for small messages
+           # SimGrid 3.32's Open MPI selector falls back to linear algorithms whose N concurrent
+           # flows into one host cost O(N^2) in the max-min solver (7 s for one 1-element
+           # all-reduce at 512 ranks, against 0.1 s); fixed choices also give sp_tp's
+           # all-reduce and reduce-scatter + all-gather one alpha-beta model
+           # (scripts/sim_alpha_beta.py).
+           "smpi/coll-selector:ompi", "smpi/allreduce:rab_rdb",
+           "smpi/reduce_scatter:ompi_basic_recursivehalving", "smpi/allgather:rdb",
+           "smpi/bcast:binomial_tree",
            "smpi/privatization:dlopen", "smpi/display-timing:yes",
            # No simulated delay per MPI_Test / MPI_Wtime (SMPI's guard against busy-wait loops):
            # the CPU ring polls between attention tiles, and each poll would add 0.1 ms.
