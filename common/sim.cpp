@@ -125,7 +125,7 @@ Attributes run_attrs() {
       {"sim_platform_detail", env_or("SUITE_SIM_PLATFORM_DETAIL", "")},
       {"sim_compute_mode", std::string(modeled() ? "modeled" : "executed")},
       {"sim_flops", modeled() ? g_modeled_flops : NAN},
-      {"sim_host_speed", host_speed},
+      {"sim_host_speed", modeled() ? NAN : host_speed},
       {"sim_platform_speed", platform_speed},
       {"sim_compute_scale", modeled() ? NAN : host_speed / platform_speed},
       {"smpi_version", "SimGrid " + std::to_string(major) + "." + std::to_string(minor) + "." +
