@@ -28,8 +28,9 @@ else
 setup: not a Debian/Ubuntu system and these are missing: ${missing[*]}
 Install: a C++20 compiler, CMake >= 3.24, OpenMPI (or another MPI) with mpicxx, OpenBLAS, HDF5 (C library and
 headers), Google Benchmark, GoogleTest, CLI11 (header-only), Python 3 with venv. Optional: the CUDA
-Toolkit with NCCL for the GPU backend. E.g. with Spack: spack install openmpi openblas hdf5 benchmark
-googletest cli11; or conda: conda install -c conda-forge openmpi openblas hdf5 benchmark gtest cli11.
+Toolkit with NCCL for the GPU backend; SimGrid (smpicxx, smpirun) for `make sim` and the simulated
+clusters' tests. E.g. with Spack: spack install openmpi openblas hdf5 benchmark googletest cli11
+simgrid; or conda: conda install -c conda-forge openmpi openblas hdf5 benchmark gtest cli11.
 MSG
     exit 1
   fi

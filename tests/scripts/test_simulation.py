@@ -187,3 +187,22 @@ def test_sweep_simulate_plans_one_simulation_per_cell(tmp_path):
     bad = run_script("sweep.py", "ring_attention", "--values", "32", "--link", "pcie-host,nope",
                      "--simulate", "--dry-run", "--model", tmp_path / "none")
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_alpha_beta_pairs_near_ranks_for_the_all_reduce_and_far_ones_for_sp():
+    import sim_alpha_beta as ab
+    p = sp.make_platform("fattree", nodes=2)
+    lk = p.links()
+    n = 16e6
+    inside = range(0, 8)  # one node: every pair on NVLink
+    nvl = sum(2 * lk.intra_lat + n / 2**j / lk.intra_bw for j in (1, 2, 3))
+    assert ab.predict(p, "allreduce", n, inside) == pytest.approx(2 * nvl)
+    assert ab.predict(p, "rs_ag", n, inside) == pytest.approx(2 * nvl)
+    both = range(0, 16)  # two nodes of one leaf: the distance-8 pair crosses the NICs
+    nic = 2 * lk.net_lat + ab.LEAF_LAT
+    ar = 2 * (sum(2 * lk.intra_lat + n / 2**j / lk.intra_bw for j in (1, 2, 3)) + nic + n / 16 / lk.net_bw)
+    sp_ = 2 * (nic + n / 2 / lk.net_bw + sum(2 * lk.intra_lat + n / 2**j / lk.intra_bw for j in (2, 3, 4)))
+    assert ab.predict(p, "allreduce", n, both) == pytest.approx(ar)
+    assert ab.predict(p, "rs_ag", n, both) == pytest.approx(sp_)
+    with pytest.raises(ValueError):
+        ab.predict(p, "allreduce", n, range(0, 6))
