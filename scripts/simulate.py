@@ -164,7 +164,8 @@ def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: P
            "--backend", "cpu", "--transport", "mpi", "--link", platform.link, "--out", str(out)]
     if args.sim_flops:
         cmd += ["--sim-flops", repr(args.sim_flops)]
-    return cmd + flags
+    # SimGrid answers --help itself (its own options); the benchmark's help is -h there.
+    return cmd + ["-h" if f == "--help" else f for f in flags]
 
 
 def run_streaming(cmd: list[str], env: dict[str, str], err_file: Path) -> subprocess.CompletedProcess:
@@ -211,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                                      if line.startswith(("error:", "(run with --help"))))
             return 2
         sys.stderr.write(proc.stderr)  # the benchmark's stderr and SMPI's timing summary
+        if proc.returncode == 0 and any(f in ("-h", "--help", "--benchmark_list_tests")
+                                        for f in flags):
+            return 0  # help or a list of cases: no results file to leave
         if proc.returncode != 0 or not out.exists():
             return proc.returncode or 3
         shutil.copyfile(xml, out.parent / xml.name)

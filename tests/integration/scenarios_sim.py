@@ -82,6 +82,13 @@ def scenario_bad_input(env: Env) -> None:
         expect(needle in proc.stderr, f"{what}: message lacks {needle!r}", proc)
         expect(not out.parent.exists() or not list(out.parent.iterdir()), f"{what}: files left", proc)
         print(f"  ok: {what}")
+    # --help is SimGrid's own under smpirun; simulate.py asks the benchmark with -h
+    out = env.workdir / "help" / "r.h5"
+    proc = simulate(env, "ring_attention", "--platform", "flat", "--ranks", "2", "--out", str(out),
+                    flags=["--help"], timeout=60)
+    expect(proc.returncode == 0 and "--sim-flops" in proc.stdout and "SMPI build" in proc.stdout,
+           "the benchmark's help does not describe the SMPI build", proc)
+    expect(not out.exists(), "help left a results file", proc)
 
 
 def scenario_ring_crossing(env: Env) -> None:
