@@ -25,7 +25,7 @@ sim: setup
 	cmake --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
 
 run: build sim
-	BUILD=$(BUILD) scripts/run_suite.sh
+	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
 
 test: build sim
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -1,5 +1,7 @@
 #include "common/sim.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>

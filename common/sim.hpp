@@ -13,13 +13,18 @@
 // Outside the SMPI build nothing here changes behaviour: modeled() is false, run_attrs() empty.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
 #include "common/results.hpp"
-#include "kernels/attention/attention_engine.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace CLI {
+class App;
+}
+namespace suite::kernels {
+class AttentionEngine;
+}
 
 namespace suite::sim {
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/sim.hpp"
+#include "kernels/attention/attention_engine.hpp"
 #include "kernels/attention/attention_index.hpp"
 
 namespace suite::sim {
