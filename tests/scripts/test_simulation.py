@@ -206,3 +206,14 @@ def test_alpha_beta_pairs_near_ranks_for_the_all_reduce_and_far_ones_for_sp():
     assert ab.predict(p, "rs_ag", n, both) == pytest.approx(sp_)
     with pytest.raises(ValueError):
         ab.predict(p, "allreduce", n, range(0, 6))
+
+
+def test_history_gives_a_simulated_run_its_own_line(results_writer, tmp_path):
+    results_writer("measured.h5", "sp_tp", sp_tp_cases(), created_utc="2025-01-01T08:00:00Z")
+    results_writer("simulated.h5", "sp_tp", sp_tp_cases(scale=0.5), file_attrs=SIM_ATTRS,
+                   created_utc="2025-01-02T08:00:00Z")
+    proc = run_script("history.py", tmp_path, "--case", "allreduce_fp32_n1024$")
+    assert proc.returncode == 0, proc.stderr
+    systems = [l.split()[1] for l in proc.stdout.splitlines() if l.strip().startswith("system ")]
+    assert len(systems) == 2 and sum("_sim-flat-executed-" in s for s in systems) == 1
+    assert "-50.0%" not in proc.stdout  # the simulated run is not a change of the measured one
