@@ -1,10 +1,13 @@
 # Thin wrapper over CMake. `make run`: set up, build, run the suite on the CPU backend with
 # 4 local MPI ranks, write results and plots. `make test`: set up, build, pass the tests.
+# `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/simulate.py).
 BUILD ?= build
+SIM_BUILD ?= build-sim
+SIM_TARGETS = sp_tp ring_attention ulysses moe harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test clean format
+.PHONY: all setup build sim run test clean format
 
 all: build
 
@@ -15,12 +18,18 @@ build: setup
 	cmake -S . -B $(BUILD) -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
-	BUILD=$(BUILD) scripts/run_suite.sh
+# The CPU backend compiled with smpicxx (no CUDA, no tests): every timer reads SMPI's clock.
+sim: setup
+	CC=smpicc CXX=smpicxx cmake -S . -B $(SIM_BUILD) -DSUITE_SMPI=ON -DMPI_C_COMPILER=smpicc \
+	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python
+	cmake --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
+
+run: build sim
+	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
 # skipped and why (from ctest's JUnit report); ctest's exit status stays make's.
-test: build
+test: build sim
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
 	status=$$?; .venv/bin/python scripts/test_counts.py $(BUILD)/ctest-junit.xml; exit $$status
 
@@ -28,4 +37,4 @@ format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SIM_BUILD)

@@ -15,6 +15,7 @@
 #include "common/group_comm.hpp"
 #include "common/harness.hpp"
 #include "common/run_info.hpp"
+#include "common/sim.hpp"
 #include "common/watchdog.hpp"
 
 namespace suite {
@@ -180,10 +181,11 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   const int rank = mpi.rank();
   CommonOptions opts;
   CLI::App app(def.description, def.name);
-  app.footer(common_help_footer());
+  app.footer(common_help_footer() + sim::help_footer());
   // A flag given twice takes its last value, so wrappers can append overrides.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_common_options(app, opts);
+  sim::add_options(app);  // --sim-flops, SMPI build only
   if (def.add_options) def.add_options(app);
 
   SplitArgs args;
@@ -200,6 +202,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       throw UsageError(e.what());
     }
     if (!help) init_google_benchmark(args.benchmark, rank);
+    if (!help) sim::validate(opts.backend, opts.transport, opts.dtype);
   });
   if (!agreed_ok(parse_error, rank)) return 2;
   if (help) {
@@ -209,7 +212,9 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
 
   // Before the transports, which tell it of their waits (and destroyed after them); unarmed
   // until the first case kicks it.
-  Watchdog watchdog(opts.timeout_s, mpi.thread_multiple(), mpi.rank(), mpi.size());
+  // Off in the SMPI build: its thread may not call MPI inside the simulator.
+  Watchdog watchdog(sim::kSmpiBuild ? 0.0 : opts.timeout_s, mpi.thread_multiple(), mpi.rank(),
+                    mpi.size());
   std::optional<Resolved> resolved;
   std::unique_ptr<Device> device;
   std::unique_ptr<Comm> comm;

@@ -10,6 +10,7 @@
 #include "common/comm.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_compat.hpp"
+#include "common/run_clock.hpp"
 #include "kernels/core/bf16.hpp"
 
 namespace suite {
@@ -213,7 +214,7 @@ class MpiComm final : public Comm {
     bool staged = false;
   };
 
-  using Clock = std::chrono::steady_clock;
+  using Clock = RunClock;  // the simulated clock in the SMPI build
 
   void mark_done(bool in_progress) {
     exchange_.done = true;

@@ -7,6 +7,7 @@
 
 #include "common/cpu_info.hpp"
 #include "common/device.hpp"
+#include "common/run_clock.hpp"
 
 namespace suite {
 namespace {
@@ -18,7 +19,7 @@ class WallTimer final : public IntervalTimer {
   double seconds() override { return std::chrono::duration<double>(t1_ - t0_).count(); }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = RunClock;  // steady_clock; MPI_Wtime (simulated) in the SMPI build
   Clock::time_point t0_, t1_;
 };
 

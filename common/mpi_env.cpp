@@ -24,7 +24,12 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   SUITE_MPI_CHECK(MPI_Comm_size(node, &local_size_));
   MPI_Comm_free(&node);
   char host[256] = {};
+#if defined(SUITE_SMPI)
+  int len = 0;  // the simulated host this rank runs on, not the machine running the simulation
+  MPI_Get_processor_name(host, &len);
+#else
   gethostname(host, sizeof host - 1);
+#endif
   hostname_ = host;
   all_hostnames_ = all_gather_strings(hostname_);
 }

@@ -16,6 +16,7 @@
 #include "common/comm.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
+#include "common/sim.hpp"
 #include "common/version.hpp"
 #include "kernels/core/blas_cpu.hpp"
 #if defined(SUITE_HAVE_CUDA)
@@ -187,6 +188,7 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
          });
   append(info.attrs, group_attrs(ctx.comm.size(), ctx.mpi.size() / ctx.comm.size()));
   append(info.attrs, placement_attrs());
+  append(info.attrs, sim::run_attrs());  // simulated runs only (SMPI build)
   return info;
 }
 

@@ -28,6 +28,7 @@ compare.py shows them beside every verdict and names a change next to a regressi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import shutil
 import socket
@@ -69,7 +70,19 @@ def system_of(res: Results) -> dict[str, str]:
     for key in SYSTEM_KEYS:
         value = run_dtype(res) if key == "dtype" else res.config_attr(key)
         system[key] = "?" if value is None else str(value)
+    if res.attrs.get("simulated") == 1:  # a simulated system is never a measured one
+        system["simulated"] = simulated_system(res)
     return system
+
+
+def simulated_system(res: Results) -> str:
+    """`sim-<platform>-<compute mode>-<hash>` of a simulated run (file attribute simulated = 1);
+    the hash covers the platform's numbers and the modeled F, so a platform preset run with
+    other links is another system."""
+    a = res.attrs
+    detail = f"{a.get('sim_platform_detail', '')}|{a.get('sim_flops', '')}"
+    digest = hashlib.sha1(detail.encode()).hexdigest()[:8]
+    return f"sim-{a.get('sim_platform', '?')}-{a.get('sim_compute_mode', '?')}-{digest}"
 
 
 def system_key(res: Results) -> str:
@@ -81,7 +94,7 @@ def system_key(res: Results) -> str:
              else [f"g{s['group_size']}x{s['group_count']}"])
     devices = re.sub(r"\((R|TM)\)", "", s["device_names"], flags=re.I)  # Intel(R), Core(TM)
     parts = [devices, f"x{s['world_size']}", *group, s["link"], s["transport"], s["backend"],
-             s["dtype"]]
+             s["dtype"], *([s["simulated"]] if "simulated" in s else [])]
     return "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", part).strip("-") for part in parts)
 
 

@@ -223,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{cand.bench or '?'}: runs of different benchmarks have no case in common",
                   file=sys.stderr)
             return 2
+        if bool(base.attrs.get("simulated")) != bool(cand.attrs.get("simulated")):
+            sim, real = ((base_path, cand_path) if base.attrs.get("simulated")
+                         else (cand_path, base_path))
+            print(f"error: {sim} is a simulated run (SimGrid SMPI) and {real} a measured one: "
+                  "a simulation is never compared with a measurement", file=sys.stderr)
+            return 2
     else:
         choice = find_baseline(cand, args.registry, ignore)
         if choice is None:

@@ -21,6 +21,7 @@ from typing import Callable
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ring_crossing import TOL, crossing
 from suite_results import Case
 
 RING_NEEDS = ("c", "layout", "variant", "causal", "time_median_s", "time_compute_only_median_s",
@@ -57,6 +58,11 @@ def _sweep_axes(ax: plt.Axes, members: list[Case], prefix: str, star_key: str, s
     if stars:
         star = float(np.median(stars))
         ax.axvline(star, color="red", linestyle="--", label=f"{star_name} = {star:.0f} tokens (measured)")
+    cross = crossing(c, [m.attrs.get(over, np.nan) for m in members],
+                     [m.attrs[prefix + "time_compute_only_median_s"] for m in members])
+    if cross is not None:  # scripts/ring_crossing.py
+        ax.axvline(cross, color="green", linestyle=":",
+                   label=f"overlapped within {TOL:.0%} of compute: c = {cross:.0f}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("block size c (tokens per rank)")

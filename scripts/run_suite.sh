@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 NP=${NP:-4}
 MPIRUN=${MPIRUN:-mpirun}
 BUILD=${BUILD:-build}
+SIM_BUILD=${SIM_BUILD:-build-sim}
 EXTRA=${EXTRA:-}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 dir=results/$stamp
@@ -57,4 +58,18 @@ echo "== bytes on the wire (Open MPI monitoring) =="
 for f in "$dir"/*.h5; do
   .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
+
+# A simulated cluster (SimGrid's SMPI, `make sim`): the ring on 4 flat hosts whose 50 MB/s links
+# put c* inside the sweep, executed compute; the transfer goes from exposed to hidden, and
+# ring_crossing.py prints where, beside c* (plots in $dir/sim/). EXTRA is not passed: the
+# simulation has its own sizes.
+if [ -x "$SIM_BUILD/bin/ring_attention" ]; then
+  echo "== ring_attention on a simulated cluster (4 flat hosts, 50 MB/s links, executed compute) =="
+  .venv/bin/python scripts/simulate.py ring_attention --platform flat --ranks 4 --build "$SIM_BUILD" \
+    --out "$dir/sim/ring_attention_flat.h5" -- --block 128:1024:+128 --layout contiguous --causal 0 \
+    --heads 8 --kv-heads 1 --iters 3 --warmup 1 --check 0
+  .venv/bin/python scripts/ring_crossing.py "$dir/sim/ring_attention_flat.h5"
+else
+  echo "(no $SIM_BUILD: make sim builds the SMPI variant for the simulated ring sweep)"
+fi
 echo "results and plots: $dir"

@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libopenblas-serial-dev libbenchmark-dev
-          libgtest-dev libcli11-dev python3 python3-venv python3-pip)
+packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-dev libopenblas-dev libopenblas-serial-dev
+          libbenchmark-dev libgtest-dev libcli11-dev libsimgrid-dev python3 python3-venv python3-pip)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -28,8 +28,9 @@ else
 setup: not a Debian/Ubuntu system and these are missing: ${missing[*]}
 Install: a C++20 compiler, CMake >= 3.24, OpenMPI (or another MPI) with mpicxx, OpenBLAS, HDF5 (C library and
 headers), Google Benchmark, GoogleTest, CLI11 (header-only), Python 3 with venv. Optional: the CUDA
-Toolkit with NCCL for the GPU backend. E.g. with Spack: spack install openmpi openblas hdf5 benchmark
-googletest cli11; or conda: conda install -c conda-forge openmpi openblas hdf5 benchmark gtest cli11.
+Toolkit with NCCL for the GPU backend; SimGrid (smpicxx, smpirun) for `make sim` and the simulated
+clusters' tests. E.g. with Spack: spack install openmpi openblas hdf5 benchmark googletest cli11
+simgrid; or conda: conda install -c conda-forge openmpi openblas hdf5 benchmark gtest cli11.
 MSG
     exit 1
   fi

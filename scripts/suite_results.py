@@ -196,6 +196,9 @@ class Results:
         a = self.attrs
         line = (f"{a.get('bench', '?')} | {a.get('backend', '?')} / {a.get('transport', '?')}"
                 f" | link {a.get('link', '?')} | {a.get('world_size', '?')} ranks")
+        if a.get("simulated") == 1:  # SimGrid SMPI: say so in every title
+            line = (f"SIMULATED on {a.get('sim_platform', '?')} ({a.get('sim_compute_mode', '?')} "
+                    f"compute) | {line}")
         if a.get("oversubscribed") == 1:  # waiting ranks compete with computing ones
             line += (f" | oversubscribed: {a.get('ranks_per_host_max', '?')} ranks on"
                      f" {a.get('cpu_threads_per_host_min', '?')} CPU threads")

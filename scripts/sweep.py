@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from link_presets import PresetError, resolve  # noqa: E402
+import sweep_sim  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,7 +146,7 @@ def model_command(args: argparse.Namespace, cell: Cell, bw: float | None) -> lis
     spec = BENCHES[cell.bench]
     deg = str(group_degree(args, cell.ranks, cell.nodes))
     cmd = [str(args.model), "--section", spec.section, "--layers", str(args.layers),
-           "--dtype", "fp32" if args.cpu else "bf16",
+           "--dtype", "fp32" if args.cpu or args.simulate else "bf16",  # SMPI build: fp32
            *(spec.model_cpu if args.cpu else spec.model_gpu)]
     if spec.section == "sp":
         cmd += ["--seq", str(cell.value), "--tp", deg]
@@ -252,15 +253,20 @@ def sbatch_base(args: argparse.Namespace, cell: Cell) -> list[str]:
     return cmd + shlex.split(args.sbatch_args)
 
 
+def job_name(args: argparse.Namespace, cell: Cell) -> str:
+    """The cell's name: its job name, and its results file's with --simulate."""
+    spec = BENCHES[args.bench]
+    extra = "".join(f"-{k.lower()}{v}" for k, v in cell.env.items()
+                    if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable))
+    return f"{args.bench}-{spec.variable.lower()}{format_value(cell.value)}{extra}" \
+           f"-{cell.link}-n{cell.nodes}"
+
+
 def per_cell_commands(args: argparse.Namespace, cells: list[Cell]) -> list[list[str]]:
     cmds = []
     for cell in cells:
         exports = ",".join(f"{k}={v}" for k, v in cell.env.items())
-        spec = BENCHES[args.bench]
-        extra = "".join(f"-{k.lower()}{v}" for k, v in cell.env.items()
-                        if k not in ("LINK", "SUITE_MODE", "TRANSPORT", spec.variable))
-        name = f"{args.bench}-{spec.variable.lower()}{format_value(cell.value)}{extra}" \
-               f"-{cell.link}-n{cell.nodes}"
+        name = job_name(args, cell)
         cell.sbatch = [*sbatch_base(args, cell), f"--job-name={name}",
                        f"--export=ALL,{exports}", str(cell.script)]
         cmds.append(cell.sbatch)
@@ -340,6 +346,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="one job array per script and node count instead of a job per cell")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the jobs and the model's predictions, submit nothing")
+    parser.add_argument("--simulate", action="store_true",
+                        help="run every cell here on a simulated cluster (SimGrid SMPI, "
+                             "scripts/simulate.py; `make sim` first) instead of submitting it: "
+                             "1 node = node8, N nodes = fattree; -F gives modeled compute at F "
+                             "with the job's GPU sizes, without it the CPU sizes are executed")
     parser.add_argument("--layers", type=int, default=1, help="model layers for the prediction")
     parser.add_argument("--flops", "-F", type=float, default=None,
                         help="F for the model (FLOP/s; default: model's)")
@@ -364,6 +375,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.simulate and not args.flops:
+        args.cpu = True  # executed compute: the job script's CPU sizes
     try:
         cells = build_cells(args)
     except SweepError as err:
@@ -371,10 +384,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bws = link_bandwidths(args.link_bw)
     for cell in cells:
-        cell.prediction, why = predict(model_command(args, cell, bws.get(cell.link, args.bw)))
+        bw = bws.get(cell.link, args.bw)
+        if bw is None and args.simulate:  # the simulated link's own figure
+            bw = sweep_sim.simulated_bw(args, cell)
+        cell.prediction, why = predict(model_command(args, cell, bw))
         if why:
             cell.note = why
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    if args.simulate:
+        print_plan(args, cells)
+        out_dir = args.sweep_dir or REPO / "results" / "sim" / "sweeps" / stamp
+        try:
+            return sweep_sim.run(args, cells, [job_name(args, c) for c in cells], out_dir)
+        except sweep_sim.SimSweepError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     sweep_dir = args.sweep_dir or REPO / "results" / "slurm" / "sweeps" / stamp
     if args.array:
         arrays = array_commands(args, cells, sweep_dir)

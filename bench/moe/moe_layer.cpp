@@ -88,7 +88,7 @@ void MoeLayer::set_select_bias(const std::vector<float>& bias) {
 void MoeLayer::route() {
   const std::int64_t T = cfg_.tokens, E = cfg_.experts;
   const int k = cfg_.k;
-  ops_.gemm(T, E, cfg_.h, x_.data(), w_router_.data(), logits_.data());
+  ops_.router_logits(T, E, cfg_.h, x_.data(), w_router_.data(), logits_.data());
   std::vector<float> zeros(static_cast<std::size_t>(E), 0.0f);
   upload(prob_sum_dev_, zeros.data(), bytes_of(zeros));
   ops_.router(T, cfg_.experts, k, logits_.data(), logit_bias_.as<float>(), select_bias_.as<float>(),

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/device.hpp"
+#include "common/sim.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::moe {
@@ -22,6 +23,12 @@ class MoeOps {
   // C[m, n] = A[m, k] B[k, n].
   void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c) {
     gemm_ex(false, false, m, n, k, a, b, 0.0, c);
+  }
+  // The router's logits [tokens, experts] = x [tokens, h] W [h, experts]: the one GEMM whose
+  // result decides the routing, so modeled compute (common/sim.hpp) still computes it.
+  virtual void router_logits(std::int64_t tokens, std::int64_t experts, std::int64_t h,
+                             const void* x, const void* w, void* logits) {
+    gemm(tokens, experts, h, x, w, logits);
   }
   // Softmax + top-k + renormalised gates (kernels/moe); prob_sum[e] += p_e over tokens.
   virtual void router(std::int64_t tokens, int experts, int k, const void* logits,
@@ -51,12 +58,15 @@ class MoeOps {
 };
 
 std::unique_ptr<MoeOps> make_cpu_moe_ops(DType dtype);
+// Modeled compute (SMPI build, --sim-flops): GEMMs skipped and their FLOPs injected, the
+// router's logits and top-k computed on the host (moe_ops_modeled.cpp).
+std::unique_ptr<MoeOps> make_modeled_moe_ops(DType dtype);
 // Throws UsageError when the build has no CUDA.
 std::unique_ptr<MoeOps> make_cuda_moe_ops(Device& device, DType dtype);
 
 inline std::unique_ptr<MoeOps> make_moe_ops(Device& device, DType dtype) {
-  return device.backend() == Backend::cuda ? make_cuda_moe_ops(device, dtype)
-                                           : make_cpu_moe_ops(dtype);
+  if (device.backend() == Backend::cuda) return make_cuda_moe_ops(device, dtype);
+  return sim::modeled() ? make_modeled_moe_ops(dtype) : make_cpu_moe_ops(dtype);
 }
 
 }  // namespace suite::moe

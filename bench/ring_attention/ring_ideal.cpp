@@ -5,6 +5,7 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "common/mpi_env.hpp"
+#include "common/sim.hpp"
 #include "common/stats.hpp"
 #include "common/typed_host.hpp"
 
@@ -27,6 +28,12 @@ IdealTimes measure_ideal(const RingConfig& cfg, Device& device, kernels::Attenti
   const std::size_t need =
       4 * q_bytes + 2 * kv_bytes + (q_bytes + 2 * kv_bytes) / e * ge + 16 * s * cfg.heads;
   const double seconds = flops / flops_per_s;
+  if (sim::modeled()) {  // what the modeled engine would inject, without s-token buffers
+    out.fwd_s = 4.0 * cfg.head_dim * cfg.heads * cfg.batch * pairs / sim::modeled_flops();
+    out.bwd_s =
+        backward ? 10.0 * cfg.head_dim * cfg.heads * cfg.batch * pairs / sim::modeled_flops() : 0.0;
+    return out;
+  }
   const bool too_long = !(seconds <= kMaxIdealSeconds);
   const bool too_big = static_cast<double>(need) > 0.5 * device.memory_available();
   if (all_reduce_max(too_long || too_big ? 1.0 : 0.0) > 0) {

@@ -8,6 +8,7 @@
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
 #include "common/pass_list.hpp"
+#include "common/sim.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -189,6 +190,10 @@ int main(int argc, char** argv) {
     std::vector<suite::CaseSpec> specs;
     if (o.mode != "layer") specs = collective_specs(ctx, o);
     if (o.mode != "collectives") {
+      if (suite::sim::modeled())
+        throw suite::UsageError("--mode " + o.mode +
+                                ": the layer has no modeled compute (--sim-flops); simulate it "
+                                "with executed compute, or use --mode collectives");
       auto layer = suite::sp_tp::layer_cases(ctx, layer_sweep(o));
       specs.insert(specs.end(), layer.begin(), layer.end());
     }

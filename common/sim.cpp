@@ -1,0 +1,142 @@
+#include "common/sim.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "common/errors.hpp"
+
+#if defined(SUITE_SMPI)
+#include <mpi.h>
+#include <simgrid/host.h>
+#include <simgrid/version.h>
+#include <smpi/smpi.h>
+
+#include <xbt/config.hpp>
+#endif
+
+namespace suite::sim {
+namespace {
+
+// This rank's F of modeled compute (0: executed). A global on purpose: SMPI privatises the
+// executable's data per rank, and every kernel seam (attention engine, MoE ops) reads it
+// without a context to pass it through.
+double g_modeled_flops = 0;
+
+[[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+#if defined(SUITE_SMPI)
+// SimGrid speeds: a number with an optional unit (f, kf, Mf, Gf, Tf, Pf, or "flops").
+double parse_speed(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  const char* prefixes = "kMGTPE";
+  if (unit.empty() || unit == "f" || unit == "flops") return v;
+  for (int i = 0; prefixes[i]; ++i)
+    if (unit[0] == prefixes[i]) return v * std::pow(1e3, i + 1);
+  return NAN;
+}
+
+bool computation_simulated() {
+  return simgrid::config::get_value<bool>("smpi/simulate-computation");
+}
+#endif
+
+}  // namespace
+
+void add_options(CLI::App& app) {
+  if (!kSmpiBuild) return;
+  app.add_option("--sim-flops", g_modeled_flops,
+                 "SMPI build: modeled compute at F FLOP/s (e.g. a GPU's rate from kernel_bench): "
+                 "attention and GEMM kernels are skipped and their exact FLOPs injected into the "
+                 "simulated clock; checks are skipped. Without it, kernels run on the host "
+                 "(executed compute)")
+      ->check([](const std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end || !std::isfinite(v) || v <= 0)
+          return "must be a positive number of FLOP/s, not '" + text + "'";
+        return "";
+      });
+}
+
+std::string help_footer() {
+  if (!kSmpiBuild) return "";
+  return "\nSMPI build (simulated cluster, scripts/simulate.py): every time is the simulated "
+         "clock (MPI_Wtime);\n"
+         "compute is executed on the host and injected (default) or modeled (--sim-flops F); "
+         "--timeout is\n"
+         "ignored (the watchdog is off: its thread may not call MPI inside the simulator); the "
+         "CPU backend\n"
+         "only (--backend cuda, --transport nccl and --dtype bf16 are refused).\n";
+}
+
+void validate(const std::string& backend, const std::string& transport, const std::string& dtype) {
+  if (!kSmpiBuild) return;
+  const std::string why =
+      ": the SMPI build (make sim) simulates the CPU backend only; model a GPU's compute with "
+      "--sim-flops F";
+  if (backend == "cuda") throw UsageError("--backend cuda" + why);
+  if (transport == "nccl") throw UsageError("--transport nccl" + why);
+  if (dtype == "bf16") throw UsageError("--dtype bf16" + why);
+#if defined(SUITE_SMPI)
+  if (modeled() && computation_simulated())
+    throw UsageError(
+        "--sim-flops needs smpirun --cfg=smpi/simulate-computation:no (scripts/simulate.py sets "
+        "it); otherwise the host's own time between MPI calls would be injected as well");
+  if (!modeled() && !computation_simulated())
+    throw UsageError(
+        "executed compute needs smpi/simulate-computation:yes (the default); give --sim-flops F "
+        "for modeled compute");
+#endif
+}
+
+bool modeled() {
+  return g_modeled_flops > 0;
+}
+
+double modeled_flops() {
+  return g_modeled_flops;
+}
+
+void inject_flops(double flops) {
+#if defined(SUITE_SMPI)
+  if (!modeled() || !(flops > 0)) return;
+  // smpi_execute_flops runs at the simulated host's speed: scale so the time is flops / F.
+  smpi_execute_flops(flops / g_modeled_flops * sg_host_get_speed(sg_host_self()));
+#else
+  (void)flops;
+#endif
+}
+
+Attributes run_attrs() {
+#if defined(SUITE_SMPI)
+  int major = 0, minor = 0, patch = 0;
+  sg_version_get(&major, &minor, &patch);
+  const double host_speed = parse_speed(simgrid::config::get_value<std::string>("smpi/host-speed"));
+  const double platform_speed = sg_host_get_speed(sg_host_self());
+  return {
+      {"simulated", std::int64_t{1}},
+      {"sim_platform", env_or("SUITE_SIM_PLATFORM", "unnamed (smpirun without simulate.py)")},
+      {"sim_platform_detail", env_or("SUITE_SIM_PLATFORM_DETAIL", "")},
+      {"sim_compute_mode", std::string(modeled() ? "modeled" : "executed")},
+      {"sim_flops", modeled() ? g_modeled_flops : NAN},
+      {"sim_host_speed", modeled() ? NAN : host_speed},
+      {"sim_platform_speed", platform_speed},
+      {"sim_compute_scale", modeled() ? NAN : host_speed / platform_speed},
+      {"smpi_version", "SimGrid " + std::to_string(major) + "." + std::to_string(minor) + "." +
+                           std::to_string(patch)},
+      {"watchdog", std::string("off: SMPI build (its thread may not call MPI in the simulator)")},
+  };
+#else
+  return {};
+#endif
+}
+
+}  // namespace suite::sim

@@ -1,0 +1,63 @@
+// Simulated clusters: the suite's benchmarks under SimGrid's SMPI (`make sim` builds them into
+// build-sim/, scripts/simulate.py runs them on a platform file). In that build every timer reads
+// the simulated clock (RunClock = MPI_Wtime), the watchdog is off (its thread may not call MPI
+// inside the simulator), and compute runs one of two ways, recorded in every results file:
+//  - executed (default): kernels run on the host; SMPI times each burst of computation between
+//    MPI calls and injects it into the simulated clock, scaled by smpi/host-speed over the
+//    platform host's speed. Checks run.
+//  - modeled (--sim-flops F): the FLOP-heavy kernels (attention forward and backward, GEMMs)
+//    are skipped and their exact FLOPs injected at rate F; element-wise work, packing and the
+//    host code between MPI calls take no simulated time (smpi/simulate-computation:no).
+//    Checks are skipped and recorded as skipped; bytes and work counts stay exact because the
+//    schedule that produces them still runs.
+// Outside the SMPI build nothing here changes behaviour: modeled() is false, run_attrs() empty.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/results.hpp"
+#include "kernels/core/dtype.hpp"
+
+namespace CLI {
+class App;
+}
+namespace suite::kernels {
+class AttentionEngine;
+}
+
+namespace suite::sim {
+
+#if defined(SUITE_SMPI)
+inline constexpr bool kSmpiBuild = true;
+#else
+inline constexpr bool kSmpiBuild = false;
+#endif
+
+// Adds --sim-flops to the SMPI build's flags (nothing elsewhere); the value lives in this rank's
+// copy of the simulation settings (SMPI privatises the executable's globals per rank).
+void add_options(CLI::App& app);
+// What --help says about simulation (empty outside the SMPI build).
+std::string help_footer();
+// After parsing, before any case: refuses what the SMPI build cannot run (GPU-only choices,
+// --sim-flops without smpi/simulate-computation:no or executed compute with it). Throws
+// UsageError naming the flag.
+void validate(const std::string& backend, const std::string& transport, const std::string& dtype);
+
+// --sim-flops given: kernels are skipped and their FLOPs injected.
+bool modeled();
+// F of modeled compute (FLOP/s), 0 when executed.
+double modeled_flops();
+// Advances this rank's simulated clock by flops / F (modeled compute; no-op otherwise).
+void inject_flops(double flops);
+
+// File attributes of a simulated run (simulated = 1, platform, compute mode, SMPI version...);
+// empty outside the SMPI build.
+Attributes run_attrs();
+
+// Modeled compute: an attention engine that skips the kernels and injects 4 d a FLOPs per visible
+// (query, key) pair forward and 10 d a backward (the counts the ring and Ulysses report), counted
+// exactly from the positions. Outputs are left as they are.
+std::unique_ptr<kernels::AttentionEngine> make_modeled_attention_engine(DType dtype);
+
+}  // namespace suite::sim

@@ -1,0 +1,74 @@
+// Modeled compute's attention engine (common/sim.hpp): the schedule calls it exactly as it calls
+// the CPU engine; it skips the kernels and injects their FLOPs.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/sim.hpp"
+#include "kernels/attention/attention_engine.hpp"
+#include "kernels/attention/attention_index.hpp"
+
+namespace suite::sim {
+namespace {
+
+using kernels::AttentionParams;
+using kernels::BlockMask;
+
+// Visible (query, key) pairs of one block, from the positions as the kernels read them: key j
+// is visible to query i iff k_pos[j] <= q_pos[i] when causal. O((cq + ck) log ck).
+double visible_pairs(const AttentionParams& p, const std::int64_t* q_pos,
+                     const std::int64_t* k_pos) {
+  if (!p.causal) return static_cast<double>(p.cq) * static_cast<double>(p.ck);
+  std::vector<std::int64_t> keys(k_pos, k_pos + p.ck);
+  if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
+  double n = 0;
+  for (std::int64_t i = 0; i < p.cq; ++i)
+    n += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) - keys.begin());
+  return n;
+}
+
+class ModeledAttentionEngine final : public kernels::AttentionEngine {
+ public:
+  explicit ModeledAttentionEngine(DType dtype) : dtype_(dtype) {}
+  std::string name() const override { return "modeled"; }
+  std::string library_version() const override {
+    return "none: FLOPs injected at --sim-flops " + std::to_string(modeled_flops());
+  }
+  std::size_t lse_elem_size() const override { return dtype_size(dtype_); }
+  // 4 d a FLOPs per visible pair (QK^T and PV), as the ring's and Ulysses' counts say.
+  void forward(const AttentionParams& p, BlockMask, const void*, const void*, const void*,
+               const std::int64_t* q_pos, const std::int64_t* k_pos, void*, void*) override {
+    compute(4.0 * p.head_dim * p.heads * visible_pairs(p, q_pos, k_pos));
+  }
+  void merge(std::int64_t, int, int, const void*, std::int64_t, const void*, const void*,
+             std::int64_t, const void*, void*, std::int64_t, void*) override {}
+  DType grad_type() const override { return dtype_; }
+  void backward_delta(std::int64_t, int, int, const void*, const void*, std::int64_t,
+                      void*) override {}
+  // 10 d a FLOPs per visible pair (the backward's five matrix products).
+  void backward(const AttentionParams& p, BlockMask, const void*, const void*, const void*,
+                const void*, const void*, const void*, const void*, const std::int64_t* q_pos,
+                const std::int64_t* k_pos, void*, void*, void*) override {
+    compute(10.0 * p.head_dim * p.heads * visible_pairs(p, q_pos, k_pos));
+  }
+  void accumulate(void*, DType, const void*, std::int64_t) override {}
+  void set_progress_hook(std::function<void()> hook) override { hook_ = std::move(hook); }
+
+ private:
+  // The injected burst, then one poll of the transport (as the CPU kernel polls between
+  // tiles), so an exchange that finished during the burst is seen as done during compute.
+  void compute(double flops) {
+    inject_flops(flops);
+    if (hook_) hook_();
+  }
+  DType dtype_;
+  std::function<void()> hook_;
+};
+
+}  // namespace
+
+std::unique_ptr<kernels::AttentionEngine> make_modeled_attention_engine(DType dtype) {
+  return std::make_unique<ModeledAttentionEngine>(dtype);
+}
+
+}  // namespace suite::sim
