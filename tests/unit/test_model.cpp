@@ -381,7 +381,9 @@ struct ModelRun {
 };
 
 ModelRun run_model(const std::filesystem::path& exe, const std::string& args) {
-  const std::string err_file = testing::TempDir() + "model_stderr.txt";
+  // One file per process: ctest -j runs each test in its own process, concurrently.
+  const std::string err_file =
+      testing::TempDir() + "model_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = "'" + exe.string() + "' " + args + " 2>'" + err_file + "'";
   ModelRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
