@@ -57,7 +57,7 @@ class CpuMoeOps final : public MoeOps {
                                 prob_grad, out(dlogits));
   }
   void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
-    km::cpu::gelu_backward<T>(n, in(x), in(dy), out(dx));
+    k::gelu_backward<T>(n, in(x), in(dy), out(dx));
   }
   void silu_mul_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* dy,
                          void* dx) override {

@@ -58,7 +58,7 @@ class CudaMoeOps final : public MoeOps {
                         prob_grad, dlogits);
   }
   void gelu_backward(std::int64_t n, const void* x, const void* dy, void* dx) override {
-    km::gelu_backward(stream_, dtype_, n, x, dy, dx);
+    k::gelu_backward(stream_, dtype_, n, x, dy, dx);
   }
   void silu_mul_backward(std::int64_t rows, std::int64_t cols, const void* x, const void* dy,
                          void* dx) override {

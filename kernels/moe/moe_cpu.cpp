@@ -8,7 +8,6 @@
 
 #include "kernels/moe/moe_grad.hpp"
 #include "kernels/moe/moe_index.hpp"
-#include "kernels/tokenwise/gelu.hpp"
 #include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::moe {
@@ -236,12 +235,6 @@ void swiglu_backward(std::int64_t rows, std::int64_t cols, const T* x, const T* 
     }
 }
 
-template <class T>
-void gelu_backward(std::int64_t n, const T* x, const T* dy, T* dx) {
-  for (std::int64_t i = 0; i < n; ++i)
-    dx[i] = static_cast<T>(static_cast<double>(dy[i]) * gelu_tanh_grad<double>(x[i]));
-}
-
 #define SUITE_INSTANTIATE_MOE(T)                                                               \
   template void router_topk<T>(std::int64_t, int, int, const T*, const float*, const float*,   \
                                std::int32_t*, float*, double*);                                \
@@ -252,8 +245,7 @@ void gelu_backward(std::int64_t n, const T* x, const T* dy, T* dx) {
                                     const float*, const T*, const T*, T*, float*);             \
   template void router_backward<T>(std::int64_t, int, int, const T*, const float*,             \
                                    const std::int32_t*, const float*, const float*, T*);       \
-  template void swiglu_backward<T>(std::int64_t, std::int64_t, const T*, const T*, T*);        \
-  template void gelu_backward<T>(std::int64_t, const T*, const T*, T*);
+  template void swiglu_backward<T>(std::int64_t, std::int64_t, const T*, const T*, T*);
 SUITE_INSTANTIATE_MOE(float)
 SUITE_INSTANTIATE_MOE(double)
 #undef SUITE_INSTANTIATE_MOE

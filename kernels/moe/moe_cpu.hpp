@@ -84,9 +84,5 @@ void router_backward(std::int64_t tokens, int experts, int k, const T* logits,
 template <class T>
 void swiglu_backward(std::int64_t rows, std::int64_t cols, const T* x, const T* dy, T* dx);
 
-// Backward of gelu_forward: dx = dy * gelu'(x), elementwise over n.
-template <class T>
-void gelu_backward(std::int64_t n, const T* x, const T* dy, T* dx);
-
 }  // namespace cpu
 }  // namespace suite::kernels::moe

@@ -174,14 +174,6 @@ __global__ void swiglu_backward_kernel(std::int64_t rows, std::int64_t cols, con
   }
 }
 
-template <class S>
-__global__ void gelu_backward_kernel(std::int64_t n, const S* x, const S* dy, S* dx) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += stride)
-    store_f32(dx, i, load_f32(dy, i) * gelu_tanh_grad(load_f32(x, i)));
-}
-
 }  // namespace
 
 void router_topk(cudaStream_t stream, DType dtype, std::int64_t tokens, int experts, int k,
@@ -264,17 +256,6 @@ void swiglu_backward(cudaStream_t stream, DType dtype, std::int64_t rows, std::i
     using S = decltype(tag);
     swiglu_backward_kernel<S><<<blocks_for(rows * cols), kThreads, 0, stream>>>(
         rows, cols, static_cast<const S*>(x), static_cast<const S*>(dy), static_cast<S*>(dx));
-    SUITE_CUDA_CHECK_LAUNCH();
-  });
-}
-
-void gelu_backward(cudaStream_t stream, DType dtype, std::int64_t n, const void* x, const void* dy,
-                   void* dx) {
-  if (n <= 0) return;
-  dispatch_storage(dtype, "moe::cuda::gelu_backward", [&](auto tag) {
-    using S = decltype(tag);
-    gelu_backward_kernel<S><<<blocks_for(n), kThreads, 0, stream>>>(
-        n, static_cast<const S*>(x), static_cast<const S*>(dy), static_cast<S*>(dx));
     SUITE_CUDA_CHECK_LAUNCH();
   });
 }

@@ -39,12 +39,10 @@ void router_backward(cudaStream_t stream, DType dtype, std::int64_t tokens, int 
                      const void* logits, const float* logit_bias, const std::int32_t* chosen,
                      const float* gate_grad, const float* prob_grad, void* dlogits);
 
-// Backward of SwiGLU's silu * mul (x [rows, 2 cols], dy [rows, cols], dx [rows, 2 cols]) and of
-// GeLU (elementwise), fp32 arithmetic.
+// Backward of SwiGLU's silu * mul (x [rows, 2 cols], dy [rows, cols], dx [rows, 2 cols]), fp32
+// arithmetic. GeLU's backward is the token-wise kernels' (kernels/tokenwise).
 void swiglu_backward(cudaStream_t stream, DType dtype, std::int64_t rows, std::int64_t cols,
                      const void* x, const void* dy, void* dx);
-void gelu_backward(cudaStream_t stream, DType dtype, std::int64_t n, const void* x, const void* dy,
-                   void* dx);
 
 }  // namespace suite::kernels::moe::cuda
 #endif

@@ -1,6 +1,6 @@
 // The derivatives the MoE backward kernels share between the CPU and CUDA versions (SUITE_HD,
-// S = double on the CPU, float on the GPU): the expert activations (GeLU's tanh approximation,
-// SwiGLU's silu) and the softmax, from kernels/tokenwise, and the renormalised gates. The
+// S = double on the CPU, float on the GPU): SwiGLU's silu and the softmax, from
+// kernels/tokenwise, and the renormalised gates (GeLU's backward is the token-wise kernel's). The
 // bench's host reference (bench/moe/moe_reference_grad.cpp) writes its own and does not
 // include this file.
 #pragma once
@@ -8,14 +8,12 @@
 #include <cmath>
 
 #include "kernels/core/bf16.hpp"  // SUITE_HD
-#include "kernels/tokenwise/gelu.hpp"
 #include "kernels/tokenwise/silu.hpp"
 #include "kernels/tokenwise/tokenwise_grad.hpp"
 
 namespace suite::kernels::moe {
 
 // One copy of each, in kernels/tokenwise, shared with the transformer layer's backward.
-using kernels::gelu_tanh_grad;
 using kernels::sigmoid;
 using kernels::silu_grad;
 using kernels::softmax_grad;

@@ -239,8 +239,8 @@ TEST(MoeGrad, SwigluAndGeluBackwardAreTheDirectionalDerivative) {
     if (swiglu)
       cpu::swiglu_backward<double>(rows, cols, x.data(), dy.data(), dx.data());
     else
-      cpu::gelu_backward<double>(static_cast<std::int64_t>(x.size()), x.data(), dyy.data(),
-                                 dx.data());
+      kernels::cpu::gelu_backward<double>(static_cast<std::int64_t>(x.size()), x.data(), dyy.data(),
+                                          dx.data());
     double directional = 0;
     for (std::size_t i = 0; i < x.size(); ++i)
       directional += dx[i] * v[i];
