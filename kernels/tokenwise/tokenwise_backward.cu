@@ -9,6 +9,7 @@
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_storage.hpp"
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/layernorm_row_stats.cuh"
 #include "kernels/tokenwise/tokenwise_cuda.hpp"
 #include "kernels/tokenwise/tokenwise_grad.hpp"
 
@@ -25,16 +26,7 @@ __global__ void layernorm_backward_rows(std::int64_t cols, const S* x, const S* 
   __shared__ float scratch[kRowThreads / 32];
   const std::int64_t r = blockIdx.x;
   const std::int64_t base = row_major_index(r, 0, cols);
-  float sum = 0;
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    sum += load_f32(x, base + c);
-  const float mean = block_sum(sum, scratch) / static_cast<float>(cols);
-  float sq = 0;
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float d = load_f32(x, base + c) - mean;
-    sq += d * d;
-  }
-  const float rstd = rsqrtf(block_sum(sq, scratch) / static_cast<float>(cols) + eps);
+  const auto [mean, rstd] = layernorm_row_stats(x, base, cols, eps, scratch);
   float sum_g = 0, sum_gx = 0;
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float g = load_f32(dy, base + c) * load_f32(gamma, c);

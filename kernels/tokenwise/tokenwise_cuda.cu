@@ -7,6 +7,7 @@
 #include "kernels/core/cuda_check.hpp"
 #include "kernels/core/device_storage.hpp"
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/layernorm_row_stats.cuh"
 #include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::cuda {
@@ -20,16 +21,7 @@ __global__ void layernorm_kernel(std::int64_t cols, const S* x, const S* gamma, 
                                  float eps, S* y) {
   __shared__ float scratch[kRowThreads / 32];
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * cols;
-  float sum = 0;
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    sum += load_f32(x, base + c);
-  const float mean = block_sum(sum, scratch) / static_cast<float>(cols);
-  float sq = 0;
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float d = load_f32(x, base + c) - mean;
-    sq += d * d;
-  }
-  const float rstd = rsqrtf(block_sum(sq, scratch) / static_cast<float>(cols) + eps);
+  const auto [mean, rstd] = layernorm_row_stats(x, base, cols, eps, scratch);
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float v = (load_f32(x, base + c) - mean) * rstd;
     store_f32(y, base + c, v * load_f32(gamma, c) + load_f32(beta, c));
