@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -67,5 +68,25 @@ int bank_ways(const std::size_t* word_offsets, std::size_t n);
 // when the access is out of bounds or misaligned: the caller then skips it.
 bool check_shared(const void* p, std::size_t bytes, std::size_t align, const char* what);
 bool check_global(const void* p, std::size_t bytes, std::size_t align, const char* what);
+
+// Memory an emulated kernel addresses as global memory: 16-byte aligned, as cudaMalloc's is
+// at least, so the checked accesses see the alignment a real launch would.
+struct AlignedBytes {
+  explicit AlignedBytes(std::size_t n)
+      : bytes(n), data(static_cast<unsigned char*>(::operator new(n, std::align_val_t(16)))) {}
+  ~AlignedBytes() { ::operator delete(data, std::align_val_t(16)); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  std::size_t bytes;
+  unsigned char* data;
+};
+
+// A run's recorded errors, one per indented line, for a test's failure message.
+inline std::string join(const std::vector<std::string>& errors) {
+  std::string s;
+  for (const std::string& e : errors)
+    s += "\n  " + e;
+  return s;
+}
 
 }  // namespace suite::kernels::test::simt

@@ -29,22 +29,8 @@ using test::simt::BlockRun;
 using test::simt::CopyTiming;
 using test::simt::Region;
 
-struct AlignedBytes {
-  explicit AlignedBytes(std::size_t n)
-      : bytes(n), data(static_cast<unsigned char*>(::operator new(n, std::align_val_t(16)))) {}
-  ~AlignedBytes() { ::operator delete(data, std::align_val_t(16)); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  std::size_t bytes;
-  unsigned char* data;
-};
-
-std::string join(const std::vector<std::string>& errors) {
-  std::string s;
-  for (const std::string& e : errors)
-    s += "\n  " + e;
-  return s;
-}
+using test::simt::AlignedBytes;
+using test::simt::join;
 
 // ---- The emulator catches what it must --------------------------------------------------
 
