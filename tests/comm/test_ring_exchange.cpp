@@ -16,7 +16,6 @@
 
 #include "common/comm.hpp"
 #include "common/device.hpp"
-#include "common/mpi_env.hpp"
 #include "tests/support/gpu_gate.hpp"
 
 namespace suite {
@@ -197,16 +196,3 @@ TEST(RingExchangeGpu, NcclOnItsOwnStream) {
 
 }  // namespace
 }  // namespace suite
-
-int main(int argc, char** argv) {
-  suite::MpiSession mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints, so a multi-rank run reads as one.
-  if (mpi.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return failed;
-}

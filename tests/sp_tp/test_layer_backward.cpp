@@ -14,7 +14,6 @@
 #include "bench/sp_tp/transformer_layer.hpp"
 #include "common/comm.hpp"
 #include "common/model.hpp"
-#include "common/mpi_env.hpp"
 
 namespace suite::sp_tp {
 namespace {
@@ -201,16 +200,3 @@ INSTANTIATE_TEST_SUITE_P(Paths, LayerBackward,
 
 }  // namespace
 }  // namespace suite::sp_tp
-
-int main(int argc, char** argv) {
-  suite::MpiSession mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints, so a multi-rank run reads as one.
-  if (mpi.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return failed;
-}
