@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Suite / PyTorch ratios from one GPU run: kernel_bench's JSON (--benchmark_out) and
-scripts/torch_peer.py's JSON, optionally sp_tp layer results (.h5) for the layer.
+scripts/torch_peer.py's JSON, optionally sp_tp layer results (.h5) for the layer: its forward
+cases against PyTorch's forward, its fwd_bwd cases against PyTorch's training step.
 
 Rates (GEMM, attention forward and backward) print as suite FLOP/s over PyTorch FLOP/s on the
 same shape (1.0 = parity, above 1 = faster than PyTorch); the layer prints as PyTorch time over
@@ -86,18 +87,25 @@ def print_attention(suite: dict[str, float], peer: list[dict], kind: str = "atte
               f"{ratio(sf, tf):>13} {ratio(cd, tc):>13}")
 
 
-def print_layer(files: list[Path], peer: list[dict]) -> None:
-    torch_layers = {c["backend"]: c for c in peer if c.get("kind") == "layer" and "median_s" in c}
+def print_layer(files: list[Path], peer: list[dict], step: bool = False) -> None:
+    """sp_tp's fused tp layer on one rank against PyTorch's: its forward cases against the
+    peer's forward ("layer"), or with step its fwd_bwd cases against the peer's training step
+    ("layer_step")."""
+    kind = "layer_step" if step else "layer"
+    torch_layers = {c["backend"]: c for c in peer if c.get("kind") == kind and "median_s" in c}
     if not files or not torch_layers:
         return
     import suite_results
-    print("\nLayer forward, one GPU (ms): suite (sp_tp tp, fused) vs PyTorch; ratio = torch / suite")
+    what = "training step (forward + backward)" if step else "forward"
+    print(f"\nLayer {what}, one GPU (ms): suite (sp_tp tp, fused) vs PyTorch; ratio = torch / suite")
     print(f"{'case':<58} {'kernel':<12} {'suite':>8} {'t.flash':>8} {'t.cudnn':>8} {'vs flash':>8} {'vs cudnn':>8}")
     for path in files:
         res = suite_results.read_results(path, load_datasets=False)
         for case in res.cases_of("sp_tp") if "sp_tp" in res.benches() else []:
             p = case.params
             if p.get("mode") != "layer" or p.get("attention") != "fused" or int(p.get("t", 0)) != 1:
+                continue
+            if (p.get("pass", "fwd") == "fwd_bwd") != step:
                 continue
             match = [c for c in torch_layers.values()
                      if (c["s"], c["b"], c["h"], c["heads"], c["dtype"], int(c["causal"])) ==
@@ -131,7 +139,9 @@ def main() -> int:
     print_gemm(suite, cases)
     print_attention(suite, cases)
     print_attention(suite, cases, kind="attention_bwd")
-    print_layer([p for p in args.layer if p.exists()], cases)
+    layers = [p for p in args.layer if p.exists()]
+    print_layer(layers, cases)
+    print_layer(layers, cases, step=True)
     return 0
 
 

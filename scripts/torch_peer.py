@@ -7,8 +7,10 @@ Times torch.matmul (bf16, fp32), scaled_dot_product_attention per backend (flash
 through torch.nn.attention.sdpa_kernel) on kernel_bench's attention shapes and s sweep, its
 backward alone (autograd.grad of the SDPA output for q, k, v, the forward run once untimed:
 what kernel_bench's attention_bwd_cuda cases time) on kernel_bench's backward shapes, and
-one transformer layer forward like sp_tp's (t = 1: LayerNorm, QKV, attention, projection,
-dropout + residual, LayerNorm, GeLU MLP, dropout + residual) with each SDPA backend.
+one transformer layer like sp_tp's (t = 1: LayerNorm, QKV, attention, projection, dropout +
+residual, LayerNorm, GeLU MLP, dropout + residual) with each SDPA backend: its forward, and its
+training step (forward and autograd's backward to the input and every weight) as sp_tp's fwd_bwd
+cases run it.
 PyTorch is not a dependency of the suite: without it (or without a GPU) this prints why and
 exits 0 without writing anything.
 """
@@ -148,7 +150,9 @@ def bench_attention_bwd(torch, args, out: list) -> None:
 
 def bench_layer(torch, args, out: list) -> None:
     """sp_tp's layer (tp variant, t = 1) in PyTorch: the same GEMMs, softmax attention, GeLU
-    (tanh), LayerNorms and dropouts on [s*b, h] rows."""
+    (tanh), LayerNorms and dropouts on [s*b, h] rows. Kind "layer": the forward alone (no
+    autograd), as sp_tp's fwd cases; kind "layer_step": forward and autograd's backward of every
+    weight and the input from a given output gradient, as sp_tp's fwd_bwd cases."""
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
     s, b, h, a = args.layer_seq, args.layer_batch, args.layer_hidden, args.layer_heads
@@ -161,29 +165,43 @@ def bench_layer(torch, args, out: list) -> None:
     w_fc1 = torch.randn(h, ff, device=dev, dtype=dt) / h ** 0.5
     w_fc2 = torch.randn(ff, h, device=dev, dtype=dt) / ff ** 0.5
     ln = [(torch.ones(h, device=dev, dtype=dt), torch.zeros(h, device=dev, dtype=dt)) for _ in range(2)]
+    dy = torch.randn(s * b, h, device=dev, dtype=dt)
+    trained = [x, w_qkv, w_out, w_fc1, w_fc2] + [t for pair in ln for t in pair]
+
+    def forward():
+        y = F.layer_norm(x, (h,), *ln[0], eps=1e-5)
+        qkv = (y @ w_qkv).view(s, b, 3, a, d)  # rows are s_idx * b + b_idx, as in the suite
+        q, k, v = (qkv[:, :, i].permute(1, 2, 0, 3) for i in range(3))  # [b, a, s, d]
+        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=args.layer_causal)
+        ctx = ctx.permute(2, 0, 1, 3).reshape(s * b, h)
+        h1 = x + F.dropout(ctx @ w_out, p=p, training=True)
+        y2 = F.layer_norm(h1, (h,), *ln[1], eps=1e-5)
+        mlp = F.gelu(y2 @ w_fc1, approximate="tanh") @ w_fc2
+        return h1 + F.dropout(mlp, p=p, training=True)
 
     def layer(enum):
         with torch.no_grad(), sdpa_kernel(enum):
-            y = F.layer_norm(x, (h,), *ln[0], eps=1e-5)
-            qkv = (y @ w_qkv).view(s, b, 3, a, d)  # rows are s_idx * b + b_idx, as in the suite
-            q, k, v = (qkv[:, :, i].permute(1, 2, 0, 3) for i in range(3))  # [b, a, s, d]
-            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=args.layer_causal)
-            ctx = ctx.permute(2, 0, 1, 3).reshape(s * b, h)
-            h1 = x + F.dropout(ctx @ w_out, p=p, training=True)
-            y2 = F.layer_norm(h1, (h,), *ln[1], eps=1e-5)
-            mlp = F.gelu(y2 @ w_fc1, approximate="tanh") @ w_fc2
-            return h1 + F.dropout(mlp, p=p, training=True)
+            return forward()
 
-    for backend, enum in sdpa_backends(torch).items():
-        try:
-            times = time_cuda(torch, lambda: layer(enum), args.iters, args.warmup)
-        except Exception as e:
-            out.append({"kind": "layer", "backend": backend, "error": str(e)[:300]})
-            print(f"  layer {backend}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
-            continue
-        out.append(record("layer", times, backend=backend, dtype="bf16", s=s, b=b, h=h, heads=a, d_ff=ff,
-                          causal=args.layer_causal, dropout=p))
-        print(f"  layer {backend} s={s} b={b} h={h} a={a}: {out[-1]['median_s'] * 1e3:.2f} ms", flush=True)
+    def step(enum):
+        for t in trained:
+            t.grad = None
+        with sdpa_kernel(enum):
+            forward().backward(dy)
+
+    for kind, fn in (("layer", layer), ("layer_step", step)):
+        for t in trained:
+            t.requires_grad_(kind == "layer_step")
+        for backend, enum in sdpa_backends(torch).items():
+            try:
+                times = time_cuda(torch, lambda: fn(enum), args.iters, args.warmup)
+            except Exception as e:
+                out.append({"kind": kind, "backend": backend, "error": str(e)[:300]})
+                print(f"  {kind} {backend}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
+                continue
+            out.append(record(kind, times, backend=backend, dtype="bf16", s=s, b=b, h=h, heads=a, d_ff=ff,
+                              causal=args.layer_causal, dropout=p))
+            print(f"  {kind} {backend} s={s} b={b} h={h} a={a}: {out[-1]['median_s'] * 1e3:.2f} ms", flush=True)
 
 
 def main() -> int:

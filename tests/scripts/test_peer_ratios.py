@@ -41,7 +41,11 @@ def peer_json(path: Path) -> Path:
              {"kind": "layer", "backend": "flash", "dtype": "fp32", "s": 64, "b": 2, "h": 256, "heads": 4,
               "causal": 0, "median_s": 1.2e-3},
              {"kind": "layer", "backend": "cudnn", "dtype": "fp32", "s": 64, "b": 2, "h": 256, "heads": 4,
-              "causal": 0, "median_s": 1.0e-3}]
+              "causal": 0, "median_s": 1.0e-3},
+             {"kind": "layer_step", "backend": "flash", "dtype": "fp32", "s": 64, "b": 2, "h": 256,
+              "heads": 4, "causal": 0, "median_s": 3.0e-3},
+             {"kind": "layer_step", "backend": "cudnn", "dtype": "fp32", "s": 64, "b": 2, "h": 256,
+              "heads": 4, "causal": 0, "median_s": 2.4e-3}]
     path.write_text(json.dumps({"info": {"torch_version": "2.11"}, "cases": cases}))
     return path
 
@@ -83,6 +87,27 @@ def test_layer_ratio(tmp_path: Path, results_writer) -> None:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("layer_tp_fp32"))
     assert line.split()[1] == "cpu-tiled"
     assert line.split()[-2:] == ["0.60", "0.50"]  # torch 1.2 ms and 1.0 ms against 2.0 ms
+
+
+def test_layer_step_against_the_peers_step(tmp_path: Path, results_writer) -> None:
+    """A fwd_bwd case is compared with PyTorch's forward + backward, never with its forward,
+    and a forward case never with the step."""
+    params = {"mode": "layer", "variant": "tp", "attention": "fused", "dtype": "fp32", "s": 64, "b": 2,
+              "h": 256, "heads": 4, "d_ff": 1024, "t": 1, "dropout": 0.1, "causal": 0}
+    fwd = {"name": "layer_tp_fp32_s64_b2_h256_a4_ff1024_flash", "params": params,
+           "attrs": {"check_passed": 1, "attn_kernel": "cpu-tiled"}, "time_s": np.full((5, 1), 2e-3)}
+    step = {"name": fwd["name"] + "_fwd_bwd", "params": {**params, "pass": "fwd_bwd"},
+            "attrs": {"check_passed": 1, "attn_kernel": "cpu-tiled"}, "time_s": np.full((5, 1), 6e-3)}
+    h5 = results_writer("layer.h5", "sp_tp", [fwd, step], world_size=1)
+    proc = run_script("peer_ratios.py", tmp_path / "none.json", peer_json(tmp_path / "peer.json"),
+                      "--layer", h5)
+    assert proc.returncode == 0, proc.stderr
+    forward, training = proc.stdout.split("Layer training step", 1)
+    rows = [ln.split() for ln in forward.splitlines() if ln.startswith("layer_tp_fp32")]
+    assert [r[0] for r in rows] == [fwd["name"]]
+    rows = [ln.split() for ln in training.splitlines() if ln.startswith("layer_tp_fp32")]
+    assert [r[0] for r in rows] == [step["name"]]
+    assert rows[0][-2:] == ["0.50", "0.40"]  # torch 3.0 ms and 2.4 ms against 6.0 ms
 
 
 def test_missing_peer_file_is_not_an_error(tmp_path: Path) -> None:
