@@ -48,29 +48,33 @@ void head_unpack(const HeadPackShape& s, std::size_t e, const void* src, void* d
 
 namespace {
 
+// Replicated K/V heads: each run of head_dim elements is the sum of its replicas' runs (a
+// replica's run is contiguous too, located by its first element).
 template <class T>
 void unpack_sum(const HeadPackShape& s, const T* src, T* dst) {
   const int replicas = unpack_replicas(s);
-  for (std::int64_t i = 0; i < s.unpacked_elems(); ++i) {
-    double sum = 0;
-    for (int r = 0; r < replicas; ++r) {
-      const T x = src[unpack_sum_source_index(s, i, r)];
+  for (std::int64_t i = 0; i < s.unpacked_elems(); i += s.head_dim)
+    for (int c = 0; c < s.head_dim; ++c) {
+      double sum = 0;
+      for (int r = 0; r < replicas; ++r) {
+        const T x = src[unpack_sum_source_index(s, i, r) + c];
+        if constexpr (std::is_same_v<T, bf16>)
+          sum += to_float(x);
+        else
+          sum += x;
+      }
       if constexpr (std::is_same_v<T, bf16>)
-        sum += to_float(x);
+        dst[i + c] = to_bf16(static_cast<float>(sum));
       else
-        sum += x;
+        dst[i + c] = static_cast<T>(sum);
     }
-    if constexpr (std::is_same_v<T, bf16>)
-      dst[i] = to_bf16(static_cast<float>(sum));
-    else
-      dst[i] = static_cast<T>(sum);
-  }
 }
 
 }  // namespace
 
 void head_unpack_sum(const HeadPackShape& s, DType t, const void* src, void* dst) {
   validate_head_pack(s, false);
+  if (unpack_replicas(s) == 1) return head_unpack(s, dtype_size(t), src, dst);  // nothing to sum
   switch (t) {
     case DType::fp32:
       return unpack_sum(s, static_cast<const float*>(src), static_cast<float*>(dst));
