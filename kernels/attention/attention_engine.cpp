@@ -6,6 +6,7 @@
 
 #include "kernels/attention/attention_cpu.hpp"
 #include "kernels/core/bf16.hpp"
+#include "kernels/core/blas_cpu.hpp"
 
 namespace suite::kernels {
 
@@ -74,7 +75,8 @@ template <class T>
 class CpuAttentionEngine final : public AttentionEngine {
  public:
   std::string name() const override { return "cpu-tiled"; }
-  std::string library_version() const override { return "suite"; }
+  // Its inner products are the BLAS's GEMMs: name the library, as kernel_bench does.
+  std::string library_version() const override { return cpu::blas_library_version(); }
   std::size_t lse_elem_size() const override { return sizeof(T); }
   void forward(const AttentionParams& p, BlockMask, const void* q, const void* k, const void* v,
                const std::int64_t* q_pos, const std::int64_t* k_pos, void* o, void* lse) override {
