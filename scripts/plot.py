@@ -55,7 +55,8 @@ def _title(res: Results, what: str) -> str:
 
 
 def _save(fig: plt.Figure, path: Path, written: list[Path]) -> None:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # figures made with layout="constrained" keep theirs
+        fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     written.append(path)

@@ -41,6 +41,12 @@ def _pass(c: Case) -> str:
     return str(c.attrs.get("pass", "fwd"))
 
 
+def _step_bytes(c: Case) -> float:
+    """Bytes per rank of the case's whole pass list: a training step adds its backward's."""
+    fwd = float(c.attrs["bytes_sent_per_rank"])
+    return fwd + float(c.attrs.get("bwd_bytes_sent_per_rank", 0.0) or 0.0) if _pass(c) == "fwd_bwd" else fwd
+
+
 def _label(c: Case) -> str:
     u, n_c = int(c.attrs["u"]), int(c.attrs["n_c"])
     what = "ring" if u == 1 else "Ulysses" if u == n_c else "hybrid"
@@ -62,7 +68,7 @@ def phases_figure(members: list[Case], what: str, title: Title) -> plt.Figure:
     ax.scatter(range(len(members)), [c.attrs["time_median_s"] * 1e3 for c in members], color="black",
                zorder=3, label="step (max over ranks)")
     for i, c in enumerate(members):
-        ax.annotate(f"{c.attrs['bytes_sent_per_rank'] / 1e6:.2f} MB", (i, max(bottom[i], c.attrs['time_median_s'] * 1e3)),
+        ax.annotate(f"{_step_bytes(c) / 1e6:.2f} MB", (i, max(bottom[i], c.attrs['time_median_s'] * 1e3)),
                     textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
     ax.set_xticks(range(len(members)), [_label(c) for c in members], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("time (ms): phase medians")

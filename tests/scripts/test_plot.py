@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -140,3 +141,15 @@ def test_sp_tp_lines_are_named_in_their_legends(results_writer, monkeypatch):
     # the run's description wraps rather than running off the figure
     title = figures["sp_tp_time.png"].axes[0].get_title()
     assert all(len(line) <= 80 for line in title.splitlines()), title
+
+
+def test_ulysses_step_bytes_add_the_backward():
+    """The bytes above a training step's bar are both passes': 131072 per rank, as the transport
+    counted them (bytes_sent) in a 2-rank u=2 fwd_bwd run at s=128, a=2, d=64, fp32."""
+    import plot_ulysses
+
+    step = SimpleNamespace(attrs={"pass": "fwd_bwd", "bytes_sent_per_rank": 65536.0,
+                                  "bwd_bytes_sent_per_rank": 65536.0})
+    assert plot_ulysses._step_bytes(step) == 131072
+    fwd = SimpleNamespace(attrs={"bytes_sent_per_rank": 65536.0, "bwd_bytes_sent_per_rank": 1.0})
+    assert plot_ulysses._step_bytes(fwd) == 65536
