@@ -24,6 +24,9 @@ KEY_FIGURES = (
     ("measured_W_Bps", "W={:.3g}B/s"),
     ("c_star_tokens", "c*={:.0f}"),
     ("overlapped_over_compute_only", "overlapped/compute={:.2f}"),
+    ("bwd_measured_F_flops", "F_b={:.3g}FLOP/s"),  # a training step's backward (fwd_bwd)
+    ("bwd_c_star_tokens", "c*_bwd={:.0f}"),
+    ("bwd_overlapped_over_compute_only", "bwd overlapped/compute={:.2f}"),
     ("flops_per_s", "{:.3g}FLOP/s"),  # kernel_bench
     ("frac_of_peak", "{:.0%} of peak"),
 )
@@ -39,9 +42,13 @@ def format_key_figures(case: suite_results.Case) -> str:
 
 
 def format_pairs(case: suite_results.Case, limit: int) -> str:
-    """`x=measured/predicted` for the first `limit` predicted figures."""
+    """`x=measured/predicted` for the first `limit` predicted figures; a training step's
+    backward figures first, since its forward figures are also in the forward's case."""
+    pairs = list(case.predictions().items())
+    if case.attrs.get("pass") == "fwd_bwd":
+        pairs.sort(key=lambda item: "bwd" not in item[0])  # stable: keeps each group's order
     parts = []
-    for name, (measured, predicted) in list(case.predictions().items())[:limit]:
+    for name, (measured, predicted) in pairs[:limit]:
         parts.append(f"{name}={float(measured):.4g}/{float(predicted):.4g}")
     return " ".join(parts)
 

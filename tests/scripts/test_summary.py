@@ -27,6 +27,23 @@ def test_ring_key_figures_and_pairs(tmp_path: Path) -> None:
         assert text in line, f"{text!r} not in {line!r}"
 
 
+def test_training_step_shows_its_backward_first(tmp_path: Path) -> None:
+    case = ring_case("ring_a_fwd_bwd", 1)
+    case["params"]["pass"] = "fwd_bwd"
+    case["attrs"].update({"pass": "fwd_bwd", "bwd_measured_F_flops": 9e14, "bwd_c_star_tokens": 40000.0,
+                          "bwd_overlapped_over_compute_only": 1.5,
+                          "bwd_bytes_sent_per_rank_per_layer": 200.0,
+                          "pred_bwd_bytes_sent_per_rank_per_layer": 200.0})
+    path = write_results(tmp_path / "ring.h5", "ring_attention", [case], world_size=2)
+    proc = run_script("summary.py", path, "--pairs", "1")
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.strip().startswith("ring_a_fwd_bwd "))
+    for text in ("F_b=9e+14FLOP/s", "c*_bwd=40000", "bwd overlapped/compute=1.50",
+                 "bwd_bytes_sent_per_rank_per_layer=200/200"):
+        assert text in line, f"{text!r} not in {line!r}"
+    assert "=100/100" not in line  # one pair asked for: the backward's
+
+
 def test_failed_check_sets_exit_status(tmp_path: Path) -> None:
     path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_bad", 0)], world_size=2)
     proc = run_script("summary.py", path)
