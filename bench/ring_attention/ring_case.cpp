@@ -291,9 +291,9 @@ class RingCase final : public BenchCase {
     a.emplace_back("bwd_c_star_tokens", c_star_b);
     a.emplace_back("c_over_bwd_c_star", cfg_.c / c_star_b);
     a.emplace_back("bwd_c_star_over_c_star", c_star_b / c_star);
-    a.emplace_back("bwd_c_star_rule", std::string(balanced() ? "2 (e + e_g) F_b/(5 g W) (causal, "
+    a.emplace_back("bwd_c_star_rule", std::string(balanced() ? "2 (e + e_g) F_b/(5 g W_b) (causal, "
                                                                "balanced)"
-                                                             : "(e + e_g) F_b/(5 g W)"));
+                                                             : "(e + e_g) F_b/(5 g W_b)"));
     a.emplace_back("pred_bwd_flops_per_round_full_block",
                    model::ring_bwd_flops_per_round(shape()) * batch);
     a.emplace_back("bwd_bytes_per_round", kv_block_bytes() + dkv_block_bytes());
