@@ -24,11 +24,12 @@ struct UlyssesOptions {
   std::string grad_dtype = "auto";
 };
 
-std::vector<int> parse_ints(const std::string& flag, const std::string& text) {
+std::vector<int> parse_ints(const std::string& flag, const std::string& text, int min) {
   std::vector<int> out;
   for (auto v : suite::parse_sweep(text)) {
-    if (v < 0 || v > (1 << 20))
-      throw suite::UsageError(flag + ": " + std::to_string(v) + " is out of range");
+    if (v < min || v > (1 << 20))
+      throw suite::UsageError(flag + ": " + std::to_string(v) + " is out of range (" +
+                              std::to_string(min) + " to " + std::to_string(1 << 20) + ")");
     out.push_back(static_cast<int>(v));
   }
   return out;
@@ -38,8 +39,11 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
   suite::ulysses::UlyssesSweep s;
   s.seq_per_rank = !o.seq_per_rank.empty();
   s.seq = suite::parse_sweep(s.seq_per_rank ? o.seq_per_rank : o.seq);
-  s.cp = parse_ints("--cp", o.cp);
-  if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees);
+  for (std::int64_t v : s.seq)  // --seq's own rule is checked per case, with N_c known
+    if (s.seq_per_rank && v < 1)
+      throw suite::UsageError("--seq-per-rank " + std::to_string(v) + " must be >= 1");
+  s.cp = parse_ints("--cp", o.cp, 0);  // 0 = all ranks
+  if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees, 1);
   s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
   s.causal = suite::ring::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;

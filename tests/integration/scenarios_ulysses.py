@@ -124,6 +124,9 @@ def scenario_bad_input(env: Env) -> None:
         "beyond the K/V heads": (["--kv-heads", "2", "--ulysses-degree", "4"], "--kv-replicate"),
         "unsupported head dim": (["--head-dim", "80"], "64 or 128"),
         "two sequence lengths": (["--seq", "64", "--seq-per-rank", "16"], "excludes"),
+        # Before the degree was checked, 0 divided by zero on every rank (SIGFPE).
+        "degree zero": (["--ulysses-degree", "2,0"], "--ulysses-degree: 0 is out of range"),
+        "no tokens per rank": (["--seq-per-rank", "0"], "--seq-per-rank 0 must be >= 1"),
     }
     expect_refused(env, BIN, cases)
 
