@@ -188,13 +188,20 @@ int main(int argc, char** argv) {
   };
   def.make_cases = [&](suite::BenchContext& ctx) {
     std::vector<suite::CaseSpec> specs;
+    // The layer's flags are checked in every mode, so a typo never passes silently.
+    const auto sweep = layer_sweep(o);
+    if (o.mode == "collectives" &&
+        std::find(sweep.passes.begin(), sweep.passes.end(), suite::Pass::fwd_bwd) !=
+            sweep.passes.end())
+      throw suite::UsageError(
+          "--pass fwd_bwd: the training step is the layer's; add --mode layer (or all)");
     if (o.mode != "layer") specs = collective_specs(ctx, o);
     if (o.mode != "collectives") {
       if (suite::sim::modeled())
         throw suite::UsageError("--mode " + o.mode +
                                 ": the layer has no modeled compute (--sim-flops); simulate it "
                                 "with executed compute, or use --mode collectives");
-      auto layer = suite::sp_tp::layer_cases(ctx, layer_sweep(o));
+      auto layer = suite::sp_tp::layer_cases(ctx, sweep);
       specs.insert(specs.end(), layer.begin(), layer.end());
     }
     return specs;

@@ -248,6 +248,9 @@ def scenario_bad_input(env: Env) -> None:
         "unwritable gbench output": (["--benchmark_out=/proc/no/such/x.json"], "cannot write"),
         "filter matching nothing": (["--benchmark_filter=no_such_case"], "matches none"),
         "output is a directory": (["--out", "/tmp"], "is a directory"),
+        # The layer's flags are checked in collectives mode too; its training step needs the layer.
+        "layer flag typo in collectives mode": (["--attention", "bogus"], "unknown path 'bogus'"),
+        "training step without the layer": (["--pass", "fwd_bwd"], "add --mode layer"),
     }
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad.h5"
