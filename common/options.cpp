@@ -42,7 +42,11 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
       ->capture_default_str();
   app.add_flag(
       "--save-tensors", o.save_tensors,
-      "Store inputs and outputs of small cases in the results file (up to 1M elements per rank)");
+      "Store inputs and outputs of small cases in the results file (up to 1M elements per "
+      "rank; sp_tp's layer also stores its weights whole); a --pass fwd_bwd case adds the "
+      "output gradient it was fed and the gradients (the layer: the input's and every "
+      "weight's; ring_attention and ulysses: dO, dQ, dK, dV in global token order; moe: see "
+      "its description)");
 }
 
 SplitArgs split_benchmark_flags(int argc, char** argv) {

@@ -190,9 +190,8 @@ int main(int argc, char** argv) {
     std::vector<suite::CaseSpec> specs;
     // The layer's flags are checked in every mode, so a typo never passes silently.
     const auto sweep = layer_sweep(o);
-    if (o.mode == "collectives" &&
-        std::find(sweep.passes.begin(), sweep.passes.end(), suite::Pass::fwd_bwd) !=
-            sweep.passes.end())
+    if (o.mode == "collectives" && std::find(sweep.passes.begin(), sweep.passes.end(),
+                                             suite::Pass::fwd_bwd) != sweep.passes.end())
       throw suite::UsageError(
           "--pass fwd_bwd: the training step is the layer's; add --mode layer (or all)");
     if (o.mode != "layer") specs = collective_specs(ctx, o);
