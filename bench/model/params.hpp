@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace suite::model_cli {
@@ -34,6 +35,8 @@ inline std::string num(double v) {
   o << v;
   return o.str();
 }
+
+constexpr double kMaxSize = 9007199254740992.0;  // 2^53
 
 inline bool whole(double v) {
   return std::isfinite(v) && v == std::floor(v);
@@ -65,8 +68,12 @@ inline std::string params_error(const Params& p, const std::string& section) {
         Size{"--kv-heads", p.kv}, Size{"--top-k", p.k}, Size{"--tokens", p.tokens}})
     if (!whole(x.v) || x.v < 1)
       return std::string(x.flag) + " " + num(x.v) + " must be a whole number >= 1";
+    else if (x.v > detail::kMaxSize)
+      return std::string(x.flag) + " " + num(x.v) + " is above 2^53 (counts stay exact below)";
   if (!whole(p.d_ff) || p.d_ff < 0)
     return "--d-ff " + num(p.d_ff) + " must be a whole number >= 0 (0: 4h)";
+  if (p.d_ff > detail::kMaxSize)
+    return "--d-ff " + num(p.d_ff) + " is above 2^53 (counts stay exact below)";
   struct Degree {
     const char* flag;
     int v;
@@ -80,6 +87,11 @@ inline std::string params_error(const Params& p, const std::string& section) {
   if (!(p.bw > 0) || !std::isfinite(p.bw)) return "--bw " + num(p.bw) + " must be > 0";
   if (p.flops_bwd && (!(*p.flops_bwd > 0) || !std::isfinite(*p.flops_bwd)))
     return "--flops-bwd " + num(*p.flops_bwd) + " must be > 0 (omit it to use --flops)";
+  // Below 1 FLOP/s or 1 B/s no machine runs, and the times would overflow to inf.
+  for (const auto& [flag, v] : {std::pair<const char*, double>{"--flops", p.flops},
+                                {"--bw", p.bw},
+                                {"--flops-bwd", p.flops_bwd.value_or(p.flops)}})
+    if (v < 1) return std::string(flag) + " " + num(v) + " must be >= 1 (FLOP/s or bytes/s)";
   if (p.grad_dtype != "bf16" && p.grad_dtype != "fp32" && p.grad_dtype != "fp64")
     return "--grad-dtype " + p.grad_dtype + " must be bf16, fp32 or fp64";
   if (!(p.capacity_factor >= 0) || !std::isfinite(p.capacity_factor))

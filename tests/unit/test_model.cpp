@@ -346,6 +346,14 @@ TEST(ModelInputs, DivisibilityRulesNameTheFlagValues) {
             "--seq 100.5 must be a whole number >= 1");
   EXPECT_EQ(params_error(with([](Params& p) { p.t = 0; }), "all"), "--tp 0 must be >= 1");
   EXPECT_EQ(params_error(with([](Params& p) { p.bw = 0; }), "moe"), "--bw 0 must be > 0");
+  // Values no machine has, whose figures would print as inf or nan.
+  EXPECT_EQ(params_error(with([](Params& p) { p.s = 1e300; }), "sp"),
+            "--seq 1e+300 is above 2^53 (counts stay exact below)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.s = 9007199254740992.0; }), "sp"), "");
+  EXPECT_EQ(params_error(with([](Params& p) { p.flops_bwd = 1e-300; }), "ring"),
+            "--flops-bwd 1e-300 must be >= 1 (FLOP/s or bytes/s)");
+  EXPECT_EQ(params_error(with([](Params& p) { p.bw = 0.5; }), "ring"),
+            "--bw 0.5 must be >= 1 (FLOP/s or bytes/s)");
 }
 
 TEST(ModelInputs, BackwardRateAndGradientType) {
