@@ -198,6 +198,12 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       app.parse(ours);
     } catch (const CLI::CallForHelp&) {
       help = true;
+    } catch (const CLI::ExtrasError&) {
+      // CLI11's own message lists them in the reversed order it was handed them.
+      std::string extras;
+      for (const std::string& a : app.remaining())
+        extras += (extras.empty() ? "" : " ") + a;
+      throw UsageError("unknown flag or stray value: " + extras);
     } catch (const CLI::ParseError& e) {
       throw UsageError(e.what());
     }

@@ -233,6 +233,8 @@ def scenario_bad_input(env: Env) -> None:
     cases = {
         "size not divisible": (["--sizes", "1000"], "not a positive multiple"),
         "unknown flag": (["--no-such-flag"], "no-such-flag"),
+        "unknown flag with its value, in the order given": (["--grad-dtype", "bf16"],
+                                                            "unknown flag or stray value: --grad-dtype bf16"),
         "unknown value": (["--backend", "tpu"], "tpu"),
         "bad range": (["--sizes", "8K:1K:x2"], "begin is larger"),
         "above MPI's int count": (["--sizes", "16G"], "above this transport's limit"),
