@@ -255,6 +255,14 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, group ? *group : *comm};
   std::vector<CaseSpec> cases;
   if (!agreed_ok(capture([&] { cases = def.make_cases(ctx); }), rank)) return 2;
+  // A value listed twice (--layout zigzag,zigzag) names one case twice: it runs once. The name
+  // is built from every parameter, so equal names are equal cases.
+  std::vector<CaseSpec> unique_cases;
+  for (auto& spec : cases)
+    if (std::none_of(unique_cases.begin(), unique_cases.end(),
+                     [&](const CaseSpec& s) { return s.name == spec.name; }))
+      unique_cases.push_back(std::move(spec));
+  cases = std::move(unique_cases);
 
   int exit_code = 0;
   {

@@ -1,5 +1,6 @@
 #include "common/size_list.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <sstream>
@@ -78,12 +79,15 @@ std::vector<std::string> split_list(const std::string& text, char sep) {
 
 std::vector<std::int64_t> parse_sweep(const std::string& text) {
   std::vector<std::int64_t> values;
+  auto add = [&values](std::int64_t v) {  // a value named twice is one case, not two
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  };
   for (const auto& item : split_list(text, ',')) {
     if (item.find(':') != std::string::npos) {
-      auto range = parse_range(item);
-      values.insert(values.end(), range.begin(), range.end());
+      for (std::int64_t v : parse_range(item))
+        add(v);
     } else {
-      values.push_back(parse_scaled_int(item));
+      add(parse_scaled_int(item));
     }
   }
   if (values.empty()) throw UsageError("'" + text + "' names no values");

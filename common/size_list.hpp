@@ -11,7 +11,8 @@ namespace suite {
 // Parses one number with an optional K, M or G suffix ("64K" = 65536). Throws UsageError.
 std::int64_t parse_scaled_int(const std::string& text);
 
-// Parses a list or range into the values it names, in order. Throws UsageError with the
+// Parses a list or range into the values it names, in order, each once (the first time it is
+// named: "64,1K:4K:x2,1K" is 64, 1K, 2K, 4K). Throws UsageError with the
 // offending text on bad syntax, a zero/negative factor, begin > end or an empty result.
 std::vector<std::int64_t> parse_sweep(const std::string& text);
 

@@ -40,19 +40,23 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   sweep.base.dropout = o.dropout;
   sweep.base.causal = o.causal;
   sweep.base.attn_kernel = *suite::kernels::parse_attn_kernel(o.attn_kernel);  // checked by CLI11
+  // Each named once, however often listed (as --pass and --bwd-overlap).
+  auto add_once = [](auto& list, auto value) {
+    if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+  };
   for (const auto& v : suite::split_list(o.variants)) {
     if (v == "tp")
-      sweep.variants.push_back(suite::sp_tp::Variant::tp);
+      add_once(sweep.variants, suite::sp_tp::Variant::tp);
     else if (v == "tp_sp")
-      sweep.variants.push_back(suite::sp_tp::Variant::tp_sp);
+      add_once(sweep.variants, suite::sp_tp::Variant::tp_sp);
     else
       throw suite::UsageError("--variants: unknown variant '" + v + "' (tp, tp_sp)");
   }
   for (const auto& a : suite::split_list(o.attention)) {
     if (a == "fused")
-      sweep.fused.push_back(true);
+      add_once(sweep.fused, true);
     else if (a == "unfused")
-      sweep.fused.push_back(false);
+      add_once(sweep.fused, false);
     else
       throw suite::UsageError("--attention: unknown path '" + a + "' (fused, unfused)");
   }
@@ -62,10 +66,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   sweep.bwd_overlap.clear();
   for (const auto& v : suite::split_list(o.bwd_overlap)) {
     if (v != "1" && v != "0") throw suite::UsageError("--bwd-overlap: '" + v + "' is not 1 or 0");
-    const bool on = v == "1";
-    if (std::find(sweep.bwd_overlap.begin(), sweep.bwd_overlap.end(), on) ==
-        sweep.bwd_overlap.end())
-      sweep.bwd_overlap.push_back(on);
+    add_once(sweep.bwd_overlap, v == "1");
   }
   if (sweep.bwd_overlap.empty()) throw suite::UsageError("--bwd-overlap names nothing (1, 0)");
   return sweep;

@@ -473,6 +473,15 @@ def scenario_list_and_override(env: Env) -> None:
     expect(proc.returncode == 0, "repeated flag refused", proc)
     with h5py.File(out) as f:
         expect(all(g["time_s"].shape[0] == 3 for g in f["sp_tp"].values()), "the last --iters did not win")
+    # A value listed twice is one case (the layer's lists as well as the sizes).
+    proc = env.mpirun(2, "sp_tp", "--mode", "all", "--sizes", "1K,1K:2K:x2", "--activation-case", "0",
+                      "--variants", "tp,tp", "--attention", "fused,fused", "--seq", "64", "--hidden", "128",
+                      "--heads", "2", "--benchmark_list_tests")
+    expect(proc.returncode == 0, "listing with repeated values failed", proc)
+    names = [ln for ln in proc.stdout.splitlines() if ln.startswith("sp_tp/")]
+    expect(len(names) == len(set(names)), f"a case is listed twice: {names}", proc)
+    expect(sum("_n1K/" in n for n in names) == 2 and sum(n.startswith("sp_tp/layer_") for n in names) == 1,
+           f"expected rs_ag and allreduce at 1K once each and one layer case: {names}", proc)
 
 
 SCENARIOS = {

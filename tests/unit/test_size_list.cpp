@@ -20,6 +20,8 @@ TEST(SizeList, ListsAndRanges) {
   EXPECT_EQ(parse_sweep("256:1024:+256"), (V{256, 512, 768, 1024}));
   EXPECT_EQ(parse_sweep("3,1K:2K:x2"), (V{3, 1024, 2048}));
   EXPECT_EQ(parse_sweep("8:8:x2"), (V{8}));
+  // Each value once, where it was first named: two equal cases would run twice.
+  EXPECT_EQ(parse_sweep("64,1K:4K:x2,1K,64"), (V{64, 1024, 2048, 4096}));
 }
 
 TEST(SizeList, RejectsBadInputWithTheOffendingText) {
