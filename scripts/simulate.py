@@ -131,7 +131,7 @@ def check(args: argparse.Namespace):
 
 
 def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: Path,
-                    flags: list[str], tmp: Path) -> list[str]:
+                    flags: list[str]) -> list[str]:
     cfg = ["network/model:CM02",  # max-min sharing, no calibration factors: plain alpha-beta
            "network/loopback-bw:1e12", "network/loopback-lat:0",
            # Open MPI's collective algorithms, but for all-reduce (Rabenseifner: recursive-halving
@@ -145,9 +145,9 @@ def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: P
            "smpi/coll-selector:ompi", "smpi/allreduce:rab_rdb",
            "smpi/reduce_scatter:ompi_basic_recursivehalving", "smpi/allgather:rdb",
            "smpi/bcast:binomial_tree",
-           # dlopen privatisation copies the executable and libbenchmark per rank: into this
-           # run's own folder, so simulations side by side do not remove each other's copies.
-           "smpi/privatization:dlopen", f"smpi/tmpdir:{tmp}", "smpi/display-timing:yes",
+           # dlopen privatisation copies the executable and libbenchmark per rank, into
+           # smpirun's temporary folder: this run's own (TMPDIR, see main).
+           "smpi/privatization:dlopen", "smpi/display-timing:yes",
            # No simulated delay per MPI_Test / MPI_Wtime (SMPI's guard against busy-wait loops):
            # the CPU ring polls between attention tiles, and each poll would add 0.1 ms.
            "smpi/test:0", "smpi/wtime:0"]
@@ -203,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
                SUITE_SIM_PLATFORM=platform.name, SUITE_SIM_PLATFORM_DETAIL=platform.detail())
     with tempfile.TemporaryDirectory(prefix="suite-sim-") as tmp:
         xml, hosts = write(platform, args.ranks, Path(tmp), stem)
-        cmd = smpirun_command(args, platform, binary, xml, hosts, out, flags, Path(tmp))
+        cmd = smpirun_command(args, platform, binary, xml, hosts, out, flags)
+        # The folder for the per-rank copies of the executable and libbenchmark: one per run, so
+        # simulations side by side (ctest -j) neither overwrite nor remove each other's copies
+        # (SimGrid aborts: "Cannot write into /tmp/0000000hmark..."). smpirun takes it from
+        # TMPDIR: its --cfg=smpi/tmpdir comes after the user's settings and wins, it puts that
+        # folder on LD_LIBRARY_PATH for the libraries' copies, and 3.32's -tmpdir flag shifts one
+        # argument instead of two.
+        env["TMPDIR"] = tmp
         out.parent.mkdir(parents=True, exist_ok=True)
         print("+ " + " ".join(cmd), flush=True)
         start = time.monotonic()
