@@ -104,7 +104,10 @@ def scenario_ring_crossing(env: Env) -> None:
             a = g.attrs
             expect(a["bytes_sent_per_rank_per_layer"] == a["pred_bytes_sent_per_rank_per_layer"],
                    f"{name}: bytes {a['bytes_sent_per_rank_per_layer']} != predicted")
-            expect(0.9e8 < a["measured_W_Bps"] < 1e8, f"{name}: W {a['measured_W_Bps']} is not the link's")
+            # Below the link by the links' latency and SMPI's injection of the host's own CPU
+            # bursts between MPI calls (copies, bookkeeping; executed compute): 5 to 8% here on an
+            # otherwise idle 2-core machine, 11% at c = 64 with other tests running beside it.
+            expect(0.8e8 < a["measured_W_Bps"] < 1e8, f"{name}: W {a['measured_W_Bps']} is not the link's")
     sweep = sweeps(read_results(out).cases_of("ring_attention"))[0]
     print(f"  overlapped/compute: {[round(r, 2) for r in sweep.ratio]}, crossing {sweep.cross}, "
           f"c* there {sweep.c_star_at_cross}")
