@@ -69,6 +69,11 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
     add_once(sweep.bwd_overlap, v == "1");
   }
   if (sweep.bwd_overlap.empty()) throw suite::UsageError("--bwd-overlap names nothing (1, 0)");
+  if (sweep.bwd_overlap != std::vector<bool>{true} &&
+      std::find(sweep.passes.begin(), sweep.passes.end(), suite::Pass::fwd_bwd) ==
+          sweep.passes.end())
+    throw suite::UsageError("--bwd-overlap " + o.bwd_overlap +
+                            ": the overlap is the training step's; add --pass fwd_bwd");
   return sweep;
 }
 

@@ -127,6 +127,7 @@ def scenario_bad_input(env: Env) -> None:
         "unknown pass": ([*base, "--pass", "fwd,bwd"], "unknown pass 'bwd'"),
         "empty pass in the list": ([*base, "--pass", "fwd,,fwd_bwd"], "unknown pass ''"),
         "bad overlap value": ([*base, "--pass", "fwd_bwd", "--bwd-overlap", "2"], "--bwd-overlap"),
+        "overlap without a backward": ([*base, "--bwd-overlap", "1,0"], "add --pass fwd_bwd"),
     })
     # An attention path whose engine has no backward (simulated by the test hook).
     out = env.workdir / "nobwd.h5"
