@@ -53,14 +53,17 @@ class Env:
         popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                  cwd=self.workdir)
         time.sleep(after_s)
-        for pid in filter(str.isdigit, os.listdir("/proc")):  # the rank: its executable and rank variable
+        # The rank: its executable and rank variable, and a descendant of this job's launcher.
+        # Tests run side by side (ctest -j): another job's rank of the same executable must not
+        # be frozen (it was, once, and hung that job until its harness timed out).
+        for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 if not open(f"/proc/{pid}/cmdline").read().startswith(exe):
                     continue
                 environ = open(f"/proc/{pid}/environ").read().split("\0")
             except OSError:
                 continue
-            if f"OMPI_COMM_WORLD_RANK={rank}" in environ:
+            if f"OMPI_COMM_WORLD_RANK={rank}" in environ and descends_from(int(pid), popen.pid):
                 os.kill(int(pid), signal.SIGSTOP)
         out, err = popen.communicate(timeout=timeout)
         proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
@@ -68,6 +71,19 @@ class Env:
         print(f"$ {' '.join(cmd)} (rank {rank} stopped after {after_s} s)\n-> exit {proc.returncode} "
               f"in {proc.elapsed:.1f} s")
         return proc
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process `pid` is `ancestor` or below it (parents from /proc/<pid>/stat)."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent
+    return False
 
 
 def fail(msg: str, proc: subprocess.CompletedProcess | None = None) -> None:
