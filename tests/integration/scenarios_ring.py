@@ -346,7 +346,7 @@ def scenario_ring_backward_bad_input(env: Env) -> None:
         "empty pass list": (["--pass", ","], "--pass"),
         "unknown grad dtype": (["--pass", "fwd_bwd", "--grad-dtype", "fp16"], "--grad-dtype"),
     }
-    expect_refused(env, BIN, cases, ranks=2)  # nothing here depends on the rank count
+    expect_refused(env, BIN, cases)
 
 
 def scenario_ring_watchdog_names_peer(env: Env) -> None:
