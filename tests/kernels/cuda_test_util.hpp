@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -103,6 +104,19 @@ std::vector<T> download_raw(const DeviceBuffer& buf, std::size_t n) {
   if (n > 0)
     SUITE_CUDA_CHECK(cudaMemcpy(v.data(), buf.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
   return v;
+}
+
+// A float result widened for comparison with a double reference.
+inline std::vector<double> widen(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
+// Every element within eps * |ref| + abs_tol.
+inline void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double eps,
+                         double abs_tol, const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], eps * std::abs(ref[i]) + abs_tol) << what << " at " << i;
 }
 
 }  // namespace suite::kernels::test

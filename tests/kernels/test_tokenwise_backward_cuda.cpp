@@ -15,17 +15,8 @@ namespace {
 
 using test::DeviceBuffer;
 
-std::vector<double> widen(const std::vector<float>& v) {
-  return {v.begin(), v.end()};
-}
-
-// Every element within eps * |ref| + abs_tol.
-void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double eps,
-                  double abs_tol, const char* what) {
-  ASSERT_EQ(got.size(), ref.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], ref[i], eps * std::abs(ref[i]) + abs_tol) << what << " at " << i;
-}
+using test::expect_close;
+using test::widen;
 
 class TokenwiseBackwardCuda : public ::testing::TestWithParam<DType> {};
 
