@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/layernorm_row_stats_cpu.hpp"
 #include "kernels/tokenwise/tokenwise_cpu.hpp"
 #include "kernels/tokenwise/tokenwise_grad.hpp"
 
@@ -19,14 +20,7 @@ void layernorm_backward(std::int64_t rows, std::int64_t cols, const T* x, const 
     const T* xr = x + r * cols;
     const T* dyr = dy + r * cols;
     T* dxr = dx + r * cols;
-    double sum = 0;
-    for (std::int64_t c = 0; c < cols; ++c)
-      sum += xr[c];
-    const double mean = sum / static_cast<double>(cols);
-    double sq = 0;
-    for (std::int64_t c = 0; c < cols; ++c)
-      sq += (xr[c] - mean) * (xr[c] - mean);
-    const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+    const auto [mean, rstd] = layernorm_row_stats(xr, cols, eps);
     double sum_g = 0, sum_gx = 0;
     for (std::int64_t c = 0; c < cols; ++c) {
       const double g = static_cast<double>(dyr[c]) * gamma[c];

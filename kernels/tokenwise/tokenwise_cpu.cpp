@@ -5,6 +5,7 @@
 
 #include "kernels/core/counter_rng.hpp"
 #include "kernels/tokenwise/gelu.hpp"
+#include "kernels/tokenwise/layernorm_row_stats_cpu.hpp"
 #include "kernels/tokenwise/silu.hpp"
 
 namespace suite::kernels::cpu {
@@ -16,14 +17,7 @@ void layernorm_forward(std::int64_t rows, std::int64_t cols, const T* x, const T
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    double sum = 0;
-    for (std::int64_t c = 0; c < cols; ++c)
-      sum += xr[c];
-    const double mean = sum / static_cast<double>(cols);
-    double sq = 0;  // second pass: no cancellation for rows with a large mean
-    for (std::int64_t c = 0; c < cols; ++c)
-      sq += (xr[c] - mean) * (xr[c] - mean);
-    const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+    const auto [mean, rstd] = layernorm_row_stats(xr, cols, eps);
     for (std::int64_t c = 0; c < cols; ++c) {
       yr[c] = static_cast<T>((xr[c] - mean) * rstd * gamma[c] + beta[c]);
     }
