@@ -45,8 +45,10 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int group = p.heads / p.kv_heads;
-  std::vector<T> prob(static_cast<std::size_t>(kTileQ * kTileK));
-  std::vector<T> grad(static_cast<std::size_t>(kTileQ * kTileK));  // dP, then dS in place
+  // Scratch for the largest tile this call has (a ring round's small block: small).
+  const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
+  std::vector<T> prob(static_cast<std::size_t>(tile_rows * tile_cols));
+  std::vector<T> grad(static_cast<std::size_t>(tile_rows * tile_cols));  // dP, then dS in place
 
   for (int h = 0; h < p.heads; ++h) {
     const int kh = h / group;

@@ -30,8 +30,11 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int group = p.heads / p.kv_heads;
-  std::vector<T> s(static_cast<std::size_t>(kTileQ * kTileK));
-  std::vector<T> acc(static_cast<std::size_t>(kTileQ * d)), m(kTileQ), l(kTileQ);
+  // Scratch for the largest tile this call has: a ring round's small block allocates (and
+  // zeroes) what it uses, not a full 256 x 512 tile each call.
+  const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
+  std::vector<T> s(static_cast<std::size_t>(tile_rows * tile_cols));
+  std::vector<T> acc(static_cast<std::size_t>(tile_rows * d)), m(tile_rows), l(tile_rows);
 
   for (int h = 0; h < p.heads; ++h) {
     const int kh = h / group;
