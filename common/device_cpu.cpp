@@ -2,12 +2,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include <unistd.h>
 
 #include "common/cpu_info.hpp"
 #include "common/device.hpp"
 #include "common/run_clock.hpp"
+#include "common/sim.hpp"
 
 namespace suite {
 namespace {
@@ -38,11 +40,17 @@ class CpuDevice final : public Device {
   std::string name() const override { return cpu_device_name(); }
   std::string uuid() const override { return ""; }
   Buffer alloc_host(std::size_t bytes) override { return host_alloc(bytes); }
+  // Modeled compute's placeholders (common/sim.hpp) hold no values: writes into one are
+  // skipped, reads from one give zeros.
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (!bytes || sim::is_placeholder(dst)) return;
+    if (sim::is_placeholder(src))
+      std::memset(dst, 0, bytes);
+    else
+      std::memcpy(dst, src, bytes);
   }
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
+    copy_to_host(dst, src, bytes);
   }
   void copy_to_host_concurrent(void* dst, const void* src, std::size_t bytes) override {
     copy_to_host(dst, src, bytes);
@@ -55,19 +63,24 @@ class CpuDevice final : public Device {
     copy_from_host(dst, src, bytes);
   }
   void fill_zero(void* dst, std::size_t bytes) override {
-    if (bytes > 0) std::memset(dst, 0, bytes);
+    if (bytes > 0 && !sim::is_placeholder(dst)) std::memset(dst, 0, bytes);
   }
+  // This rank's share of the free memory (under SMPI every simulated rank lives in this process).
   std::size_t memory_available() const override {
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
-                                 : SIZE_MAX;
+    if (pages <= 0 || page <= 0) return SIZE_MAX;
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) /
+           static_cast<std::size_t>(sim::ranks_per_process());
   }
   void synchronize() override {}
   std::unique_ptr<IntervalTimer> make_timer() override { return std::make_unique<WallTimer>(); }
   void* stream() const override { return nullptr; }
 
  protected:
-  Buffer allocate(std::size_t bytes) override { return host_alloc(bytes); }
+  Buffer allocate(std::size_t bytes) override {
+    Buffer b = sim::alloc_placeholder(bytes);  // modeled compute's large buffers
+    return b.data() ? std::move(b) : host_alloc(bytes);
+  }
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "common/errors.hpp"
@@ -24,6 +26,11 @@ namespace {
 // executable's data per rank, and every kernel seam (attention engine, MoE ops) reads it
 // without a context to pass it through.
 double g_modeled_flops = 0;
+// This rank's live placeholders (begin address -> bytes) and the KeepData scopes open on it.
+// Globals for the same reason: SMPI gives each rank its own copy.
+std::map<std::uintptr_t, std::size_t> g_placeholders;
+PlaceholderCounters g_placeholder_counters;
+int g_keep_data = 0;
 
 [[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -84,7 +91,8 @@ void validate(const std::string& backend, const std::string& transport, const st
       "--sim-flops F";
   if (backend == "cuda") throw UsageError("--backend cuda" + why);
   if (transport == "nccl") throw UsageError("--transport nccl" + why);
-  if (dtype == "bf16") throw UsageError("--dtype bf16" + why);
+  if (dtype == "bf16" && !modeled())
+    throw UsageError("--dtype bf16" + why + " (which takes bf16: its sizes, no values)");
 #if defined(SUITE_SMPI)
   if (modeled() && computation_simulated())
     throw UsageError(
@@ -115,6 +123,55 @@ void inject_flops(double flops) {
 #endif
 }
 
+Buffer alloc_placeholder(std::size_t bytes) {
+#if defined(SUITE_SMPI)
+  if (!modeled() || g_keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
+  void* p = SMPI_SHARED_MALLOC(bytes);
+  if (!p) return {};
+  g_placeholders.emplace(reinterpret_cast<std::uintptr_t>(p), bytes);
+  g_placeholder_counters.live_bytes += static_cast<std::int64_t>(bytes);
+  ++g_placeholder_counters.allocations;
+  return Buffer(p, bytes, [bytes](void* q) {
+    g_placeholders.erase(reinterpret_cast<std::uintptr_t>(q));
+    g_placeholder_counters.live_bytes -= static_cast<std::int64_t>(bytes);
+    SMPI_SHARED_FREE(q);
+  });
+#else
+  (void)bytes;
+  return {};
+#endif
+}
+
+bool is_placeholder(const void* p) {
+  if (g_placeholders.empty() || p == nullptr) return false;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = g_placeholders.upper_bound(a);
+  if (it == g_placeholders.begin()) return false;
+  --it;
+  return a < it->first + it->second;
+}
+
+PlaceholderCounters placeholder_counters() {
+  return g_placeholder_counters;
+}
+
+KeepData::KeepData() {
+  ++g_keep_data;
+}
+KeepData::~KeepData() {
+  --g_keep_data;
+}
+
+int ranks_per_process() {
+#if defined(SUITE_SMPI)
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+#else
+  return 1;
+#endif
+}
+
 Attributes run_attrs() {
 #if defined(SUITE_SMPI)
   int major = 0, minor = 0, patch = 0;
@@ -130,6 +187,10 @@ Attributes run_attrs() {
       {"sim_host_speed", modeled() ? NAN : host_speed},
       {"sim_platform_speed", platform_speed},
       {"sim_compute_scale", modeled() ? NAN : host_speed / platform_speed},
+      {"sim_tensor_data",
+       std::string(modeled() ? "placeholders: buffers of >= 1 MiB are SMPI shared memory, "
+                               "values not held, bytes still sent"
+                             : "real")},
       {"smpi_version", "SimGrid " + std::to_string(major) + "." + std::to_string(minor) + "." +
                            std::to_string(patch)},
       {"watchdog", std::string("off: SMPI build (its thread may not call MPI in the simulator)")},

@@ -13,9 +13,11 @@
 // Outside the SMPI build nothing here changes behaviour: modeled() is false, run_attrs() empty.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
+#include "common/device.hpp"
 #include "common/results.hpp"
 #include "kernels/core/dtype.hpp"
 
@@ -50,6 +52,38 @@ bool modeled();
 double modeled_flops();
 // Advances this rank's simulated clock by flops / F (modeled compute; no-op otherwise).
 void inject_flops(double flops);
+
+// Modeled compute reads no tensor values, so a rank holds none: in modeled mode the CPU device
+// hands out placeholders for buffers of at least kPlaceholderMinBytes. A placeholder is SMPI
+// shared memory (SMPI_SHARED_MALLOC: every one maps the same few physical pages, so memory stays
+// flat however large the tensors); copies and fills into it are skipped, and SMPI sends it
+// without copying the payload, so the simulated wire still carries every byte. Smaller buffers
+// (positions, routing) stay real: the schedule reads them. Outside modeled mode: no placeholders.
+inline constexpr std::size_t kPlaceholderMinBytes = std::size_t{1} << 20;
+// A placeholder of `bytes` when modeled compute is on, bytes >= kPlaceholderMinBytes and no
+// KeepData is alive; an empty Buffer otherwise (the caller allocates real memory).
+Buffer alloc_placeholder(std::size_t bytes);
+// True when p points into a live placeholder.
+bool is_placeholder(const void* p);
+// Placeholders handed out and their bytes (what modeled mode did not allocate for real).
+struct PlaceholderCounters {
+  std::int64_t live_bytes = 0;
+  std::int64_t allocations = 0;
+};
+PlaceholderCounters placeholder_counters();
+// While one is alive on this rank, allocations are real even in modeled mode: for data the
+// host computes on and reads back (e.g. routing decisions).
+class KeepData {
+ public:
+  KeepData();
+  ~KeepData();
+  KeepData(const KeepData&) = delete;
+  KeepData& operator=(const KeepData&) = delete;
+};
+
+// Ranks that share this process's memory: every simulated rank in the SMPI build (SMPI runs them
+// all in one process), 1 elsewhere. Divides the host's free memory into per-rank shares.
+int ranks_per_process();
 
 // File attributes of a simulated run (simulated = 1, platform, compute mode, SMPI version...);
 // empty outside the SMPI build.

@@ -1,6 +1,7 @@
 // Modeled compute's attention engine (common/sim.hpp): the schedule calls it exactly as it calls
 // the CPU engine; it skips the kernels and injects their FLOPs.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,16 @@ namespace {
 using kernels::AttentionParams;
 using kernels::BlockMask;
 
-// Visible (query, key) pairs of one block, from the positions as the kernels read them: key j
-// is visible to query i iff k_pos[j] <= q_pos[i] when causal. O((cq + ck) log ck).
-double visible_pairs(const AttentionParams& p, const std::int64_t* q_pos,
+// Visible (query, key) pairs of one block: from the mask's shape in O(1) (full, causal top-left
+// or bottom-right), else from the positions as the kernels read them: key j is visible to query
+// i iff k_pos[j] <= q_pos[i], in O((cq + ck) log ck).
+double visible_pairs(const AttentionParams& p, BlockMask mask, const std::int64_t* q_pos,
                      const std::int64_t* k_pos) {
   if (!p.causal) return static_cast<double>(p.cq) * static_cast<double>(p.ck);
+  if (mask != BlockMask::positions)
+    return static_cast<double>(kernels::structured_visible_pairs(mask, p.cq, p.ck));
+  if (q_pos == nullptr || k_pos == nullptr)
+    throw std::logic_error("modeled attention: a positions mask without positions");
   std::vector<std::int64_t> keys(k_pos, k_pos + p.ck);
   if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
   double n = 0;
@@ -36,9 +42,9 @@ class ModeledAttentionEngine final : public kernels::AttentionEngine {
   }
   std::size_t lse_elem_size() const override { return dtype_size(dtype_); }
   // 4 d a FLOPs per visible pair (QK^T and PV), as the ring's and Ulysses' counts say.
-  void forward(const AttentionParams& p, BlockMask, const void*, const void*, const void*,
+  void forward(const AttentionParams& p, BlockMask mask, const void*, const void*, const void*,
                const std::int64_t* q_pos, const std::int64_t* k_pos, void*, void*) override {
-    compute(4.0 * p.head_dim * p.heads * visible_pairs(p, q_pos, k_pos));
+    compute(4.0 * p.head_dim * p.heads * visible_pairs(p, mask, q_pos, k_pos));
   }
   void merge(std::int64_t, int, int, const void*, std::int64_t, const void*, const void*,
              std::int64_t, const void*, void*, std::int64_t, void*) override {}
@@ -46,10 +52,10 @@ class ModeledAttentionEngine final : public kernels::AttentionEngine {
   void backward_delta(std::int64_t, int, int, const void*, const void*, std::int64_t,
                       void*) override {}
   // 10 d a FLOPs per visible pair (the backward's five matrix products).
-  void backward(const AttentionParams& p, BlockMask, const void*, const void*, const void*,
+  void backward(const AttentionParams& p, BlockMask mask, const void*, const void*, const void*,
                 const void*, const void*, const void*, const void*, const std::int64_t* q_pos,
                 const std::int64_t* k_pos, void*, void*, void*) override {
-    compute(10.0 * p.head_dim * p.heads * visible_pairs(p, q_pos, k_pos));
+    compute(10.0 * p.head_dim * p.heads * visible_pairs(p, mask, q_pos, k_pos));
   }
   void accumulate(void*, DType, const void*, std::int64_t) override {}
   void set_progress_hook(std::function<void()> hook) override { hook_ = std::move(hook); }

@@ -8,6 +8,7 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "common/errors.hpp"
+#include "common/sim.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::ring {
@@ -73,8 +74,7 @@ void RingAttention::Impl::ring_round(int src, const Buffer& block) {
         const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
         const std::byte* k = at(block, k_off, e);
         const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
-        attend(bi, qi, k, v, cfg.kv_row(), ks.count,
-               k_pos[src].as<std::int64_t>() + ks.local_offset, *mask);
+        attend(bi, qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), *mask);
       }
 }
 
@@ -107,7 +107,7 @@ void RingAttention::Impl::attend_gathered() {
       const auto [ck, mask] = gathered_keys(my_segs()[qi]);
       const std::byte* k = at(k_all, bi * kv_head_row, e);
       const std::byte* v = at(v_all, bi * kv_head_row, e);
-      attend(bi, qi, k, v, cfg.kv_row(), ck, all_pos.as<std::int64_t>(), mask);
+      attend(bi, qi, k, v, cfg.kv_row(), ck, all_pos.as<std::int64_t>(), mask);  // null: modeled
     }
 }
 
@@ -138,22 +138,31 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     device.copy_from_host(b.data(), bytes.data(), bytes.size());
     return b;
   };
+  // Modeled compute reads no values (common/sim.hpp): the tensors stay placeholders.
+  generate_inputs = generate_inputs && !sim::modeled();
   auto input = [&](InputTensor which, int heads) {
     if (generate_inputs)
       return upload(attention_input(seed, which, q_positions_, cfg.batch, heads, cfg.head_dim));
     return device.alloc(static_cast<std::size_t>(cfg.c * cfg.batch * heads * cfg.head_dim) * m.e);
   };
   auto upload_pos = [&](const std::vector<std::int64_t>& pos) {
+    sim::KeepData keep;  // the mask reads them, modeled compute too
     Buffer b =
         device.alloc(static_cast<std::size_t>(pos_bytes(static_cast<std::int64_t>(pos.size()))));
     device.copy_from_host(b.data(), pos.data(), b.bytes());
     return b;
   };
+  // Only a `positions` mask (a causal striped pair) reads the keys' positions; modeled compute
+  // counts every other mask from its shape, so it keeps none (N_c blocks of c each would grow
+  // with the ring).
+  const bool key_positions = !sim::modeled() || (cfg.causal && cfg.layout == Layout::striped);
 
   const std::int64_t q_bytes = cfg.c * cfg.q_row() * static_cast<std::int64_t>(m.e);
   m.q = input(InputTensor::q, cfg.heads);
   m.o = device.alloc(static_cast<std::size_t>(q_bytes));
-  {
+  if (sim::modeled()) {
+    m.kv_local = device.alloc(static_cast<std::size_t>(m.block_bytes()));
+  } else {
     auto k =
         attention_input(seed, InputTensor::k, q_positions_, cfg.batch, cfg.kv_heads, cfg.head_dim);
     auto v =
@@ -162,7 +171,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     m.kv_local = upload(k);
   }
   m.q_pos = upload_pos(q_positions_);
-  for (int r = 0; r < cfg.n_c; ++r)
+  for (int r = 0; r < cfg.n_c && key_positions; ++r)
     m.k_pos.push_back(upload_pos(rank_positions(cfg.layout, r, cfg.n_c, cfg.c)));
   const std::int64_t lse_run_bytes =
       cfg.batch * cfg.heads * cfg.c * static_cast<std::int64_t>(m.lse_e);
@@ -186,7 +195,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     const std::int64_t half = m.block_bytes() * cfg.n_c / 2;  // K (or V) of all s tokens
     m.k_all = device.alloc(static_cast<std::size_t>(half));
     m.v_all = device.alloc(static_cast<std::size_t>(half));
-    m.all_pos = upload_pos(gathered_positions(cfg));
+    if (key_positions) m.all_pos = upload_pos(gathered_positions(cfg));
     // The method keeps Q, O, its own K/V and the N_c gathered blocks; laying them out again in
     // token order (k_all, v_all) is this implementation's scratch.
     method_bytes_ = 2 * q_bytes + m.block_bytes() + m.block_bytes() * cfg.n_c;
@@ -232,8 +241,18 @@ std::int64_t RingAttention::estimate_bytes(const RingConfig& cfg) {
           ? 0
           : q_bytes + cfg.c * cfg.q_row() * 8 + lse / 2 +
                 (cfg.variant == Variant::ring ? 3 * grad_block : (2 * cfg.n_c + 1) * grad_block);
-  if (cfg.variant == Variant::ring) return 3 * q_bytes + 3 * block + lse + pos + bwd;
-  return 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos + bwd;
+  const std::int64_t all = cfg.variant == Variant::ring
+                               ? 3 * q_bytes + 3 * block + lse + pos + bwd
+                               : 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos + bwd;
+  if (!sim::modeled()) return all;
+  // Modeled: the own positions, the keys' only where a positions mask reads them (and the
+  // gathered ones), and the few buffers below the placeholder size (log-sum-exp partials).
+  const bool keys = cfg.causal && cfg.layout == Layout::striped;
+  const std::int64_t real_pos =
+      pos_bytes(cfg.c) * (keys ? 1 + cfg.n_c : 1) +
+      (keys && cfg.variant == Variant::allgather ? pos_bytes(cfg.s()) : 0);
+  return real_pos +
+         std::min<std::int64_t>(all, 4 * static_cast<std::int64_t>(sim::kPlaceholderMinBytes));
 }
 
 std::int64_t RingAttention::fallbacks() const {

@@ -94,7 +94,9 @@ class RingAttention {
   // Blocks whose mask the kernel could not express (vendor kernels fall back to the suite's).
   std::int64_t fallbacks() const;
 
-  // Estimated bytes the constructor allocates for cfg (to refuse a case before allocating).
+  // Estimated bytes the constructor allocates for cfg and holds in memory (to refuse a case
+  // before allocating): under modeled compute only what stays real, the positions and the
+  // buffers below the placeholder size (common/sim.hpp).
   static std::int64_t estimate_bytes(const RingConfig& cfg);
 
  private:

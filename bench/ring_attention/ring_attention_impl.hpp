@@ -50,7 +50,7 @@ struct RingAttention::Impl {
   Buffer dkv_all, dkv_packed;               // all-gather: dK/dV of all s tokens; packed per owner
   int own_dkv = 0;                          // which travel buffer holds this rank's final dK/dV
   DType grad_t = DType::fp32;               // engine.grad_type()
-  std::vector<Buffer> k_pos;                // per source rank
+  std::vector<Buffer> k_pos;                // per source rank (none under modeled compute)
   Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
   std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
   std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
@@ -109,6 +109,13 @@ struct RingAttention::Impl {
   }
   std::int64_t block_bytes() const { return cfg.kv_block_elems() * static_cast<std::int64_t>(e); }
   const std::vector<Segment>& my_segs() const { return csegs[rank]; }
+  // Positions of key segment ks of rank src's block; nullptr where modeled compute keeps none
+  // (it counts structured masks from their shape and refuses a `positions` mask without them).
+  const std::int64_t* key_positions(int src, const Segment& ks) const {
+    return k_pos.empty()
+               ? nullptr
+               : k_pos[static_cast<std::size_t>(src)].as<std::int64_t>() + ks.local_offset;
+  }
 
   AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv) const {
     AttentionParams p =

@@ -76,9 +76,9 @@ void RingAttention::Impl::backward_round(int src, const Buffer& block, const Buf
         engine.backward(params(qs.count, ks.count, cfg.kv_row()), *mask, at(q, q_off, e),
                         at(block, k_off, e), at(block, v_half + k_off, e), at(o, q_off, e),
                         at(d_o, q_off, e), at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
-                        q_pos.as<std::int64_t>() + qs.local_offset,
-                        k_pos[src].as<std::int64_t>() + ks.local_offset, at(dq, q_off, ge),
-                        at(dkv_part, k_off, ge), at(dkv_part, v_half + k_off, ge));
+                        q_pos.as<std::int64_t>() + qs.local_offset, key_positions(src, ks),
+                        at(dq, q_off, ge), at(dkv_part, k_off, ge),
+                        at(dkv_part, v_half + k_off, ge));
       }
 }
 

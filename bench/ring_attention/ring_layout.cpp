@@ -74,6 +74,11 @@ std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool 
 
 std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal) {
   if (!causal) return q.count * k.count;
+  if (q.stride == 1 && k.stride == 1) {  // query i sees min(count, start_q + i - start_k + 1)
+    const std::int64_t off = q.start - k.start;
+    return kernels::clamped_prefix_sum(off + q.count, k.count) -
+           kernels::clamped_prefix_sum(off, k.count);
+  }
   std::int64_t n = 0;
   for (std::int64_t i = 0; i < q.count; ++i) {
     const std::int64_t p = q.position(i);

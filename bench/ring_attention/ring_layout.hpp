@@ -49,7 +49,7 @@ std::vector<std::int64_t> rank_positions(Layout l, int rank, int n_c, std::int64
 std::optional<kernels::BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal);
 
 // Exact number of visible (query, key) pairs between two segments (key position <= query
-// position when causal), in O(q.count) time.
+// position when causal): O(1) for runs of consecutive positions, O(q.count) for strided ones.
 std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal);
 
 // The rank whose K/V block `rank` holds in round `round` of the ring: (rank - round) mod n_c.

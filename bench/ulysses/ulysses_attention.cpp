@@ -2,13 +2,18 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ulysses/head_transpose.hpp"
+#include "common/sim.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::ulysses {
 namespace {
 
-Buffer upload(Device& device, const std::vector<double>& values, DType t) {
-  auto bytes = encode(values, t);
+// An input tensor of `elems` values drawn by make(); under modeled compute a placeholder that
+// holds none (common/sim.hpp).
+template <class Make>
+Buffer upload(Device& device, std::int64_t elems, DType t, Make&& make) {
+  if (sim::modeled()) return device.alloc(static_cast<std::size_t>(elems) * dtype_size(t));
+  auto bytes = encode(make(), t);
   Buffer b = device.alloc(bytes.size());
   device.copy_from_host(b.data(), bytes.data(), bytes.size());
   return b;
@@ -28,18 +33,14 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
                     group_positions.begin() + (group.rank() + 1) * t);
   if (cfg.u == 1) return;
   using ring::InputTensor;
-  q_ = upload(
-      device,
-      ring::attention_input(seed, InputTensor::q, positions_, cfg.batch, cfg.heads, cfg.head_dim),
-      cfg.dtype);
-  k_ = upload(device,
-              ring::attention_input(seed, InputTensor::k, positions_, cfg.batch, cfg.kv_heads,
-                                    cfg.head_dim),
-              cfg.dtype);
-  v_ = upload(device,
-              ring::attention_input(seed, InputTensor::v, positions_, cfg.batch, cfg.kv_heads,
-                                    cfg.head_dim),
-              cfg.dtype);
+  auto input = [&](InputTensor which, int heads) {
+    return upload(device, t * cfg.batch * heads * cfg.head_dim, cfg.dtype, [&] {
+      return ring::attention_input(seed, which, positions_, cfg.batch, heads, cfg.head_dim);
+    });
+  };
+  q_ = input(InputTensor::q, cfg.heads);
+  k_ = input(InputTensor::k, cfg.kv_heads);
+  v_ = input(InputTensor::v, cfg.kv_heads);
   const std::size_t e = dtype_size(cfg.dtype);
   const std::size_t kv_packed =
       static_cast<std::size_t>(cfg.u * t * cfg.batch * cfg.kv_heads_per_rank() * cfg.head_dim) * e;
@@ -54,10 +55,7 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
     dkv_t_ = cfg.grad_dtype == engine.grad_type() ? cfg.dtype : cfg.grad_dtype;
     const std::size_t kv_t = dtype_size(dkv_t_);
     const std::size_t kv_rows = kv_packed / e;  // elements of one packed K (or V)
-    do_ = upload(device,
-                 ring::attention_input(seed, ring::InputTensor::d_o, positions_, cfg.batch,
-                                       cfg.heads, cfg.head_dim),
-                 cfg.dtype);
+    do_ = input(InputTensor::d_o, cfg.heads);
     do_send_ = device.alloc(q_.bytes());
     if (engine.grad_type() != cfg.dtype) dq_cast_ = device.alloc(q_.bytes());
     if (dkv_t_ != cfg.grad_dtype) dkv_cast_ = device.alloc(2 * kv_rows * kv_t);

@@ -24,6 +24,16 @@ std::string_view block_mask_name(BlockMask m) {
   return "?";
 }
 
+std::int64_t structured_visible_pairs(BlockMask m, std::int64_t cq, std::int64_t ck) {
+  if (cq <= 0 || ck <= 0) return 0;
+  if (m == BlockMask::full) return cq * ck;
+  if (m == BlockMask::positions)
+    throw std::invalid_argument("structured_visible_pairs: a positions mask has no shape");
+  // Query i sees min(ck, max(0, i + off + 1)) keys: off 0 (top-left), ck - cq (bottom-right).
+  const std::int64_t off = m == BlockMask::causal_top_left ? 0 : ck - cq;
+  return clamped_prefix_sum(off + cq, ck) - clamped_prefix_sum(off, ck);
+}
+
 std::optional<AttnKernelChoice> parse_attn_kernel(std::string_view s) {
   if (s == "auto") return AttnKernelChoice::automatic;
   if (s == "suite") return AttnKernelChoice::suite;

@@ -30,6 +30,11 @@ enum class BlockMask {
 
 std::string_view block_mask_name(BlockMask m);
 
+// Visible (query, key) pairs of a cq x ck block whose mask has a structure (not `positions`), in
+// O(1): what a kernel computes, for FLOP counts that need no positions. Throws
+// std::invalid_argument for `positions`.
+std::int64_t structured_visible_pairs(BlockMask m, std::int64_t cq, std::int64_t ck);
+
 // --attn-kernel: auto (cuDNN when available on the cuda backend, else the suite's kernel),
 // suite (the suite's own kernel), cudnn (fails when this build or machine has no cuDNN).
 enum class AttnKernelChoice { automatic, suite, cudnn };

@@ -67,6 +67,14 @@ SUITE_HD inline bool key_visible(bool causal, std::int64_t q_pos, std::int64_t k
   return !causal || k_pos <= q_pos;
 }
 
+// sum over x = 1..n of min(x, cap), 0 for n <= 0: the visible keys of consecutive causal
+// queries (query i sees min(ck, i + offset + 1) keys) summed in O(1).
+SUITE_HD inline std::int64_t clamped_prefix_sum(std::int64_t n, std::int64_t cap) {
+  if (n <= 0) return 0;
+  if (n <= cap) return n * (n + 1) / 2;
+  return cap * (cap + 1) / 2 + (n - cap) * cap;
+}
+
 // GQA: query head h reads K/V head h / g with g = heads / kv_heads.
 SUITE_HD inline int kv_head_for(int q_head, int heads, int kv_heads) {
   return q_head / (heads / kv_heads);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "bench/ring_attention/ring_layout.hpp"
@@ -60,6 +61,8 @@ TEST_P(RingLayoutTest, MaskHintsAndPairCountsMatchPositions) {
               continue;
             }
             if (*mask == BlockMask::positions) continue;
+            // Modeled compute counts a structured block from its shape alone.
+            EXPECT_EQ(kernels::structured_visible_pairs(*mask, q.count, k.count), brute);
             for (std::int64_t i = 0; i < q.count; ++i)
               for (std::int64_t j = 0; j < k.count; ++j)
                 ASSERT_EQ(visible_by_mask(*mask, i, j, q.count, k.count),
@@ -73,6 +76,23 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, RingLayoutTest,
     ::testing::Combine(::testing::Values(Layout::contiguous, Layout::zigzag, Layout::striped),
                        ::testing::Values(1, 2, 3, 4), ::testing::Values<std::int64_t>(2, 6, 16)));
+
+TEST(RingLayout, StructuredPairCountsMatchTheMaskForAnyShape) {
+  // Top-left and bottom-right masks of every small shape, wider and taller than square (the
+  // all-gather variant's queries see a bottom-right prefix of all keys), against brute force.
+  for (BlockMask m : {BlockMask::full, BlockMask::causal_top_left, BlockMask::causal_bottom_right})
+    for (std::int64_t cq = 0; cq <= 9; ++cq)
+      for (std::int64_t ck = 0; ck <= 9; ++ck) {
+        std::int64_t brute = 0;
+        for (std::int64_t i = 0; i < cq; ++i)
+          for (std::int64_t j = 0; j < ck; ++j)
+            brute += visible_by_mask(m, i, j, cq, ck);
+        EXPECT_EQ(kernels::structured_visible_pairs(m, cq, ck), brute)
+            << block_mask_name(m) << " " << cq << "x" << ck;
+      }
+  EXPECT_THROW(kernels::structured_visible_pairs(BlockMask::positions, 4, 4),
+               std::invalid_argument);
+}
 
 TEST(RingLayout, ZigzagBalancesCausalWork) {
   // Every rank does the same work over the ring: chunks r and 2N-1-r pair up.
