@@ -7,14 +7,17 @@ writes the platform file and the hostfile, runs `smpirun` on the SMPI build of B
 (`make sim`: build-sim/bin), and leaves what a real run leaves: the results file (`--out`,
 default results/sim/<bench>_<platform>_<UTC>.h5; its attributes say `simulated = 1`, the
 platform, the compute mode and SMPI's version), the platform and hostfile beside it
-(<stem>.platform.xml, <stem>.hosts), the run's log and wall time (<stem>.sim.json) and the
+(<stem>.platform.xml, <stem>.hosts), the run's wall time and peak memory (PSS and RSS,
+<stem>.sim.json) and the
 plots (<stem>_plots/). FLAGS are the benchmark's own (after `--`).
 
 Compute, recorded in the results:
   executed (default)  kernels run on this host; SMPI injects each burst's CPU time scaled by
                       --host-speed / --speed (both default to the platform's speed: 1:1)
   modeled             --sim-flops F: attention and GEMM kernels skipped, their exact FLOPs
-                      injected at F FLOP/s (e.g. a GPU's rate from kernel_bench); checks skipped
+                      injected at F FLOP/s (e.g. a GPU's rate from kernel_bench); checks skipped;
+                      tensors of 1 MiB and more are placeholders (SMPI shared memory: no values,
+                      memory flat in the sizes, every byte still sent), so --dtype bf16 works
 
 Platform presets and their links: scripts/sim_platform.py --list. Bad input (an unknown preset
 or link, more ranks than hosts, a non-positive --sim-flops, a missing SMPI build) is one
@@ -38,10 +41,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from process_memory import PeakMemory  # noqa: E402
 from sim_platform import PRESETS, PlatformError, make_platform, write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "harness_overhead")
+SHARED_BLOCK_BYTES = 1 << 26
 SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
 
@@ -133,6 +138,11 @@ def check(args: argparse.Namespace):
 def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: Path,
                     flags: list[str]) -> list[str]:
     cfg = ["network/model:CM02",  # max-min sharing, no calibration factors: plain alpha-beta
+           # Without cross traffic: SimGrid otherwise sends each flow's acknowledgements back as
+           # 5% of its bytes, so a ring, whose every link carries a flow each way, moved at
+           # 1/1.05 of the link (measured 0.952x at 1 GB/s); with it off a block of B bytes takes
+           # exactly B / bw plus the route's latency, the alpha-beta the tests hold it to.
+           "network/crosstraffic:0",
            "network/loopback-bw:1e12", "network/loopback-lat:0",
            # Open MPI's collective algorithms, but for all-reduce (Rabenseifner: recursive-halving
            # reduce-scatter + recursive-doubling all-gather), reduce-scatter (recursive halving),
@@ -155,7 +165,11 @@ def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: P
     if soname:
         cfg.append(f"smpi/privatize-libs:{soname}")
     if args.sim_flops:
-        cfg.append("smpi/simulate-computation:no")
+        # Modeled compute's tensors are SMPI shared memory (common/sim.hpp), which maps one
+        # block over and over: 64 MiB blocks keep 1024 ranks of real model sizes far below the
+        # kernel's 65530 mappings per process that the 1 MiB default would exceed.
+        cfg += ["smpi/simulate-computation:no", "smpi/shared-malloc:global",
+                f"smpi/shared-malloc-blocksize:{SHARED_BLOCK_BYTES}"]
     else:
         cfg.append(f"smpi/host-speed:{args.host_speed or platform.speed:.9g}f")
     cmd = [args.smpirun, "-np", str(args.ranks), "-platform", str(xml), "-hostfile", str(hosts),
@@ -170,19 +184,20 @@ def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: P
     return cmd + ["-h" if f == "--help" else f for f in flags]
 
 
-def run_streaming(cmd: list[str], env: dict[str, str], err_file: Path) -> subprocess.CompletedProcess:
+def run_streaming(cmd: list[str], env: dict[str, str], err_file: Path
+                  ) -> tuple[subprocess.CompletedProcess, PeakMemory]:
     """Runs smpirun with its stdout passed on as it comes (less smpirun's own report of a failed
-    run: the benchmark's message says it), its stderr collected."""
+    run: the benchmark's message says it), its stderr collected, its memory sampled."""
     with open(err_file, "w+") as err:
         with subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=err,
-                              text=True) as proc:
+                              text=True) as proc, PeakMemory(proc.pid) as memory:
             assert proc.stdout is not None
             for line in proc.stdout:
                 if not (line.startswith("Execution failed with code") or " --cfg=" in line):
                     sys.stdout.write(line)
                     sys.stdout.flush()
         err.seek(0)
-        return subprocess.CompletedProcess(cmd, proc.returncode, "", err.read())
+        return subprocess.CompletedProcess(cmd, proc.returncode, "", err.read()), memory
 
 
 def default_out(args: argparse.Namespace) -> Path:
@@ -214,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         print("+ " + " ".join(cmd), flush=True)
         start = time.monotonic()
-        proc = run_streaming(cmd, env, Path(tmp) / "stderr.txt")
+        proc, memory = run_streaming(cmd, env, Path(tmp) / "stderr.txt")
         wall = time.monotonic() - start
         if proc.returncode == 2:  # the benchmark refused its input: its message alone
             sys.stderr.write("".join(line for line in proc.stderr.splitlines(keepends=True)
@@ -229,13 +244,18 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(xml, out.parent / xml.name)
         shutil.copyfile(hosts, out.parent / hosts.name)
     m = re.search(r"Simulated time: ([0-9.eE+-]+)", proc.stderr)
+    # Every simulated rank lives in smpirun's one process. PSS is the memory it really took;
+    # RSS counts each mapping of modeled compute's shared placeholder block again
+    # (process_memory.py).
     summary = {"bench": args.bench, "platform": platform.name, "detail": platform.detail(),
                "ranks": args.ranks, "compute": "modeled" if args.sim_flops else "executed",
                "sim_flops": args.sim_flops, "wall_s": round(wall, 3),
+               "peak_pss_bytes": memory.peak_pss, "peak_rss_bytes": memory.peak_rss,
                "simulated_s": float(m.group(1)) if m else None, "command": cmd}
     (out.parent / f"{stem}.sim.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"simulated {args.ranks} ranks on {platform.name} in {wall:.1f} s of wall time; "
-          f"results: {out}")
+    print(f"simulated {args.ranks} ranks on {platform.name} in {wall:.1f} s of wall time, peak "
+          f"memory {memory.peak_pss / 2**30:.2f} GiB (PSS; RSS {memory.peak_rss / 2**30:.2f} GiB "
+          f"counts shared mappings each time); results: {out}")
     if not args.no_plot:
         subprocess.run([args.python, str(REPO / "scripts" / "plot.py"), str(out), "--out",
                         str(out.parent / f"{stem}_plots")], check=False)

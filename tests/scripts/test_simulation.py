@@ -217,3 +217,34 @@ def test_history_gives_a_simulated_run_its_own_line(results_writer, tmp_path):
     systems = [l.split()[1] for l in proc.stdout.splitlines() if l.strip().startswith("system ")]
     assert len(systems) == 2 and sum("_sim-flat-executed-" in s for s in systems) == 1
     assert "-50.0%" not in proc.stdout  # the simulated run is not a change of the measured one
+
+
+def test_the_demo_sweeps_from_a_quarter_to_four_times_c_star():
+    import sim_ring_demo
+    for c_star in (137.0, 215.0, 469.0, 2000.0):
+        blocks = sim_ring_demo.blocks_around(c_star, 8)
+        assert blocks == sorted(set(blocks)) and all(b % 16 == 0 and b >= 16 for b in blocks)
+        assert abs(blocks[0] - c_star / 4) <= 8 and abs(blocks[-1] - 4 * c_star) <= 8
+        assert len(blocks) >= 6
+
+
+def test_peak_memory_counts_shared_pages_once_in_pss(tmp_path):
+    """A child that maps one 64 MiB shared file four times and touches it: RSS counts it four
+    times, PSS once (what modeled compute's placeholders look like to the kernel)."""
+    import subprocess
+    import sys
+    import process_memory
+    code = ("import mmap,os,sys,time\n"
+            "fd=os.open(sys.argv[1],os.O_RDWR|os.O_CREAT); os.ftruncate(fd,64<<20)\n"
+            "maps=[mmap.mmap(fd,64<<20) for _ in range(4)]\n"
+            "for m in maps:\n"
+            "  for i in range(0,64<<20,4096): m[i]\n"
+            "print('ready',flush=True); time.sleep(30)\n")
+    with subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "block")],
+                          stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout.readline().strip() == "ready"
+        peak = process_memory.PeakMemory(proc.pid)
+        peak.sample()
+        proc.kill()
+    assert peak.peak_rss >= 4 * (60 << 20)
+    assert (60 << 20) <= peak.peak_pss < 2 * (64 << 20)
