@@ -5,6 +5,7 @@
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
 #include "common/pass_list.hpp"
+#include "common/sim.hpp"
 #include "common/size_list.hpp"
 
 namespace {
@@ -112,8 +113,11 @@ int main(int argc, char** argv) {
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ring::ring_cases(ctx, make_sweep(o, ctx.dtype));
   };
-  def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
-    suite::ring::print_ring_table(records);
+  def.summarize = [](const suite::BenchContext& ctx,
+                     const std::vector<suite::CaseRecord>& records) {
+    const bool shaped = ctx.opts.link.rfind("shaped", 0) == 0;  // a real link (shaped_link.py)
+    suite::ring::print_ring_table(
+        records, ctx.backend == suite::Backend::cpu && !suite::sim::kSmpiBuild && !shaped);
   };
   return suite::run_benchmark(argc, argv, def);
 }

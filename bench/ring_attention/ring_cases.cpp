@@ -100,7 +100,7 @@ const char* check_word(const CaseRecord& r) {
 
 }  // namespace
 
-void print_ring_table(const std::vector<CaseRecord>& records) {
+void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory_cpu) {
   if (records.empty()) return;
   std::printf(
       "\nRing attention, forward (median = max over ranks; F, W measured in this run; c* = the "
@@ -120,6 +120,13 @@ void print_ring_table(const std::vector<CaseRecord>& records) {
         attr_number(r, "lockstep_blocks"), attr_number(r, "pred_lockstep_blocks"),
         attr_number(r, "efficiency_vs_ideal_fwd"), check_word(r));
   }
+  if (shared_memory_cpu)
+    std::printf(
+        "note: CPU ranks on one host exchange through shared memory: the copy is done by the "
+        "cores that compute,\n      so the transfer has nothing to hide behind (eff here is "
+        "noise, not overlap). Overlap is real on a link: a shaped one\n      "
+        "(scripts/shaped_link.py, --link "
+        "shaped-1g), a simulated one (scripts/simulate.py) or a GPU's.\n");
   bool any_step = false;
   for (const auto& r : records)
     any_step = any_step || param_text(r, "pass") == "fwd_bwd";

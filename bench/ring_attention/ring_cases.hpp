@@ -30,6 +30,8 @@ struct RingSweep {
 // context-parallel group (the job, or --cp consecutive ranks: BenchDefinition::group_size).
 std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep);
 
-void print_ring_table(const std::vector<CaseRecord>& records);
+// shared_memory_cpu: CPU ranks exchanging through the host's memory (no simulator, no real
+// link), where the table says why the transfer cannot hide.
+void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory_cpu);
 
 }  // namespace suite::ring
