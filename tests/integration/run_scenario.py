@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -20,11 +21,36 @@ import h5py
 import numpy as np
 
 
+# Bounds on wall time are relative to what this host takes now: a job that starts and leaves at
+# once (`--help` on the same ranks), timed in the same scenario. A refusal or a watchdog abort
+# must end within QUICK_FACTOR times that (and never under the floor the bound had before):
+# a slower, faster or busier CPU scales both, while a refusal that waits for a timeout or
+# touches the memory it refused takes far longer.
+QUICK_FACTOR = 10.0
+
+
 class Env:
     def __init__(self, bin_dir: Path, mpiexec: str, workdir: Path):
         self.bin_dir = bin_dir
         self.mpiexec = mpiexec
         self.workdir = workdir
+        self._startup_s: dict[tuple[int, str], float] = {}
+
+    def startup_s(self, np_: int, binary: str) -> float:
+        """Wall time of `binary --help` on `np_` ranks (launch, MPI set-up, exit), measured once
+        per scenario: the reference for bounds on how quickly a job must end."""
+        key = (np_, binary)
+        if key not in self._startup_s:
+            proc = self.mpirun(np_, binary, "--help", timeout=240)
+            expect(proc.returncode == 0, f"reference run {binary} --help failed", proc)
+            self._startup_s[key] = proc.elapsed  # type: ignore[attr-defined]
+        return self._startup_s[key]
+
+    def quick_limit_s(self, np_: int, binary: str, extra_s: float = 0.0, floor_s: float = 30.0) -> float:
+        """How long a job of `binary` on `np_` ranks that must end at once (plus `extra_s` of
+        deliberate waiting) may take here: QUICK_FACTOR x (reference start-up + extra_s), at
+        least `floor_s`."""
+        return max(floor_s, QUICK_FACTOR * (self.startup_s(np_, binary) + extra_s))
 
     def mpirun(self, np_: int, binary: str, *args: str, extra_env: dict | None = None,
                timeout: float = 240) -> subprocess.CompletedProcess:
@@ -41,9 +67,12 @@ class Env:
         return proc
 
     def mpirun_stopping(self, np_: int, rank: int, after_s: float, binary: str, *args: str,
-                        timeout: float = 120) -> subprocess.CompletedProcess:
-        """Like mpirun, but freezes rank `rank` with SIGSTOP `after_s` seconds in (a rank hung
-        mid-step), and returns once the job has ended."""
+                        timeout: float = 180, after_line: str = "[1/") -> subprocess.CompletedProcess:
+        """Like mpirun, but freezes rank `rank` with SIGSTOP (a rank hung mid-step) `after_s`
+        seconds after rank 0 printed a line starting with `after_line` (default: the first
+        case's progress line, so the ranks are past start-up however long this host takes for
+        it), and returns once the job has ended. `proc.stopped` counts the processes frozen;
+        a job still running after `timeout` seconds is killed (SIGCONT, SIGTERM, SIGKILL)."""
         env = dict(os.environ)
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "OMPI_MCA_rmaps_base_oversubscribe": "1"})
@@ -52,25 +81,71 @@ class Env:
         start = time.monotonic()
         popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                  cwd=self.workdir)
-        time.sleep(after_s)
-        # The rank: its executable and rank variable, and a descendant of this job's launcher.
-        # Tests run side by side (ctest -j): another job's rank of the same executable must not
-        # be frozen (it was, once, and hung that job until its harness timed out).
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if not open(f"/proc/{pid}/cmdline").read().startswith(exe):
+        out: list[str] = []
+        err: list[str] = []
+        started = threading.Event()
+
+        def pump(stream, sink: list[str], marker: str | None) -> None:
+            for line in stream:
+                sink.append(line)
+                if marker is not None and line.startswith(marker):
+                    started.set()
+
+        pumps = [threading.Thread(target=pump, args=(popen.stdout, out, None), daemon=True),
+                 threading.Thread(target=pump, args=(popen.stderr, err, after_line), daemon=True)]
+        for t in pumps:
+            t.start()
+        deadline = start + timeout
+        while not started.wait(0.1) and popen.poll() is None and time.monotonic() < deadline:
+            pass
+        frozen: list[int] = []
+        if started.is_set():
+            time.sleep(after_s)
+            # The rank: its executable and rank variable, and a descendant of this job's launcher.
+            # Tests run side by side (ctest -j): another job's rank of the same executable must
+            # not be frozen (it was, once, and hung that job until its harness timed out).
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if not open(f"/proc/{pid}/cmdline").read().startswith(exe):
+                        continue
+                    environ = open(f"/proc/{pid}/environ").read().split("\0")
+                except OSError:
                     continue
-                environ = open(f"/proc/{pid}/environ").read().split("\0")
-            except OSError:
-                continue
-            if f"OMPI_COMM_WORLD_RANK={rank}" in environ and descends_from(int(pid), popen.pid):
-                os.kill(int(pid), signal.SIGSTOP)
-        out, err = popen.communicate(timeout=timeout)
-        proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+                if f"OMPI_COMM_WORLD_RANK={rank}" in environ and descends_from(int(pid), popen.pid):
+                    os.kill(int(pid), signal.SIGSTOP)
+                    frozen.append(int(pid))
+        try:
+            popen.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"job still running after {timeout:.0f} s: killing it")
+            job = [int(p) for p in filter(str.isdigit, os.listdir("/proc"))
+                   if int(p) != popen.pid and descends_from(int(p), popen.pid)]
+            for pid in frozen:
+                _signal(pid, signal.SIGCONT)
+            popen.terminate()
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+            for pid in job:
+                _signal(pid, signal.SIGKILL)
+        for t in pumps:
+            t.join(timeout=10)
+        proc = subprocess.CompletedProcess(cmd, popen.returncode, "".join(out), "".join(err))
         proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
-        print(f"$ {' '.join(cmd)} (rank {rank} stopped after {after_s} s)\n-> exit {proc.returncode} "
+        proc.stopped = len(frozen)  # type: ignore[attr-defined]
+        print(f"$ {' '.join(cmd)} (rank {rank}: {len(frozen)} process(es) stopped {after_s} s after "
+              f"{after_line!r}{'' if started.is_set() else ' (never printed)'})\n-> exit {proc.returncode} "
               f"in {proc.elapsed:.1f} s")
         return proc
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def descends_from(pid: int, ancestor: int) -> bool:
@@ -98,12 +173,16 @@ def expect(cond: bool, msg: str, proc: subprocess.CompletedProcess | None = None
 
 
 def expect_refused(env: "Env", binary: str, cases: dict[str, tuple[list[str], str]], ranks: int = 4) -> None:
-    """Each bad input: exit 2, one 'error:' line (rank 0's) naming `needle`, no results file, quickly."""
+    """Each bad input: exit 2, one 'error:' line (rank 0's) naming `needle`, no results file,
+    quickly (within Env.quick_limit_s: relative to a job that only starts and exits, here)."""
+    limit = env.quick_limit_s(ranks, binary)
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad.h5"
-        proc = env.mpirun(ranks, binary, "--backend", "cpu", "--out", str(out), "--iters", "2", *args, timeout=60)
+        proc = env.mpirun(ranks, binary, "--backend", "cpu", "--out", str(out), "--iters", "2", *args,
+                          timeout=2 * limit)
         expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}, expected 2", proc)
-        expect(proc.elapsed < 30, f"{what}: took {proc.elapsed:.0f} s", proc)
+        expect(proc.elapsed < limit, f"{what}: took {proc.elapsed:.1f} s, over {limit:.1f} s "
+               f"({QUICK_FACTOR:g} x the {env.startup_s(ranks, binary):.2f} s of --help)", proc)
         expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
         expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
         expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
@@ -270,12 +349,14 @@ def scenario_bad_input(env: Env) -> None:
         "layer flag typo in collectives mode": (["--attention", "bogus"], "unknown path 'bogus'"),
         "training step without the layer": (["--pass", "fwd_bwd"], "add --mode layer"),
     }
+    limit = env.quick_limit_s(4, "sp_tp")
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad.h5"
         out_args = [] if "--out" in args else ["--out", str(out)]
-        proc = env.mpirun(4, "sp_tp", *args, *out_args, "--iters", "2", timeout=60)
+        proc = env.mpirun(4, "sp_tp", *args, *out_args, "--iters", "2", timeout=2 * limit)
         expect(proc.returncode != 0, f"{what}: exit status 0", proc)
-        expect(proc.elapsed < 30, f"{what}: took {proc.elapsed:.0f} s", proc)
+        expect(proc.elapsed < limit, f"{what}: took {proc.elapsed:.1f} s, over {limit:.1f} s "
+               f"({QUICK_FACTOR:g} x the {env.startup_s(4, 'sp_tp'):.2f} s of --help)", proc)
         expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
         expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
         expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
@@ -299,11 +380,15 @@ def scenario_killed_run(env: Env) -> None:
 
 
 def scenario_watchdog(env: Env) -> None:
-    """Rank 2 stalls in set-up: the job ends within seconds and the stuck rank stands out."""
+    """Rank 2 stalls in set-up: the job ends within seconds of its 3 s timeout and the stuck
+    rank stands out."""
+    # Start-up and the 3 s timeout, 10x, and at least the 60 s this bound always allowed.
+    limit = env.quick_limit_s(3, "sp_tp", extra_s=3, floor_s=60)
     proc = env.mpirun(3, "sp_tp", "--sizes", "3K", "--activation-case", "0", "--iters", "2", "--timeout", "3",
-                      "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "2"}, timeout=90)
+                      "--out", str(env.workdir / "hang.h5"), extra_env={"SUITE_TEST_STALL_RANK": "2"},
+                      timeout=1.5 * limit)
     expect(proc.returncode != 0, "a stalled run exited 0", proc)
-    expect(proc.elapsed < 60, f"watchdog took {proc.elapsed:.0f} s", proc)
+    expect(proc.elapsed < limit, f"watchdog took {proc.elapsed:.1f} s, over {limit:.1f} s", proc)
     lines = [l for l in proc.stderr.splitlines() if "timed out" in l]
     expect(lines, "no timeout message", proc)
     stuck = [l for l in lines if l.startswith("[rank 2 ")]

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 BINARIES = ("sp_tp", "kernel_tests_cuda", "comm_tests", "kernel_bench", "ring_attention",
             "ulysses", "moe")
+SLOW_STEP_S = 8  # a step slowed down (sleep_in): longer than the budget's slack below
 
 
 def _executable(path: Path, text: str) -> None:
@@ -43,7 +44,7 @@ def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "") -> Path:
     for name in BINARIES:
         body = f"echo {name} \"$@\" >> {tmp_path}/calls\n"
         if name == sleep_in:
-            body += "sleep 4\n"
+            body += f"sleep {SLOW_STEP_S}\n"
         if name == fail_in:
             body += "exit 3\n"
         _executable(bundle / "bin" / name, "#!/bin/bash\n" + body)
@@ -105,10 +106,12 @@ def test_every_step_runs_and_is_summarised(tmp_path: Path) -> None:
 
 
 def test_a_spent_budget_skips_the_rest_but_still_summarises(tmp_path: Path) -> None:
-    # 30 s are kept for the summary and a step needs 20 s of room: with a 52 s budget only
-    # the first step (the kernel tests, slowed to 4 s here) has room.
+    # 30 s are kept for the summary and a step needs 20 s of room: with a 56 s budget only
+    # the first step (the kernel tests, slowed to 8 s here) has room. The script's set-up may
+    # take up to 6 s (a slow or busy host) before the first step loses its room; after the
+    # first step at most 56 - 8 - 30 = 18 s are left, below 20, however fast the host.
     root = _kit(tmp_path, sleep_in="kernel_tests_cuda")
-    proc = _run(root, tmp_path, budget=52)
+    proc = _run(root, tmp_path, budget=56)
     assert proc.returncode == 0, proc.stderr
     summary = _summary(proc)
     assert "rc=0" in summary["kernel_tests_cuda"]
