@@ -5,10 +5,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
+#include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/errors.hpp"
+
+#if defined(SUITE_SMPI)
+#include "common/sim_process.hpp"
+#endif
 
 #if defined(SUITE_SMPI)
 #include <mpi.h>
@@ -26,9 +32,9 @@ namespace {
 // executable's data per rank, and every kernel seam (attention engine, MoE ops) reads it
 // without a context to pass it through.
 double g_modeled_flops = 0;
-// This rank's live placeholders (begin address -> bytes) and the KeepData scopes open on it.
-// Globals for the same reason: SMPI gives each rank its own copy.
-std::map<std::uintptr_t, std::size_t> g_placeholders;
+// This rank's placeholders and the KeepData scopes open on it. Globals for the same reason:
+// SMPI gives each rank its own copy (the region they point into is the process's:
+// common/sim_process.hpp).
 PlaceholderCounters g_placeholder_counters;
 int g_keep_data = 0;
 
@@ -126,15 +132,28 @@ void inject_flops(double flops) {
 Buffer alloc_placeholder(std::size_t bytes) {
 #if defined(SUITE_SMPI)
   if (!modeled() || g_keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
-  void* p = SMPI_SHARED_MALLOC(bytes);
-  if (!p) return {};
-  g_placeholders.emplace(reinterpret_cast<std::uintptr_t>(p), bytes);
+  // Every placeholder of every rank points into one SMPI shared region, as large as the largest
+  // placeholder asked for (plus room for the offsets below): a placeholder holds no values, so
+  // they may overlap. One region keeps the process's mappings of SMPI's shared block few; one
+  // per allocation made them tens of thousands at a thousand ranks, and the kernel's walks over
+  // them (reclaim's access checks visit every mapping of a page) then took a core.
+  // Consecutive placeholders start a page apart, so no two buffers of one call (an MPI send and
+  // receive buffer) share an address. A larger request gets a larger region; placeholders
+  // already handed out keep the old one, which stays mapped.
+  constexpr std::size_t kPage = 4096, kStarts = 256;
+  PlaceholderRegion& region = process_placeholder_region();
+  if (bytes + kStarts * kPage > region.bytes) {
+    region.bytes = bytes + kStarts * kPage;
+    region.base = SMPI_SHARED_MALLOC(region.bytes);
+    if (!region.base) throw std::bad_alloc();
+  }
+  static_assert(kStarts * kPage <= kPlaceholderMinBytes);
+  std::byte* p =
+      static_cast<std::byte*>(region.base) + (g_placeholder_counters.allocations % kStarts) * kPage;
   g_placeholder_counters.live_bytes += static_cast<std::int64_t>(bytes);
   ++g_placeholder_counters.allocations;
-  return Buffer(p, bytes, [bytes](void* q) {
-    g_placeholders.erase(reinterpret_cast<std::uintptr_t>(q));
+  return Buffer(p, bytes, [bytes](void*) {
     g_placeholder_counters.live_bytes -= static_cast<std::int64_t>(bytes);
-    SMPI_SHARED_FREE(q);
   });
 #else
   (void)bytes;
@@ -143,12 +162,15 @@ Buffer alloc_placeholder(std::size_t bytes) {
 }
 
 bool is_placeholder(const void* p) {
-  if (g_placeholders.empty() || p == nullptr) return false;
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = g_placeholders.upper_bound(a);
-  if (it == g_placeholders.begin()) return false;
-  --it;
-  return a < it->first + it->second;
+#if defined(SUITE_SMPI)
+  if (!modeled() || p == nullptr) return false;
+  thread_local std::vector<std::pair<std::size_t, std::size_t>> private_blocks;
+  std::size_t offset = 0;
+  return smpi_is_shared(p, private_blocks, &offset) != 0;
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 PlaceholderCounters placeholder_counters() {

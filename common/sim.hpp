@@ -54,16 +54,17 @@ double modeled_flops();
 void inject_flops(double flops);
 
 // Modeled compute reads no tensor values, so a rank holds none: in modeled mode the CPU device
-// hands out placeholders for buffers of at least kPlaceholderMinBytes. A placeholder is SMPI
-// shared memory (SMPI_SHARED_MALLOC: every one maps the same few physical pages, so memory stays
-// flat however large the tensors); copies and fills into it are skipped, and SMPI sends it
-// without copying the payload, so the simulated wire still carries every byte. Smaller buffers
+// hands out placeholders for buffers of at least kPlaceholderMinBytes. A placeholder points into
+// one SMPI shared region that all placeholders of all ranks overlap (SMPI_SHARED_MALLOC: it maps
+// the same few physical pages, so memory stays flat however large the tensors); copies and fills
+// into it are skipped, and SMPI sends it without copying the payload, so the simulated wire still
+// carries every byte. Smaller buffers
 // (positions, routing) stay real: the schedule reads them. Outside modeled mode: no placeholders.
 inline constexpr std::size_t kPlaceholderMinBytes = std::size_t{1} << 20;
 // A placeholder of `bytes` when modeled compute is on, bytes >= kPlaceholderMinBytes and no
 // KeepData is alive; an empty Buffer otherwise (the caller allocates real memory).
 Buffer alloc_placeholder(std::size_t bytes);
-// True when p points into a live placeholder.
+// True when p points into a placeholder (SMPI's shared memory).
 bool is_placeholder(const void* p);
 // Placeholders handed out and their bytes (what modeled mode did not allocate for real).
 struct PlaceholderCounters {

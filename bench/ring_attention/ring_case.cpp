@@ -16,6 +16,7 @@
 #include "common/errors.hpp"
 #include "common/model.hpp"
 #include "common/rank_gather.hpp"
+#include "common/sim.hpp"
 
 namespace suite::ring {
 namespace {
@@ -263,9 +264,12 @@ class RingCase final : public BenchCase {
     a.emplace_back("transfer_done_during_compute_fraction",
                    observable ? done_early / exchanges : NAN);
     a.emplace_back("overlap_mechanism",
-                   cp_.overlap_mechanism() + (cfg_.poll_progress || ctx_.backend != Backend::cpu
-                                                  ? ""
-                                                  : " (polling off: --cpu-progress none)"));
+                   cp_.overlap_mechanism() +
+                       (sim::modeled() ? " (modeled compute: no polling, SMPI moves transfers in "
+                                         "simulated time)"
+                        : cfg_.poll_progress || ctx_.backend != Backend::cpu
+                            ? ""
+                            : " (polling off: --cpu-progress none)"));
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("attn_fallback_blocks",
