@@ -97,7 +97,12 @@ int main(int argc, char** argv) {
       "weights, router weight, gates) checked against a host double reference.\n"
       "--save-tensors writes chosen experts, gates, kept flags, per-expert counts, input and\n"
       "output per rank when T*h and T*k are at most 1M elements (fwd_bwd: also dY, the\n"
-      "gradients of the input, gates, router weight and local experts' weights).";
+      "gradients of the input, gates, router weight and local experts' weights).\n"
+      "Modeled compute (SMPI build, --sim-flops) holds no tensor values: the router's logits are\n"
+      "drawn per (seed, global token, expert) instead of computed from x (results attribute\n"
+      "router_logits), then routed, skewed, balanced and dropped as above; a capacity factor's\n"
+      "drops are settled before timing by each expert's owner. Bytes, loads and drops are exact\n"
+      "for that routing; --save-tensors writes the routing only.";
   def.add_options = [&](CLI::App& app) {
     app.add_option("--tokens", o.tokens, "T: tokens per rank (list or range, e.g. 256:4096:x2)")
         ->capture_default_str();

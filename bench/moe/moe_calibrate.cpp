@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/sim.hpp"
 #include "common/stats.hpp"
 
 namespace suite::moe {
@@ -10,15 +11,19 @@ namespace {
 
 constexpr int kReps = 5;
 
-// Median seconds of kReps runs of f() after one untimed run; before() runs untimed ahead of
-// each (a barrier, so that a collective is timed from a common start).
+// Median seconds of reps() runs of f() after one untimed run (none in modeled compute);
+// before() runs untimed ahead of each (a barrier, so that a collective is timed from a common
+// start).
+int reps() {
+  return sim::modeled() ? 1 : kReps;
+}
 template <class B, class F>
 double median_seconds(Device& device, B&& before, F&& f) {
   auto timer = device.make_timer();
-  f();
+  if (!sim::modeled()) f();
   device.synchronize();
   std::vector<double> t;
-  for (int i = 0; i < kReps; ++i) {
+  for (int i = 0; i < reps(); ++i) {
     before();
     timer->start();
     f();
@@ -30,17 +35,21 @@ double median_seconds(Device& device, B&& before, F&& f) {
 
 }  // namespace
 
-Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops) {
+Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops,
+                      const ExchangeBuffers& lend) {
   Rates r;
   const std::size_t e = dtype_size(c.dtype);
+  const bool modeled = sim::modeled();
   // Uniform load: each local expert gets k T N_e / E rows.
   const std::int64_t m = std::max<std::int64_t>(1, c.k * c.tokens * c.n_e / c.experts);
-  Buffer a = device.alloc(static_cast<std::size_t>(m * c.h) * e),
-         b = device.alloc(static_cast<std::size_t>(c.h * c.w1_cols()) * e),
-         out = device.alloc(static_cast<std::size_t>(m * c.w1_cols()) * e);
-  std::vector<std::byte> zeros(std::max(a.bytes(), b.bytes()));
-  device.copy_from_host(a.data(), zeros.data(), a.bytes());
-  device.copy_from_host(b.data(), zeros.data(), b.bytes());
+  Buffer a, b, out;
+  if (!modeled) {
+    a = device.alloc(static_cast<std::size_t>(m * c.h) * e);
+    b = device.alloc(static_cast<std::size_t>(c.h * c.w1_cols()) * e);
+    out = device.alloc(static_cast<std::size_t>(m * c.w1_cols()) * e);
+    device.fill_zero(a.data(), a.bytes());
+    device.fill_zero(b.data(), b.bytes());
+  }
   const double t_gemm = median_seconds(
       device, [] {}, [&] { ops.gemm(m, c.w1_cols(), c.h, a.data(), b.data(), out.data()); });
   r.flops_per_s = 2.0 * m * c.w1_cols() * c.h / std::max(t_gemm, 1e-12);
@@ -49,7 +58,14 @@ Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& o
   const std::size_t per_rank =
       static_cast<std::size_t>(std::max<std::int64_t>(1, c.k * c.tokens / c.n_e) * c.h);
   if (per_rank > group.max_count()) return r;
-  Buffer s = device.alloc(per_rank * c.n_e * e), g = device.alloc(per_rank * c.n_e * e);
+  const std::size_t bytes = per_rank * c.n_e * e;
+  Buffer s, g;
+  if (lend.bytes < bytes) {
+    s = device.alloc(bytes);
+    g = device.alloc(bytes);
+  }
+  void* send = s.data() ? s.data() : lend.send;
+  void* recv = g.data() ? g.data() : lend.recv;
   const std::int64_t before = group.bytes().sent;
   const double t_a2a = median_seconds(
       device,
@@ -57,8 +73,9 @@ Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& o
         device.synchronize();
         group.barrier();
       },
-      [&] { group.all_to_all(s.data(), g.data(), per_rank, c.dtype); });
-  const double sent = static_cast<double>(group.bytes().sent - before) / (kReps + 1);
+      [&] { group.all_to_all(send, recv, per_rank, c.dtype); });
+  const double sent =
+      static_cast<double>(group.bytes().sent - before) / (reps() + (modeled ? 0 : 1));
   r.bytes_per_s = sent / std::max(t_a2a, 1e-12);
   return r;
 }

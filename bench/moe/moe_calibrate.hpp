@@ -15,7 +15,18 @@ struct Rates {
   double bytes_per_s = 0;  // W (0 when the group has one rank: nothing crosses a link)
 };
 
-// Collective over the group (the all-to-all); the median of a few timed repetitions.
-Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops);
+// Buffers the all-to-all may run on instead of its own (modeled compute: the layer's, which it
+// keeps anyway, so that the run maps no extra placeholders); used when bytes suffice.
+struct ExchangeBuffers {
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t bytes = 0;
+};
+
+// Collective over the group (the all-to-all); the median of a few timed repetitions. Modeled
+// compute (common/sim.hpp): the GEMM runs on no buffers (it reads none), and its time and the
+// all-to-all's are the simulator's, the same every repetition: one each, no warm-up.
+Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops,
+                      const ExchangeBuffers& lend = {});
 
 }  // namespace suite::moe

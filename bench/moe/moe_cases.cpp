@@ -13,6 +13,7 @@
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/record_access.hpp"
+#include "common/sim.hpp"
 
 namespace suite::moe {
 namespace {
@@ -21,7 +22,10 @@ constexpr std::int64_t kMaxSaved = 1 << 20;  // elements per rank and tensor, as
 
 class MoeCase final : public BenchCase {
  public:
-  MoeCase(BenchContext& ctx, MoeConfig cfg) : ctx_(ctx), cfg_(cfg) {}
+  // check_rows: the case's largest all-to-all-v may exceed the transport's count limit, which
+  // only the routing tells: checked in setup.
+  MoeCase(BenchContext& ctx, MoeConfig cfg, bool check_rows)
+      : ctx_(ctx), cfg_(cfg), check_rows_(check_rows) {}
 
   void setup() override {
     Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
@@ -30,7 +34,21 @@ class MoeCase final : public BenchCase {
     layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_);
     select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
     balance();
-    rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_);
+    // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
+    // and the rows of the largest exchange where only the routing tells them. The routing is
+    // the same every step (fixed inputs and biases).
+    if (check_rows_ || (sim::modeled() && !cfg_.dropless())) layer_->route();
+    if (check_rows_) {
+      const std::int64_t rows = layer_->max_exchange_rows();
+      if (static_cast<double>(rows) * static_cast<double>(cfg_.h) >
+          static_cast<double>(group.max_count()))
+        throw UsageError("moe: its routing sends or receives " + std::to_string(rows) +
+                         " rows of " + std::to_string(cfg_.h) +
+                         " elements in one all-to-all-v, above this transport's limit of " +
+                         std::to_string(group.max_count()) +
+                         " elements; use a capacity factor or a smaller T*k*h");
+    }
+    rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_, layer_->lend_exchange_buffers());
   }
 
   // fwd_bwd: the forward and the backward timed as wholes too (their phases nest inside).
@@ -128,12 +146,33 @@ class MoeCase final : public BenchCase {
         f.grad_err = {grads_->input_err, grads_->weights_err, grads_->router_err, grads_->gate_err};
     }
     report_case(cfg_, m, f, balance_history_, rec);
+    rec.attrs.emplace_back(
+        "router_logits", std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
+                                                      "seeded per (global token, expert), sd 1"
+                                                    : "computed: x W_router"));
+    if (sim::modeled() && !cfg_.dropless())
+      rec.attrs.emplace_back("modeled_drops",
+                             std::string("settled before timing by each expert's owner (same "
+                                         "rule); the steps all-gather the routing as "
+                                         "placeholders (same bytes)"));
     add_peak_attrs(rec.attrs, gpu_peak_flops(ctx_.device.name(), cfg_.dtype),
                    {{"calib_flops_per_s", attr_number(rec, "calib_flops_per_s")},
                     {"expert_flops_per_s", attr_number(rec, "expert_flops_per_s")}});
   }
 
   std::vector<SavedTensor> tensors() override {
+    if (sim::modeled() && cfg_.tokens * cfg_.k <= kMaxSaved) {  // no tensor values: routing only
+      auto [kept, routed] = local_loads();
+      (void)routed;
+      const auto& c = layer_->chosen();
+      const auto& g = layer_->gates();
+      const auto& k = layer_->keep();
+      return {{"chosen_expert", {c.begin(), c.end()}},
+              {"gate", {g.begin(), g.end()}},
+              {"kept", {k.begin(), k.end()}},
+              {"expert_counts", layer_->group_sum(kept)}};
+    }
+    if (sim::modeled()) return {};
     if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
     const std::int64_t expert_weights = cfg_.experts_per_rank() * cfg_.h * cfg_.w1_cols();
     if (cfg_.backward() && (cfg_.h * cfg_.experts > kMaxSaved || expert_weights > kMaxSaved))
@@ -193,6 +232,7 @@ class MoeCase final : public BenchCase {
 
   BenchContext& ctx_;
   MoeConfig cfg_;
+  bool check_rows_ = false;
   std::unique_ptr<MoeOps> ops_;
   std::unique_ptr<MoeLayer> layer_;
   std::int64_t first_token_ = 0;
@@ -202,21 +242,68 @@ class MoeCase final : public BenchCase {
   std::optional<GradOutcome> grads_;  // the last check's gradient errors (fwd_bwd)
 };
 
-// The largest all-to-all-v a rank can receive: every copy of the group for its experts
-// (dropless), or its experts' capacity. Refused up front when above the transport's count limit.
-void check_transport_limit(BenchContext& ctx, const MoeConfig& c) {
+// Rows of the largest all-to-all-v a rank takes part in (own rows included): every rank
+// sends its kept copies; it receives at most every copy of the group for its experts
+// (dropless) or its experts' capacity. Refused up front when even the uniform routing's k T
+// rows (min(k T, capacity x its experts)) are above the transport's count limit; returns true
+// when only the routing can tell (the worst case is above it): MoeCase checks it in setup.
+bool check_transport_limit(BenchContext& ctx, const MoeConfig& c) {
   const std::int64_t copies = c.tokens * c.k * c.n_e;
   const std::int64_t capacity =
       kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts);
-  const std::int64_t rows =
+  const std::int64_t most =
       capacity < 0 ? copies : std::min(copies, capacity * c.experts_per_rank());
-  if (static_cast<double>(rows) * static_cast<double>(c.h) >
-      static_cast<double>(ctx.comm.max_count()))
-    throw UsageError("moe: " + case_name(c) + " may receive " + std::to_string(rows) + " rows of " +
-                     std::to_string(c.h) +
-                     " elements in one all-to-all-v, above this transport's limit of " +
+  const std::int64_t uniform = std::min(c.tokens * c.k, most);
+  const double limit = static_cast<double>(ctx.comm.max_count()), h = static_cast<double>(c.h);
+  if (static_cast<double>(uniform) * h > limit)
+    throw UsageError("moe: " + case_name(c) + " sends and receives " + std::to_string(uniform) +
+                     " rows of " + std::to_string(c.h) +
+                     " elements per rank in one all-to-all-v even when routed uniformly, above "
+                     "this transport's limit of " +
                      std::to_string(ctx.comm.max_count()) +
                      " elements; use --transport nccl, a capacity factor or a smaller T*k*h");
+  return static_cast<double>(most) * h > limit;
+}
+
+// What a rank of the case holds at once, about: its parameters and fixed tensors, plus the
+// largest of what comes and goes (the steps' buffers for the uniform routing's k T rows, the
+// calibration's, the host's initial values where the host is the device), plus the routing. Modeled
+// compute (common/sim.hpp) counts only what stays real: buffers under 1 MiB (the rest are
+// placeholders) and the routing.
+double estimate_bytes(const MoeConfig& c, bool host_is_device) {
+  const bool modeled = sim::modeled();
+  const double e = static_cast<double>(dtype_size(c.dtype)), T = static_cast<double>(c.tokens),
+               h = static_cast<double>(c.h), E = static_cast<double>(c.experts),
+               k = static_cast<double>(c.k), ff = static_cast<double>(c.d_ff),
+               w1 = static_cast<double>(c.w1_cols()), n_e = static_cast<double>(c.n_e),
+               local = static_cast<double>(c.experts_per_rank());
+  const std::int64_t capacity =
+      kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts);
+  const double sent = k * T,
+               rows = capacity < 0 ? sent : std::min(sent, static_cast<double>(capacity) * local);
+  auto tensor = [&](double bytes, double count = 1) {
+    return modeled && bytes >= static_cast<double>(sim::kPlaceholderMinBytes) ? 0.0 : bytes * count;
+  };
+  const int passes = c.backward() ? 2 : 1;  // the backward's gradients mirror the forward's
+  const double fixed = tensor(T * h * e, 2 * passes) +       // x, out; dy, dx
+                       tensor(h * E * e, passes) +           // router weight (and gradient)
+                       tensor(T * E * e, passes) +           // logits (and their gradient)
+                       tensor(h * w1 * e, local * passes) +  // expert weights (and gradients)
+                       tensor(ff * h * e, local * passes);
+  const double steps = tensor(sent * h * e, 2 * passes) +     // rows out and back
+                       tensor(rows * h * e, 4 * passes) +     // received, expert in/out, sent back
+                       tensor(rows * (w1 + ff) * e, passes);  // hidden, activation (and grads)
+  const double m = std::max(1.0, std::floor(k * T * n_e / E));
+  const double calibration =
+      (modeled ? 0.0 : (m * h + h * w1 + m * w1) * e) + tensor(sent * h * e, 2);
+  const double host =  // the initial values, drawn on the host
+      modeled || !host_is_device ? 0.0 : std::max(T * h, h * w1) * 8;
+  // The routing: per copy chosen, gates, keep, slot positions and send rows (host and device),
+  // per received row the regroup plan; under a capacity factor the executed layer's
+  // all-gathered routing of the group, the modeled one's exchange with the owners.
+  double routing = sent * 50 + rows * 32 + E * n_e * 8 + E * 64;
+  if (capacity >= 0) routing += modeled ? sent * 24 : sent * n_e * 50;
+  return fixed + std::max({steps, calibration, host}) + routing;
 }
 
 CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
@@ -239,7 +326,8 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
                  {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
   // Forward cases keep the parameters they always had (compare pairs them with baselines).
   if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
-  spec.make = [&ctx, cfg] { return std::make_unique<MoeCase>(ctx, cfg); };
+  const bool check_rows = check_transport_limit(ctx, cfg);
+  spec.make = [&ctx, cfg, check_rows] { return std::make_unique<MoeCase>(ctx, cfg, check_rows); };
   spec.console_counters = {"expert_load_max_over_mean", "drop_rate", "a2a_bytes_per_rank"};
   if (cfg.backward())
     spec.console_counters.insert(spec.console_counters.end(),
@@ -281,6 +369,17 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
             check_transport_limit(ctx, cfg);
             for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
               cfg.pass = pass;
+              const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
+              const double have = static_cast<double>(ctx.device.memory_available());
+              if (need > 0.9 * have)
+                throw UsageError(
+                    "moe: " + case_name(cfg) + " needs about " +
+                    std::to_string(static_cast<std::int64_t>(need) >> 20) +
+                    " MiB per rank but only " +
+                    std::to_string(static_cast<std::int64_t>(have) >> 20) + " MiB are available" +
+                    (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
+                                    : "") +
+                    "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
               specs.push_back(make_spec(ctx, cfg));
             }
           }

@@ -100,6 +100,8 @@ double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t
       return u * std::sqrt(3.0 / static_cast<double>(c.h));
     case Tensor::w2:  // fan-in d_ff
       return u * std::sqrt(3.0 / static_cast<double>(c.d_ff));
+    case Tensor::drawn_logit:
+      return drawn_logit(c, row, col);
   }
   return 0;
 }
@@ -112,6 +114,39 @@ std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index,
     for (std::int64_t col = 0; col < cols; ++col)
       out.push_back(init_value(c, t, index, r, col));
   return out;
+}
+
+namespace {
+
+constexpr double kSqrt3 = 1.7320508075688772;
+
+// Four 16-bit uniforms of one hash, summed (Irwin-Hall: mean 2, variance 1/3), to unit variance.
+float logit_of_bits(std::uint64_t bits) {
+  double sum = 0;
+  for (int i = 0; i < 4; ++i)
+    sum += (static_cast<double>((bits >> (16 * i)) & 0xffffu) + 0.5) * 0x1.0p-16;
+  return static_cast<float>((sum - 2.0) * kSqrt3);
+}
+
+std::uint64_t drawn_logit_seed(const MoeConfig& c) {
+  return c.seed ^ (static_cast<std::uint64_t>(Tensor::drawn_logit) << 56);
+}
+
+}  // namespace
+
+float drawn_logit(const MoeConfig& c, std::int64_t token, std::int64_t expert) {
+  return logit_of_bits(kernels::counter_hash(drawn_logit_seed(c), static_cast<std::uint64_t>(token),
+                                             static_cast<std::uint64_t>(expert)));
+}
+
+void drawn_logits(const MoeConfig& c, std::int64_t t0, std::int64_t rows, float* out) {
+  // counter_hash(s, t, e) = mix64(mix64(mix64(s) ^ t) ^ e): the token's part once per row.
+  const std::uint64_t seed = kernels::mix64(drawn_logit_seed(c));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint64_t row = kernels::mix64(seed ^ static_cast<std::uint64_t>(t0 + r));
+    for (std::int64_t e = 0; e < c.experts; ++e)
+      *out++ = logit_of_bits(kernels::mix64(row ^ static_cast<std::uint64_t>(e)));
+  }
 }
 
 std::string case_name(const MoeConfig& c) {

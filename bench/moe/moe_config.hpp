@@ -64,12 +64,20 @@ std::vector<float> skew_logit_bias(const MoeConfig& c);
 // Deterministic values keyed by (seed, tensor, index, row, column): index is the expert for
 // weights, 0 for the router; rows of `input` and `grad_output` (the loss's gradient dY with
 // respect to the layer output, fed to the backward) are global token indices.
-enum class Tensor : std::uint64_t { input = 1, router, w1, w2, grad_output };
+enum class Tensor : std::uint64_t { input = 1, router, w1, w2, grad_output, drawn_logit };
 double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t row,
                   std::int64_t col);
 // Row-major [rows, cols] block of rows [r0, r0 + rows).
 std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
                                std::int64_t rows, std::int64_t cols);
+
+// Modeled compute (common/sim.hpp) holds no token values, so its router logits are drawn, not
+// computed from x: logits[t, e] keyed by (seed, global token t, expert e), of mean 0 and
+// standard deviation 1 like x W_router (Irwin-Hall sum of four uniforms, in about [-3.5, 3.5]).
+// The skew bias, selection bias, softmax, top-k and drop rule then apply as to computed ones.
+float drawn_logit(const MoeConfig& c, std::int64_t token, std::int64_t expert);
+// rows x experts drawn logits of global tokens [t0, t0 + rows), row-major, into out.
+void drawn_logits(const MoeConfig& c, std::int64_t t0, std::int64_t rows, float* out);
 
 // "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case;
 // the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them).

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "common/errors.hpp"
+#include "common/sim.hpp"
 #include "common/typed_host.hpp"
+#include "kernels/core/counter_rng.hpp"
 
 namespace suite::moe {
 namespace {
@@ -33,46 +35,67 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
       ops_(ops),
       rank_(group.rank()),
       ranks_(group.size()),
-      e_(dtype_size(cfg.dtype)) {
+      e_(dtype_size(cfg.dtype)),
+      first_token_(first_token) {
   SUITE_CHECK(ranks_ == cfg.n_e, "the group's size must be the case's N_e");
   const std::int64_t T = cfg.tokens, h = cfg.h, E = cfg.experts;
   capacity_ = km::expert_capacity(cfg.capacity_factor, cfg.k, T * cfg.n_e, cfg.experts);
+  // Modeled compute reads no tensor values: its tensors are allocated (placeholders from 1 MiB
+  // on) and zeroed where real, never drawn.
+  const bool modeled = sim::modeled();
+  auto init = [&](Buffer& b, Tensor t, std::int64_t index, std::int64_t r0, std::int64_t rows,
+                  std::int64_t cols) {
+    if (modeled)
+      device_.fill_zero(b.data(), b.bytes());  // skipped for placeholders
+    else
+      upload_values(b, init_block(cfg, t, index, r0, rows, cols));
+  };
   x_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  upload_values(x_, init_block(cfg, Tensor::input, 0, first_token, T, h));
+  init(x_, Tensor::input, 0, first_token, T, h);
   w_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
-  upload_values(w_router_, init_block(cfg, Tensor::router, 0, 0, h, E));
-  const std::vector<float> bias = skew_logit_bias(cfg);
-  logit_bias_ = device.alloc(bytes_of(bias));
-  upload(logit_bias_, bias.data(), bytes_of(bias));
-  set_select_bias(std::vector<float>(static_cast<std::size_t>(E), 0.0f));
+  init(w_router_, Tensor::router, 0, 0, h, E);
   for (int j = 0; j < cfg.experts_per_rank(); ++j) {
     const int expert = rank_ * cfg.experts_per_rank() + j;
     w1_.push_back(device.alloc(static_cast<std::size_t>(h * cfg.w1_cols()) * e_));
-    upload_values(w1_.back(), init_block(cfg, Tensor::w1, expert, 0, h, cfg.w1_cols()));
+    init(w1_.back(), Tensor::w1, expert, 0, h, cfg.w1_cols());
     w2_.push_back(device.alloc(static_cast<std::size_t>(cfg.d_ff * h) * e_));
-    upload_values(w2_.back(), init_block(cfg, Tensor::w2, expert, 0, cfg.d_ff, h));
+    init(w2_.back(), Tensor::w2, expert, 0, cfg.d_ff, h);
   }
   logits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
+  out_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
+  {
+    // The biases and the counts the host reads back: real in modeled mode too.
+    sim::KeepData keep;
+    logit_bias_host_ = skew_logit_bias(cfg);
+    logit_bias_ = device.alloc(bytes_of(logit_bias_host_));
+    upload(logit_bias_, logit_bias_host_.data(), bytes_of(logit_bias_host_));
+    set_select_bias(std::vector<float>(static_cast<std::size_t>(E), 0.0f));
+    counts_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+    counts_recv_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+    if (cfg.backward()) {
+      routed_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+      routed_recv_ = device.alloc(static_cast<std::size_t>(E * ranks_) * sizeof(double));
+    }
+  }
+  // The routing's device copies: modeled compute routes on the host (route_drawn) and leaves
+  // these to the skipped kernels.
   chosen_dev_ = device.alloc(static_cast<std::size_t>(T * cfg.k) * sizeof(std::int32_t));
   gates_dev_ = device.alloc(static_cast<std::size_t>(T * cfg.k) * sizeof(float));
   prob_sum_dev_ = device.alloc(static_cast<std::size_t>(E) * sizeof(float));
-  out_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  counts_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
-  counts_recv_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+  if (cfg.backward()) {
+    gate_grad_dev_ = device.alloc(static_cast<std::size_t>(T * cfg.k) * sizeof(float));
+    prob_grad_dev_ = device.alloc(static_cast<std::size_t>(E) * sizeof(float));
+  }
   chosen_.resize(static_cast<std::size_t>(T * cfg.k));
   gates_.resize(chosen_.size());
   keep_.assign(chosen_.size(), 1);
   prob_sum_.assign(static_cast<std::size_t>(E), 0.0f);
   if (!cfg.backward()) return;
   dy_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  upload_values(dy_, init_block(cfg, Tensor::grad_output, 0, first_token, T, h));
+  init(dy_, Tensor::grad_output, 0, first_token, T, h);
   dx_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
   dw_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
   dlogits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
-  gate_grad_dev_ = device.alloc(static_cast<std::size_t>(T * cfg.k) * sizeof(float));
-  prob_grad_dev_ = device.alloc(static_cast<std::size_t>(E) * sizeof(float));
-  routed_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
-  routed_recv_ = device.alloc(static_cast<std::size_t>(E * ranks_) * sizeof(double));
   for (std::size_t j = 0; j < w1_.size(); ++j) {
     dw1_.push_back(device.alloc(w1_[j].bytes()));
     dw2_.push_back(device.alloc(w2_[j].bytes()));
@@ -81,24 +104,34 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
 
 void MoeLayer::set_select_bias(const std::vector<float>& bias) {
   SUITE_CHECK(bias.size() == static_cast<std::size_t>(cfg_.experts), "one bias per expert");
+  sim::KeepData keep;
+  select_bias_host_ = bias;
   ensure(select_bias_, bytes_of(bias));
   upload(select_bias_, bias.data(), bytes_of(bias));
+  routing_drawn_ = drops_settled_ = false;  // a new routing
 }
 
 void MoeLayer::route() {
   const std::int64_t T = cfg_.tokens, E = cfg_.experts;
   const int k = cfg_.k;
-  ops_.router_logits(T, E, cfg_.h, x_.data(), w_router_.data(), logits_.data());
-  std::vector<float> zeros(static_cast<std::size_t>(E), 0.0f);
-  upload(prob_sum_dev_, zeros.data(), bytes_of(zeros));
-  ops_.router(T, cfg_.experts, k, logits_.data(), logit_bias_.as<float>(), select_bias_.as<float>(),
-              chosen_dev_.as<std::int32_t>(), gates_dev_.as<float>(), prob_sum_dev_.as<float>());
-  device_.copy_to_host(chosen_.data(), chosen_dev_.data(), bytes_of(chosen_));
-  device_.copy_to_host(gates_.data(), gates_dev_.data(), bytes_of(gates_));
-  device_.copy_to_host(prob_sum_.data(), prob_sum_dev_.data(), bytes_of(prob_sum_));
+  if (sim::modeled()) {
+    route_drawn();
+  } else {
+    ops_.router_logits(T, E, cfg_.h, x_.data(), w_router_.data(), logits_.data());
+    std::vector<float> zeros(static_cast<std::size_t>(E), 0.0f);
+    upload(prob_sum_dev_, zeros.data(), bytes_of(zeros));
+    ops_.router(T, cfg_.experts, k, logits_.data(), logit_bias_.as<float>(),
+                select_bias_.as<float>(), chosen_dev_.as<std::int32_t>(), gates_dev_.as<float>(),
+                prob_sum_dev_.as<float>());
+    device_.copy_to_host(chosen_.data(), chosen_dev_.data(), bytes_of(chosen_));
+    device_.copy_to_host(gates_.data(), gates_dev_.data(), bytes_of(gates_));
+    device_.copy_to_host(prob_sum_.data(), prob_sum_dev_.data(), bytes_of(prob_sum_));
+  }
 
   measured_ = {};
-  if (capacity_ >= 0) {
+  if (capacity_ >= 0 && sim::modeled()) {
+    modeled_drops();
+  } else if (capacity_ >= 0) {
     // Every rank needs the group's (expert, gate) pairs to apply the same drop rule.
     const std::int64_t copies = T * k;
     std::vector<double> meta(static_cast<std::size_t>(2 * copies));
@@ -126,9 +159,192 @@ void MoeLayer::route() {
   }
   plan_ = km::plan_dispatch(T, k, cfg_.experts, ranks_, chosen_.data(), keep_.data());
   ensure(send_src_, bytes_of(plan_.send_src));
-  upload(send_src_, plan_.send_src.data(), bytes_of(plan_.send_src));
+  upload_index(send_src_, plan_.send_src.data(), bytes_of(plan_.send_src));
   ensure(slot_pos_, bytes_of(plan_.slot_pos));
-  upload(slot_pos_, plan_.slot_pos.data(), bytes_of(plan_.slot_pos));
+  upload_index(slot_pos_, plan_.slot_pos.data(), bytes_of(plan_.slot_pos));
+}
+
+// Modeled compute: x holds no values, so the logits are drawn (drawn_logits: keyed by seed,
+// global token and expert), a chunk of tokens at a time, and routed on the host by the CPU
+// kernels' softmax + skew bias + top-k + selection bias; the router GEMM's FLOPs are injected
+// as if it had run (ModeledMoeOps::router_logits computes nothing). The draws depend on the
+// seed, the tokens and the biases alone, so they are made once per selection bias: host work
+// takes no simulated time here, and O(T E) of it per rank and step is most of a large run's.
+void MoeLayer::route_drawn() {
+  const std::int64_t T = cfg_.tokens, E = cfg_.experts;
+  const int k = cfg_.k;
+  ops_.router_logits(T, E, cfg_.h, x_.data(), w_router_.data(), logits_.data());
+  if (routing_drawn_) return;
+  routing_drawn_ = true;
+  const std::int64_t chunk = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / E);
+  std::vector<float> z(static_cast<std::size_t>(std::min(chunk, T) * E));
+  std::vector<double> sums(static_cast<std::size_t>(E), 0.0);
+  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const std::int64_t rows = std::min(chunk, T - t0);
+    drawn_logits(cfg_, first_token_ + t0, rows, z.data());
+    km::cpu::router_topk<float>(rows, cfg_.experts, k, z.data(), logit_bias_host_.data(),
+                                select_bias_host_.data(), chosen_.data() + t0 * k,
+                                gates_.data() + t0 * k, sums.data());
+  }
+  for (std::size_t e = 0; e < sums.size(); ++e)
+    prob_sum_[e] = static_cast<float>(sums[e]);
+  // The device copies stay unwritten (so untouched, not resident): modeled ops read none.
+}
+
+// Modeled compute under a capacity factor. The executed layer all-gathers the group's
+// (expert, gate) pairs and applies the drop rule to all of them: O(T k N_e) values per rank,
+// which N_e simulated ranks in one process cannot hold at scale. Here the drops are settled
+// once per routing by settle_drops (exact, O(T k) per rank), and every step makes the same
+// all-gather on placeholders: its bytes and simulated time, no values.
+void MoeLayer::modeled_drops() {
+  const std::uint64_t routing = routing_fingerprint();
+  if (!drops_settled_) {
+    settle_drops();
+    settled_routing_ = routing;
+    drops_settled_ = true;
+  }
+  SUITE_CHECK(routing == settled_routing_,
+              "moe: the modeled routing changed since its drops were settled");
+  const std::size_t mine = static_cast<std::size_t>(2 * cfg_.tokens * cfg_.k);
+  // At least kPlaceholderMinBytes, so that both are placeholders however small the case.
+  ensure(meta_ph_send_, std::max(mine * sizeof(double), sim::kPlaceholderMinBytes));
+  ensure(meta_ph_recv_, std::max(mine * ranks_ * sizeof(double), sim::kPlaceholderMinBytes));
+  const std::int64_t before = comm_.bytes().sent;
+  comm_.all_gather(meta_ph_send_.data(), meta_ph_recv_.data(), mine, DType::fp64);
+  measured_.control += comm_.bytes().sent - before;
+  ++fwd_calls_.all_gather;
+}
+
+// The drop rule (km::capacity_keep over the group's copies) without holding the group's
+// routing: each copy's gate goes to its expert's owner (counts all-to-all, then the gates
+// all-to-all-v, 4 bytes a copy), the owner applies capacity_keep to the copies of its experts
+// and returns each copy's keep flag the same way. The owner receives an expert's copies in
+// (source rank, token, slot) order, i.e. in global copy order, so capacity_keep's tie-break by
+// position is the group's by global copy index: the same decisions as the all-gather's. Setup
+// traffic (not in measured_); small groups cross-check against the all-gather rule.
+void MoeLayer::settle_drops() {
+  sim::KeepData keep_real;
+  const std::int64_t T = cfg_.tokens, copies = T * cfg_.k;
+  const int per_rank = cfg_.experts_per_rank(), E = cfg_.experts;
+  const std::vector<std::uint8_t> all_kept(static_cast<std::size_t>(copies), 1);
+  const km::DispatchPlan p =
+      km::plan_dispatch(T, cfg_.k, E, ranks_, chosen_.data(), all_kept.data());
+  std::vector<float> send_gates(p.send_src.size());
+  for (std::int64_t c = 0; c < copies; ++c)
+    send_gates[static_cast<std::size_t>(p.slot_pos[static_cast<std::size_t>(c)])] =
+        gates_[static_cast<std::size_t>(c)];
+  std::vector<double> counts(p.send_counts.begin(), p.send_counts.end());
+  Buffer counts_send = device_.alloc(bytes_of(counts)),
+         counts_recv = device_.alloc(bytes_of(counts));
+  upload(counts_send, counts.data(), bytes_of(counts));
+  comm_.all_to_all(counts_send.data(), counts_recv.data(), static_cast<std::size_t>(per_rank),
+                   DType::fp64);
+  device_.copy_to_host(counts.data(), counts_recv.data(), bytes_of(counts));
+  std::vector<std::size_t> send_elems(static_cast<std::size_t>(ranks_)),
+      recv_elems(send_elems.size()), send_displs(send_elems.size()), recv_displs(send_elems.size());
+  std::size_t send_off = 0, recv_off = 0;
+  for (int r = 0; r < ranks_; ++r) {
+    std::size_t s = 0, g = 0;
+    for (int j = 0; j < per_rank; ++j) {
+      s += static_cast<std::size_t>(p.send_counts[static_cast<std::size_t>(r * per_rank + j)]);
+      g += static_cast<std::size_t>(counts[static_cast<std::size_t>(r * per_rank + j)]);
+    }
+    send_elems[r] = s;
+    recv_elems[r] = g;
+    send_displs[r] = send_off;
+    recv_displs[r] = recv_off;
+    send_off += s;
+    recv_off += g;
+  }
+  // The owner's side: received rows in [source rank][local expert] blocks.
+  std::vector<float> recv_gates(recv_off);
+  {
+    Buffer gs = device_.alloc(std::max<std::size_t>(send_off, 1) * sizeof(float)),
+           gr = device_.alloc(std::max<std::size_t>(recv_off, 1) * sizeof(float));
+    upload(gs, send_gates.data(), bytes_of(send_gates));
+    comm_.all_to_all_v(gs.data(), send_elems, send_displs, gr.data(), recv_elems, recv_displs,
+                       DType::fp32);
+    device_.copy_to_host(recv_gates.data(), gr.data(), bytes_of(recv_gates));
+  }
+  std::vector<std::int32_t> recv_expert;
+  recv_expert.reserve(recv_off);
+  for (int r = 0; r < ranks_; ++r)
+    for (int j = 0; j < per_rank; ++j)
+      recv_expert.insert(
+          recv_expert.end(),
+          static_cast<std::size_t>(counts[static_cast<std::size_t>(r * per_rank + j)]), j);
+  std::vector<std::uint8_t> recv_keep(recv_off);
+  km::capacity_keep(static_cast<std::int64_t>(recv_off), recv_expert.data(), recv_gates.data(),
+                    per_rank, capacity_, recv_keep.data());
+  // The flags home along the reverse route, as fp32 0/1.
+  std::vector<float> flags(recv_keep.begin(), recv_keep.end()), sent_flags(send_off);
+  {
+    Buffer fs = device_.alloc(std::max<std::size_t>(recv_off, 1) * sizeof(float)),
+           fr = device_.alloc(std::max<std::size_t>(send_off, 1) * sizeof(float));
+    upload(fs, flags.data(), bytes_of(flags));
+    comm_.all_to_all_v(fs.data(), recv_elems, recv_displs, fr.data(), send_elems, send_displs,
+                       DType::fp32);
+    device_.copy_to_host(sent_flags.data(), fr.data(), bytes_of(sent_flags));
+  }
+  for (std::int64_t c = 0; c < copies; ++c)
+    keep_[static_cast<std::size_t>(c)] =
+        sent_flags[static_cast<std::size_t>(p.slot_pos[static_cast<std::size_t>(c)])] > 0.5f ? 1
+                                                                                             : 0;
+  // Small groups: the same decisions as the executed layer's rule over the gathered routing.
+  constexpr std::int64_t kCrossCheckCopies = std::int64_t{1} << 16;
+  if (copies * ranks_ > kCrossCheckCopies) return;
+  std::vector<double> meta(static_cast<std::size_t>(2 * copies));
+  for (std::int64_t c = 0; c < copies; ++c) {
+    meta[static_cast<std::size_t>(2 * c)] = chosen_[static_cast<std::size_t>(c)];
+    meta[static_cast<std::size_t>(2 * c + 1)] = gates_[static_cast<std::size_t>(c)];
+  }
+  const std::vector<double> all = group_gather(meta);
+  const std::int64_t total = copies * ranks_;
+  std::vector<std::int32_t> all_chosen(static_cast<std::size_t>(total));
+  std::vector<float> all_gates(static_cast<std::size_t>(total));
+  for (std::int64_t c = 0; c < total; ++c) {
+    all_chosen[static_cast<std::size_t>(c)] =
+        static_cast<std::int32_t>(all[static_cast<std::size_t>(2 * c)]);
+    all_gates[static_cast<std::size_t>(c)] =
+        static_cast<float>(all[static_cast<std::size_t>(2 * c + 1)]);
+  }
+  std::vector<std::uint8_t> all_keep(static_cast<std::size_t>(total));
+  km::capacity_keep(total, all_chosen.data(), all_gates.data(), E, capacity_, all_keep.data());
+  SUITE_CHECK(std::equal(keep_.begin(), keep_.end(), all_keep.begin() + rank_ * copies),
+              "moe: the experts' owners settled other drops than the group's drop rule");
+}
+
+std::uint64_t MoeLayer::routing_fingerprint() const {
+  std::uint64_t f = 0;
+  for (std::size_t c = 0; c < chosen_.size(); ++c) {
+    std::uint32_t gate = 0;
+    std::memcpy(&gate, &gates_[c], sizeof gate);
+    f = kernels::mix64(
+        f ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(chosen_[c])) << 32 | gate));
+  }
+  return f;
+}
+
+std::int64_t MoeLayer::max_exchange_rows() {
+  // [receiving rank] rows this rank sends it, then [rank] rows it sends in all: summed over
+  // the group, every rank's receive and send totals.
+  std::vector<double> rows(static_cast<std::size_t>(2 * ranks_), 0.0);
+  const int per_rank = cfg_.experts_per_rank();
+  for (int r = 0; r < ranks_; ++r)
+    for (int j = 0; j < per_rank; ++j)
+      rows[static_cast<std::size_t>(r)] +=
+          static_cast<double>(plan_.send_counts[static_cast<std::size_t>(r * per_rank + j)]);
+  rows[static_cast<std::size_t>(ranks_ + rank_)] = static_cast<double>(plan_.send_src.size());
+  const std::vector<double> all = group_sum(rows);
+  return static_cast<std::int64_t>(*std::max_element(all.begin(), all.end()));
+}
+
+ExchangeBuffers MoeLayer::lend_exchange_buffers() {
+  if (!sim::modeled() || !cfg_.dropless()) return {};
+  const std::size_t bytes = static_cast<std::size_t>(cfg_.tokens * cfg_.k * cfg_.h) * e_;
+  ensure(send_, bytes);
+  ensure(back_recv_, bytes);
+  return {send_.data(), back_recv_.data(), bytes};
 }
 
 void MoeLayer::permute_in() {
@@ -194,9 +410,9 @@ std::int64_t MoeLayer::all_to_all_v_bytes(const void* send,
 void MoeLayer::regroup() {
   regroup_ = km::plan_regroup(ranks_, cfg_.experts_per_rank(), recv_counts_.data());
   ensure(regroup_gather_, bytes_of(regroup_.gather));
-  upload(regroup_gather_, regroup_.gather.data(), bytes_of(regroup_.gather));
+  upload_index(regroup_gather_, regroup_.gather.data(), bytes_of(regroup_.gather));
   ensure(regroup_scatter_, bytes_of(regroup_.scatter));
-  upload(regroup_scatter_, regroup_.scatter.data(), bytes_of(regroup_.scatter));
+  upload_index(regroup_scatter_, regroup_.scatter.data(), bytes_of(regroup_.scatter));
   ensure(expert_in_, static_cast<std::size_t>(recv_rows_ * cfg_.h) * e_);
   ops_.gather_rows(recv_rows_, cfg_.h, regroup_gather_.as<std::int64_t>(), recv_.data(),
                    expert_in_.data());
@@ -276,6 +492,7 @@ double MoeLayer::expert_flops() const {
 }
 
 std::vector<double> MoeLayer::group_sum(const std::vector<double>& v) {
+  sim::KeepData keep;  // read back: real in modeled mode too
   Buffer in = device_.alloc(std::max<std::size_t>(bytes_of(v), 8)),
          out = device_.alloc(std::max<std::size_t>(bytes_of(v), 8));
   upload(in, v.data(), bytes_of(v));
@@ -286,6 +503,7 @@ std::vector<double> MoeLayer::group_sum(const std::vector<double>& v) {
 }
 
 std::vector<double> MoeLayer::group_gather(const std::vector<double>& v) {
+  sim::KeepData keep;  // read back: real in modeled mode too
   std::vector<double> all(v.size() * static_cast<std::size_t>(ranks_));
   ensure(meta_send_, bytes_of(v));
   ensure(meta_recv_, bytes_of(all));
@@ -297,6 +515,12 @@ std::vector<double> MoeLayer::group_gather(const std::vector<double>& v) {
 
 void MoeLayer::upload(Buffer& dst, const void* src, std::size_t bytes) {
   if (bytes > 0) device_.copy_from_host(dst.data(), src, bytes);
+}
+
+// Index arrays (send rows, slots, regroup orders) only the skipped kernels read: modeled
+// compute leaves their device buffers unwritten, so untouched pages hold no memory.
+void MoeLayer::upload_index(Buffer& dst, const void* src, std::size_t bytes) {
+  if (!sim::modeled()) upload(dst, src, bytes);
 }
 
 void MoeLayer::upload_values(Buffer& dst, const std::vector<double>& values) {

@@ -22,11 +22,22 @@
 //   bwd_router:   the group's routed counts (f_i) all-gathered, the gates' and softmax's backward
 //                 (choice held fixed), dW_router = x^T dz, dx += dz W_router^T.
 // Dropped copies carry no gradient (no row, gate gradient 0).
+//
+// Modeled compute (SMPI build, --sim-flops; common/sim.hpp) holds no tensor values: inputs,
+// weights, activations and gradients are allocated (placeholders from 1 MiB on) but never
+// filled or read, so the router's logits cannot come from x: they are drawn (drawn_logits in
+// moe_config.hpp: keyed by seed, global token and expert) and routed by the same softmax, skew
+// bias, selection bias and top-k, and the router GEMM's FLOPs are injected as computed. Only
+// the routing is real (its buffers are kept by sim::KeepData or are small), so every byte the
+// routing implies is still sent. Under a capacity factor the drops are settled exactly without
+// all-gathering the group's routing (settle_drops); each step still makes that all-gather, on
+// placeholders, for its bytes and time.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_config.hpp"
 #include "bench/moe/moe_ops.hpp"
 #include "common/comm.hpp"
@@ -60,6 +71,14 @@ class MoeLayer {
 
   // Route only (the "route" phase of forward): fills the routing arrays below.
   void route();
+  // Collective over the group: the most rows any of its ranks sends or receives in one
+  // all-to-all-v under the last route() (own rows included, as the transport counts them).
+  std::int64_t max_exchange_rows();
+  // Modeled compute, dropless: the dispatch's send buffer and the combine's receive buffer,
+  // sized now to the k T rows every step sends and gets back, lent to the calibration's
+  // all-to-all (calibrate_rates) so that the run maps no placeholders of its own for it.
+  // Elsewhere nothing is lent (bytes = 0).
+  ExchangeBuffers lend_exchange_buffers();
   void forward(PhaseTimer& phases);
   // The backward of the last forward (cfg.pass == fwd_bwd), on its buffers.
   void backward(PhaseTimer& phases);
@@ -112,6 +131,10 @@ class MoeLayer {
   int group_rank() const { return rank_; }
 
  private:
+  void route_drawn();
+  void modeled_drops();
+  void settle_drops();
+  std::uint64_t routing_fingerprint() const;
   void permute_in();
   void dispatch();
   void regroup();
@@ -128,6 +151,7 @@ class MoeLayer {
                                   const std::vector<std::size_t>& recv_displs);
   void ensure(Buffer& b, std::size_t bytes);
   void upload(Buffer& dst, const void* src, std::size_t bytes);
+  void upload_index(Buffer& dst, const void* src, std::size_t bytes);
   void upload_values(Buffer& dst, const std::vector<double>& values);
   std::vector<double> to_host(const Buffer& b, std::int64_t n) const;
   void* row(const Buffer& b, std::int64_t r, std::int64_t cols) const;
@@ -139,6 +163,14 @@ class MoeLayer {
   int rank_ = 0, ranks_ = 1;
   std::size_t e_ = 0;
   std::int64_t capacity_ = -1;
+  std::int64_t first_token_ = 0;  // global index of this rank's first token
+  // Host copies of the skew and selection biases (modeled compute routes on the host).
+  std::vector<float> logit_bias_host_, select_bias_host_;
+  // Modeled compute: chosen_, gates_ and prob_sum_ hold the draws for the current selection
+  // bias; under a capacity factor, the drops in keep_ were settled for the routing with this
+  // fingerprint (set_select_bias resets both).
+  bool routing_drawn_ = false, drops_settled_ = false;
+  std::uint64_t settled_routing_ = 0;
 
   // Parameters and fixed inputs.
   Buffer x_, w_router_, logit_bias_, select_bias_;
@@ -146,7 +178,8 @@ class MoeLayer {
   // Per-step device buffers (grown on demand; sizes repeat from step to step).
   Buffer logits_, chosen_dev_, gates_dev_, prob_sum_dev_, send_src_, slot_pos_, send_, counts_send_,
       counts_recv_, recv_, regroup_gather_, regroup_scatter_, expert_in_, hidden_, act_,
-      expert_out_, back_send_, back_recv_, out_, meta_send_, meta_recv_;
+      expert_out_, back_send_, back_recv_, out_, meta_send_, meta_recv_, meta_ph_send_,
+      meta_ph_recv_;
   // Backward: dY (fixed), gradients and their per-step buffers (grown on demand).
   Buffer dy_, dx_, dw_router_, gate_grad_dev_, prob_grad_dev_, grad_send_, grad_recv_,
       d_expert_out_, d_act_, d_hidden_, d_expert_in_, d_back_send_, d_back_recv_, dlogits_,

@@ -24,8 +24,9 @@ class MoeOps {
   void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c) {
     gemm_ex(false, false, m, n, k, a, b, 0.0, c);
   }
-  // The router's logits [tokens, experts] = x [tokens, h] W [h, experts]: the one GEMM whose
-  // result decides the routing, so modeled compute (common/sim.hpp) still computes it.
+  // The router's logits [tokens, experts] = x [tokens, h] W [h, experts]: the GEMM whose result
+  // decides the routing. Modeled compute (common/sim.hpp) injects its FLOPs only: x holds no
+  // values there, and MoeLayer::route draws the logits instead.
   virtual void router_logits(std::int64_t tokens, std::int64_t experts, std::int64_t h,
                              const void* x, const void* w, void* logits) {
     gemm(tokens, experts, h, x, w, logits);
@@ -59,7 +60,7 @@ class MoeOps {
 
 std::unique_ptr<MoeOps> make_cpu_moe_ops(DType dtype);
 // Modeled compute (SMPI build, --sim-flops): GEMMs skipped and their FLOPs injected, the
-// router's logits and top-k computed on the host (moe_ops_modeled.cpp).
+// router's included (moe_ops_modeled.cpp); any dtype (sizes only).
 std::unique_ptr<MoeOps> make_modeled_moe_ops(DType dtype);
 // Throws UsageError when the build has no CUDA.
 std::unique_ptr<MoeOps> make_cuda_moe_ops(Device& device, DType dtype);

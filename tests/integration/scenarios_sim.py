@@ -288,7 +288,9 @@ def scenario_modeled(env: Env) -> None:
                        "--iters", "1", "--warmup", "0"]) as f:
         for name, g in f["moe"].items():
             a = g.attrs
-            expect(abs(a["expert_flops_per_s"] / F - 1) < 1e-6, f"moe/{name}: expert F {a['expert_flops_per_s']}")
+            # SimGrid ends a compute action within surf/precision (1e-9 s) of another event.
+            expect(abs(a["phase_expert_median_s"] - a["expert_flops_per_rank_max"] / F) <= 2e-9,
+                   f"moe/{name}: expert F {a['expert_flops_per_s']}")
             sent, implied = g["moe_bytes_sent"][()], g["moe_bytes_implied"][()]
             expect(sent.min() > 0 and np.array_equal(sent, implied),
                    f"moe/{name}: bytes sent {sent} != the routing's {implied}")

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""MoE on simulated clusters with modeled compute: the SMPI build (`make sim`, build-sim/bin) run
+by scripts/simulate.py under SimGrid's smpirun, one scenario per ctest test (helpers from
+scenarios_sim.py).
+
+--bin-dir is the SMPI build's bin folder; a missing SMPI build skips (exit 77) with a message.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_scenario import Env, expect, run_cli  # noqa: E402
+from scenarios_sim import check_sim_attrs, run_ok  # noqa: E402
+
+M64 = (1 << 64) - 1
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """kernels/core/counter_rng.hpp's splitmix64 finaliser on uint64 arrays (wrapping)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def drawn_logits(seed: int, tokens: np.ndarray, experts: int) -> np.ndarray:
+    """bench/moe's modeled router logits [tokens, experts]: counter_hash(seed ^ (6 << 56), global
+    token, expert) made an Irwin-Hall sum of its four 16-bit quarters, to unit variance, float32."""
+    s = mix64(np.array([(seed ^ (6 << 56)) & M64], dtype=np.uint64))
+    row = mix64(s ^ tokens.astype(np.uint64))
+    bits = mix64(row[:, None] ^ np.arange(experts, dtype=np.uint64)[None, :])
+    total = np.zeros(bits.shape)
+    for i in range(4):  # in the C++ order: the sum's rounding is the same
+        total = total + (((bits >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.float64) + 0.5) * 2.0**-16
+    return ((total - 2.0) * math.sqrt(3.0)).astype(np.float32)
+
+
+def zipf_bias(seed: int, experts: int, alpha: float) -> np.ndarray:
+    """moe_config.cpp's skew_logit_bias for zipf: log(E p_r) over a seeded permutation."""
+    perm = list(range(experts))
+    tag = np.array([(seed ^ 0x5E3D0B1A5) & M64], dtype=np.uint64)
+    for i in range(experts - 1, 0, -1):
+        h = mix64(mix64(mix64(tag) ^ np.uint64(1)) ^ np.uint64(i))[0]
+        j = int(h) % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    w = [(r + 1.0) ** -alpha for r in range(experts)]  # C pow, summed in order as the C++
+    z = 0.0
+    for v in w:
+        z += v
+    bias = np.zeros(experts, dtype=np.float32)
+    for r in range(experts):
+        bias[perm[r]] = np.float32(math.log(experts * w[r] / z))
+    return bias
+
+
+def route(logits: np.ndarray, bias: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """router_topk (kernels/moe/moe_cpu.cpp) without selection bias: softmax of logits + bias in
+    double (glibc's exp, sequential sums, as the C++), the k highest (ties: lower expert), gates
+    renormalised over them as float32."""
+    z = logits.astype(np.float64) + bias.astype(np.float64)[None, :]
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.array([math.exp(v) for v in z.ravel()]).reshape(z.shape)
+    p = p / np.cumsum(p, axis=1)[:, -1:]
+    order = np.lexsort((np.broadcast_to(np.arange(z.shape[1]), z.shape), -p), axis=1)[:, :k]
+    chosen_p = np.take_along_axis(p, order, axis=1)
+    chosen_sum = np.zeros(len(p))
+    for s in range(k):
+        chosen_sum = chosen_sum + chosen_p[:, s]
+    return order, (chosen_p / chosen_sum[:, None]).astype(np.float32)
+
+
+def scenario_modeled_memory(env: Env) -> None:
+    """Modeled MoE holds no tensor values: on 16 ranks of a 2-node fat tree, a layer (forward and
+    forward + backward, dropless and capacity-limited, zipf-skewed) whose tensors the allocator
+    counts at gigabytes runs in a small fraction of that (peak PSS sampled by simulate.py), while
+    its routing, drawn from the seeded counter RNG instead of computed from x, is exact: the
+    expert loads, the drops and every rank's dispatch and combine bytes equal a numpy replay of
+    the same draws, and every rank sends exactly the bytes its routing implies."""
+    ranks, T, h, ff, E, k, alpha, cf = 16, 1024, 4096, 1024, 64, 4, 1.2, 1.25
+    out = env.workdir / "moe_mem.h5"
+    with run_ok(env, "moe", out, "--platform", "fattree", "--nodes", "2", "--ranks", str(ranks),
+                "--sim-flops", "5e14",
+                flags=["--tokens", str(T), "--hidden", str(h), "--ffn-hidden", str(ff), "--experts", str(E),
+                       "--top-k", str(k), "--skew", "zipf", "--alpha", str(alpha), "--capacity-factor",
+                       f"0,{cf}", "--dtype", "bf16", "--pass", "fwd,fwd_bwd", "--iters", "1",
+                       "--warmup", "1"]) as f:
+        check_sim_attrs(f, "fattree", "modeled", ranks)
+        expect(f.attrs["sim_tensor_data"].startswith("placeholders"), "tensor data not recorded")
+        seed = int(f.attrs["seed"])
+        # The numpy replay: every rank's tokens (global index = rank T + t), routed.
+        chosen, gates = route(drawn_logits(seed, np.arange(ranks * T), E), zipf_bias(seed, E, alpha), k)
+        chosen, gates = chosen.ravel(), gates.ravel()  # copies in global order (token, slot)
+        owner, source = chosen // (E // ranks), np.repeat(np.arange(ranks), T * k)
+        routed = np.bincount(chosen, minlength=E)
+        row = h * 2  # bf16
+        tensors, cases = 0, 0
+        for name, g in f["moe"].items():
+            a = g.attrs
+            cases += 1
+            expect(a["check_passed"] == -1 and "modeled" in a["check_note"], f"{name}: check not skipped")
+            expect(str(a["router_logits"]).startswith("drawn"), f"{name}: router_logits {a['router_logits']!r}")
+            sent, implied = g["moe_bytes_sent"][()], g["moe_bytes_implied"][()]
+            expect(sent.min() > 0 and np.array_equal(sent, implied), f"{name}: bytes sent {sent} != implied {implied}")
+            expect(a["bytes_match"] == 1, f"{name}: bytes_match")
+            expect(np.array_equal(g["expert_load_routed"][()].ravel(), routed),
+                   f"{name}: routed loads {g['expert_load_routed'][()].ravel()} != the replay's {routed}")
+            capacity = int(a["capacity"])
+            keep = np.ones(len(chosen), dtype=bool)
+            if a["capacity_factor"] > 0:
+                expect(capacity == math.ceil(cf * k * T * ranks / E), f"{name}: capacity {capacity}")
+                expect("owner" in str(a["modeled_drops"]), f"{name}: modeled drops not described")
+                # capacity_keep: per expert the highest gates first, ties by global copy index.
+                order = np.lexsort((np.arange(len(chosen)), -gates, chosen))
+                rank_in_expert = np.empty(len(chosen), dtype=np.int64)
+                starts = np.searchsorted(chosen[order], np.arange(E))
+                rank_in_expert[order] = np.arange(len(chosen)) - starts[chosen[order]]
+                keep = rank_in_expert < capacity
+                expect(a["dropped_copies"] == (~keep).sum() > 0, f"{name}: dropped {a['dropped_copies']}, "
+                       f"the replay drops {(~keep).sum()}")
+            else:
+                expect(capacity == -1 and a["dropped_copies"] == 0, f"{name}: dropless dropped copies")
+            expect(np.array_equal(g["expert_load"][()].ravel(), np.bincount(chosen[keep], minlength=E)),
+                   f"{name}: kept loads differ from the replay's")
+            remote = keep & (owner != source)
+            dispatch = np.bincount(source[remote], minlength=ranks) * row
+            combine = np.bincount(owner[remote], minlength=ranks) * row
+            expect(np.array_equal(g["dispatch_bytes"][()].ravel(), dispatch),
+                   f"{name}: dispatch bytes {g['dispatch_bytes'][()].ravel()} != the replay's {dispatch}")
+            expect(np.array_equal(g["combine_bytes"][()].ravel(), combine), f"{name}: combine bytes")
+            expect(a["expert_load_routed_max_over_mean"] > 1.5 and a["aux_loss"] > a["pred_aux_loss"],
+                   f"{name}: zipf skew does not show: {a['expert_load_routed_max_over_mean']}, {a['aux_loss']}")
+            # The busiest rank's expert phase lasts its FLOPs at F, but for SimGrid's surf/precision
+            # (1e-9 s): an action ending that close after another event ends with it.
+            want, got = a["expert_flops_per_rank_max"] / 5e14, a["phase_expert_median_s"]
+            expect(abs(got - want) <= 2 * (E // ranks) * 1e-9, f"{name}: expert phase {got} s, its FLOPs at F {want} s")
+            expect(a["phase_dispatch_median_s"] > 0 and a["phase_combine_median_s"] > 0, f"{name}: no a2a time")
+            tensors = max(tensors, int(g["allocated_peak_bytes"][()].sum()))
+        expect(cases == 4, f"{cases} cases, expected 4")
+    summary = json.loads(out.with_suffix(".sim.json").read_text())
+    pss, rss = summary["peak_pss_bytes"], summary["peak_rss_bytes"]
+    print(f"  tensors {tensors / 2**30:.2f} GiB on {ranks} ranks; the run's peak PSS {pss / 2**30:.2f} GiB, "
+          f"RSS {rss / 2**30:.2f} GiB, {summary['wall_s']:.1f} s")
+    expect(tensors > 2**31, f"the case is too small to show anything: {tensors} B")
+    expect(0 < pss < 0.1 * tensors, f"peak PSS {pss} B for {tensors} B of tensors")
+
+
+SCENARIOS = {
+    "sim_moe_modeled_memory": scenario_modeled_memory,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(SCENARIOS, __doc__))
