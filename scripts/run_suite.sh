@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The main job: every benchmark on the CPU backend with local MPI ranks, results into
 # results/<UTC stamp>/, then plots of each file. Used by `make run`; NP, MPIRUN, BUILD and
-# EXTRA (flags for every benchmark) can be set in the environment.
+# EXTRA (flags for every benchmark) can be set in the environment, and LINK: unset (or
+# `loopback`) runs over Open MPI's shared memory as always; LINK=shaped-1g, shaped-10g or
+# shaped:RATE runs every MPI benchmark over a real slow link, Open MPI over TCP on a network
+# namespace's shaped loopback (scripts/shaped_link.py: root and tc; refused up front otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-4}
@@ -9,13 +12,31 @@ MPIRUN=${MPIRUN:-mpirun}
 BUILD=${BUILD:-build}
 SIM_BUILD=${SIM_BUILD:-build-sim}
 EXTRA=${EXTRA:-}
+LINK=${LINK:-loopback}
+label=loopback
+if [ "$LINK" != loopback ]; then
+  # Refused here, before anything is written: a LINK that is not a shaped link, a bad rate, not
+  # root, no ip or tc, a kernel without tbf (one error line, exit 2).
+  case "$LINK" in
+    shaped*) ;;
+    *) echo "error: LINK=$LINK: run_suite.sh takes loopback (the default), shaped-1g, shaped-10g" \
+         "or shaped:RATE" >&2; exit 2 ;;
+  esac
+  label=$(python3 scripts/shaped_link.py "$LINK" --label) || exit 2
+  python3 scripts/shaped_link.py "$LINK" --check >/dev/null || exit 2
+fi
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 dir=results/$stamp
 mkdir -p "$dir"
 # OpenMPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 launch=("$MPIRUN" -np "$NP" --oversubscribe)
-common=(--backend cpu --link loopback)
+if [ "$LINK" != loopback ]; then
+  # Each benchmark in a namespace of its own, removed when it ends; NP ranks share the rate.
+  launch=(python3 scripts/shaped_link.py "$LINK" -- "${launch[@]}")
+  echo "== link $label: each MPI benchmark over TCP on a shaped loopback (scripts/shaped_link.py) =="
+fi
+common=(--backend cpu --link "$label")
 
 # run OUTPUT_NAME BINARY FLAGS...: one benchmark, results in $dir/OUTPUT_NAME.h5
 run() {
@@ -59,16 +80,14 @@ for f in "$dir"/*.h5; do
   .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
 
-# A simulated cluster (SimGrid's SMPI, `make sim`): the ring on 4 flat hosts whose 50 MB/s links
-# put c* inside the sweep, executed compute; the transfer goes from exposed to hidden, and
-# ring_crossing.py prints where, beside c* (plots in $dir/sim/). EXTRA is not passed: the
-# simulation has its own sizes.
+# A simulated cluster (SimGrid's SMPI, `make sim`): the ring on 4 flat hosts with 50 MB/s links,
+# executed compute. sim_ring_demo.py measures this host's c* there first, then sweeps c*/4 .. 4 c*,
+# so the transfer goes from exposed to hidden inside the sweep on any CPU; ring_crossing.py prints
+# where, beside c* (files and plots in $dir/sim/). EXTRA is not passed: the simulation has its own
+# sizes.
 if [ -x "$SIM_BUILD/bin/ring_attention" ]; then
   echo "== ring_attention on a simulated cluster (4 flat hosts, 50 MB/s links, executed compute) =="
-  .venv/bin/python scripts/simulate.py ring_attention --platform flat --ranks 4 --build "$SIM_BUILD" \
-    --out "$dir/sim/ring_attention_flat.h5" -- --block 128:1024:+128 --layout contiguous --causal 0 \
-    --heads 8 --kv-heads 1 --iters 3 --warmup 1 --check 0
-  .venv/bin/python scripts/ring_crossing.py "$dir/sim/ring_attention_flat.h5"
+  .venv/bin/python scripts/sim_ring_demo.py --build "$SIM_BUILD" --out-dir "$dir/sim"
 else
   echo "(no $SIM_BUILD: make sim builds the SMPI variant for the simulated ring sweep)"
 fi

@@ -5,10 +5,17 @@ benchmark's script in slurm/ (slurm/lib/run_bench.sh does the run and the compar
 
     scripts/sweep.py ring_attention --values 4K,8K,16K --link nvlink,net --nodes 1,2 --dry-run
     scripts/sweep.py moe --values 2K,8K --axis SKEW=none,zipf,hot --link nvlink-ib --nodes 2 --array
+    scripts/sweep.py ring_attention --values 64:2K:x2 --link shaped-1g --cpu --tasks-per-node 2
 
 --dry-run prints every job (its sbatch command line) and, per cell, what build/bin/model
 predicts (forward time of --layers layers per rank, bytes per rank, memory) at the rates
 given with --flops and --bw (or per link with --link-bw), before anything is submitted.
+A shaped link (`shaped-1g`, `shaped-10g`, `shaped:RATE`: scripts/shaped_link.py, root and tc)
+is this machine's own loopback in a network namespace, shaped: its cells run here, one after
+another, each under `shaped_link.py LINK -- mpirun -np RANKS ...` with the job script's flags
+(slurm/lib/run_bench.sh), into results/shaped/sweeps/<UTC>/<job name>.h5 (or --sweep-dir); the
+model's W is the rate shared by the ranks (rate / ranks). One node only, not with Slurm presets,
+--array or --simulate.
 An unknown link preset, a node count the benchmark has no script for, or a bad value list
 is an error (exit 2) and nothing is submitted.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import shlex
 import subprocess
@@ -28,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from link_presets import PresetError, resolve  # noqa: E402
+import shaped_link  # noqa: E402
 import sweep_sim  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,15 +219,19 @@ def build_cells(args: argparse.Namespace) -> list[Cell]:
     values = parse_values(args.values)
     links = [s.strip() for s in args.link.split(",") if s.strip()]
     transport = "mpi" if args.cpu else args.transport
-    for link in links:
-        try:
-            resolve(link, transport)
-        except PresetError as err:
-            raise SweepError(str(err)) from err
     try:
         nodes_list = [int(n) for n in args.nodes.split(",")]
     except ValueError as err:
         raise SweepError(f"--nodes: {args.nodes!r} is not a list of integers") from err
+    if any(shaped_link.is_shaped(link) for link in links):
+        links = shaped_links(args, links, nodes_list)
+    for link in links:
+        if shaped_link.is_shaped(link):
+            continue
+        try:
+            resolve(link, transport)
+        except PresetError as err:
+            raise SweepError(str(err)) from err
     if not links or not nodes_list or min(nodes_list) < 1:
         raise SweepError("--link and --nodes must name at least one preset / positive count")
     bws = link_bandwidths(args.link_bw)
@@ -245,6 +258,73 @@ def build_cells(args: argparse.Namespace) -> list[Cell]:
                     raise SweepError(f"--group {args.group} does not divide {cell.ranks} ranks")
                 cells.append(cell)
     return cells
+
+
+def shaped_links(args: argparse.Namespace, links: list[str], nodes_list: list[int]) -> list[str]:
+    """The shaped links' results labels (`shaped:1gbit` is `shaped-1g`), or SweepError where
+    they cannot run: one machine's loopback, here, not through Slurm or the simulator."""
+    if not all(shaped_link.is_shaped(link) for link in links):
+        raise SweepError("shaped links run on this machine and the other presets through Slurm: "
+                         "sweep them separately")
+    if nodes_list != [1]:
+        raise SweepError("a shaped link is this machine's loopback: --nodes 1")
+    if args.simulate or args.array:
+        raise SweepError("shaped links run here, one cell after another: no --simulate, --array")
+    try:
+        return [shaped_link.parse_link(link).label for link in links]
+    except shaped_link.LinkError as err:
+        raise SweepError(str(err)) from err
+
+
+def shaped_bw(cell: Cell) -> float:
+    """W for the model on a shaped link: its rate, shared by every rank sending at once."""
+    return shaped_link.parse_link(cell.link).per_rank_W(cell.ranks)
+
+
+def shaped_command(args: argparse.Namespace, cell: Cell, name: str, out_dir: Path) -> list[str]:
+    """`shaped_link.py LINK -- mpirun -np RANKS BIN FLAGS`: the job script's flags for the cell
+    (slurm/lib/run_bench.sh's suite_case_args) and its backend, transport, dtype and label."""
+    mode = "cpu" if args.cpu else "gpu"
+    env = {k: v for k, v in cell.env.items() if k not in ("SUITE_MODE", "TRANSPORT")}
+    try:
+        flags = sweep_sim.case_args(cell.bench, mode, env)
+    except sweep_sim.SimSweepError as err:
+        raise SweepError(str(err)) from err
+    backend, transport, dtype = ("cpu", "mpi", "fp32") if args.cpu else ("cuda", args.transport,
+                                                                         "bf16")
+    binary = args.bin_dir / cell.bench.removesuffix("_layer")
+    return [sys.executable, str(REPO / "scripts" / "shaped_link.py"), cell.link, "--",
+            *shlex.split(args.mpirun), "-np", str(cell.ranks), "--oversubscribe", str(binary),
+            *flags, "--backend", backend, "--transport", transport, "--dtype", dtype,
+            "--link", cell.link, "--out", str(out_dir / f"{name}.h5")]
+
+
+def run_shaped(args: argparse.Namespace, cells: list[Cell], out_dir: Path) -> int:
+    """Runs (or with --dry-run prints) every cell here on its shaped link; 1 if any failed."""
+    commands = [shaped_command(args, c, job_name(args, c), out_dir) for c in cells]
+    print(f"\n{len(commands)} run(s) on this machine over a shaped loopback"
+          f"{' (dry run: nothing runs)' if args.dry_run else ''}:")
+    if not args.dry_run:
+        try:
+            shaped_link.find_tools()  # not root or no tc: refused before anything runs
+        except shaped_link.LinkError as err:
+            raise SweepError(str(err)) from err
+        out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if os.geteuid() == 0:  # Open MPI refuses root without these (and shaping needs root)
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    failed = 0
+    for cmd in commands:
+        print("  " + shlex.join(cmd), flush=True)
+        if args.dry_run:
+            continue
+        rc = subprocess.run(cmd, cwd=REPO, env=env).returncode
+        if rc != 0:
+            failed += 1
+            print(f"error: run failed ({rc}): {shlex.join(cmd)}", file=sys.stderr)
+    if not args.dry_run:
+        print(f"results: {out_dir} ({len(commands) - failed} of {len(commands)} cells)")
+    return 1 if failed else 0
 
 
 def sbatch_base(args: argparse.Namespace, cell: Cell) -> list[str]:
@@ -333,7 +413,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a further axis of job variables (slurm/README.md), e.g. "
                              "SKEW=none,zipf,hot for moe or SIZES=1M,1G for sp_tp; repeatable; "
                              "the model's prediction does not depend on it")
-    parser.add_argument("--link", default="nvlink", help="link presets, comma-separated")
+    parser.add_argument("--link", default="nvlink",
+                        help="link presets, comma-separated: slurm/link_presets.json's, or shaped "
+                             "links run here (shaped-1g, shaped-10g, shaped:RATE; "
+                             "scripts/shaped_link.py --list)")
     parser.add_argument("--nodes", default="1", help="node counts, comma-separated")
     parser.add_argument("--tasks-per-node", type=int, default=8,
                         help="ranks (GPUs) per node (default 8)")
@@ -366,7 +449,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sbatch-args", default="",
                         help="extra sbatch flags for every job, e.g. '--partition=gpu --time=1:00:00'")
     parser.add_argument("--sweep-dir", type=Path, default=None,
-                        help="where array cell files go (default results/slurm/sweeps/<UTC>)")
+                        help="where array cell files go (default results/slurm/sweeps/<UTC>); "
+                             "with --simulate or a shaped link, the results files")
+    parser.add_argument("--mpirun", default="mpirun",
+                        help="MPI launcher of shaped-link cells, run here (default mpirun)")
+    parser.add_argument("--bin-dir", type=Path, default=REPO / "build" / "bin",
+                        help="the executables of shaped-link cells (default build/bin)")
     args = parser.parse_args(argv)
     if args.tasks_per_node < 1 or args.layers < 1 or args.group < 0:
         parser.error("--tasks-per-node and --layers must be >= 1, --group >= 0")
@@ -387,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         bw = bws.get(cell.link, args.bw)
         if bw is None and args.simulate:  # the simulated link's own figure
             bw = sweep_sim.simulated_bw(args, cell)
+        if bw is None and shaped_link.is_shaped(cell.link):  # the rate the ranks share
+            bw = shaped_bw(cell)
         cell.prediction, why = predict(model_command(args, cell, bw))
         if why:
             cell.note = why
@@ -397,6 +487,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return sweep_sim.run(args, cells, [job_name(args, c) for c in cells], out_dir)
         except sweep_sim.SimSweepError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    if cells and shaped_link.is_shaped(cells[0].link):
+        print_plan(args, cells)
+        out_dir = args.sweep_dir or REPO / "results" / "shaped" / "sweeps" / stamp
+        try:
+            return run_shaped(args, cells, out_dir)
+        except SweepError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     sweep_dir = args.sweep_dir or REPO / "results" / "slurm" / "sweeps" / stamp

@@ -131,3 +131,63 @@ def test_extra_axis_multiplies_the_cells(fakes):
     bad = run_script("sweep.py", "moe", "--values", "1K", "--axis", "LINK=net", "--model", model,
                      "--sbatch", sbatch_cmd)
     assert bad.returncode == 2 and "set by the sweep itself" in bad.stderr
+
+
+def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
+    """A shaped link (scripts/shaped_link.py) is this machine's loopback: its cells run here under
+    shaped_link.py and mpirun with the job script's flags, labelled with the canonical name, and
+    the model's W is the rate shared by the ranks."""
+    model, model_log, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "ring_attention", "--values", "64,128", "--link",
+                      "shaped-1g,shaped:500mbit", "--cpu", "--tasks-per-node", "2", "--model",
+                      model, "--sbatch", sbatch_cmd, "--sweep-dir", tmp_path / "sw", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 run(s) on this machine over a shaped loopback (dry run: nothing runs)" in proc.stdout
+    runs = [line.split() for line in proc.stdout.splitlines() if "shaped_link.py" in line]
+    assert len(runs) == 4
+    first = runs[0]
+    assert first[first.index("--") - 1] == "shaped-1g"
+    cut = first.index("--")
+    assert first[cut + 1:cut + 5] == ["mpirun", "-np", "2", "--oversubscribe"]
+    # run_bench.sh's cpu flags, then the cell's label and results file
+    assert first[first.index("--block") + 1] == "64" and "--heads" in first
+    assert first[first.index("--link") + 1] == "shaped-1g"
+    out = tmp_path / "sw" / "ring_attention-block64-shaped-1g-n1.h5"
+    assert first[first.index("--out") + 1] == str(out)
+    assert runs[2][runs[2].index("--link") + 1] == "shaped-500mbit"  # shaped:500mbit's label
+    calls = model_log.read_text().splitlines()
+    assert sum("--bw 6.25e+07" in c for c in calls) == 2  # 125 MB/s shared by 2 ranks
+    assert sum("--bw 3.125e+07" in c for c in calls) == 2
+    assert not sbatch_log.exists() and not (tmp_path / "sw").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--link", "shaped-1g,nvlink"], "sweep them separately"),
+    (["--link", "shaped-1g", "--nodes", "2"], "--nodes 1"),
+    (["--link", "shaped-1g", "--array"], "no --simulate, --array"),
+    (["--link", "shaped-1g", "--simulate"], "no --simulate, --array"),
+    (["--link", "shaped:0gbit"], "must be positive"),
+    (["--link", "shaped:2furlong"], "tc's units"),
+])
+def test_shaped_link_refusals(fakes, tmp_path, args, needle):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "ring_attention", "--values", "64", "--cpu", *args, "--model",
+                      model, "--sbatch", sbatch_cmd, "--sweep-dir", tmp_path / "sw")
+    assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
+    assert needle in proc.stderr
+    assert not sbatch_log.exists() and not (tmp_path / "sw").exists()
+
+
+def test_shaped_link_without_root_is_refused_before_any_cell(fakes, tmp_path, monkeypatch, capsys):
+    model, _, sbatch_cmd, _ = fakes
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    ran = []
+    monkeypatch.setattr(sweep.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
+                        __import__("subprocess").CompletedProcess(cmd, 0, "", ""))
+    rc = sweep.main(["ring_attention", "--values", "64", "--link", "shaped-1g", "--cpu",
+                     "--tasks-per-node", "2", "--model", str(model),
+                     "--sweep-dir", str(tmp_path / "sw")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("error:") == 1 and "needs root" in err
+    assert not any("shaped_link.py" in " ".join(map(str, c)) for c in ran)
+    assert not (tmp_path / "sw").exists()
