@@ -134,27 +134,10 @@ void MoeLayer::route() {
   } else if (capacity_ >= 0) {
     // Every rank needs the group's (expert, gate) pairs to apply the same drop rule.
     const std::int64_t copies = T * k;
-    std::vector<double> meta(static_cast<std::size_t>(2 * copies));
-    for (std::int64_t c = 0; c < copies; ++c) {
-      meta[static_cast<std::size_t>(2 * c)] = chosen_[static_cast<std::size_t>(c)];
-      meta[static_cast<std::size_t>(2 * c + 1)] = gates_[static_cast<std::size_t>(c)];
-    }
     const std::int64_t before = comm_.bytes().sent;
-    std::vector<double> all = group_gather(meta);
+    const std::vector<std::uint8_t> all_keep = group_drop_rule();
     measured_.control += comm_.bytes().sent - before;
     ++fwd_calls_.all_gather;
-    const std::int64_t total = copies * ranks_;
-    std::vector<std::int32_t> all_chosen(static_cast<std::size_t>(total));
-    std::vector<float> all_gates(static_cast<std::size_t>(total));
-    for (std::int64_t c = 0; c < total; ++c) {
-      all_chosen[static_cast<std::size_t>(c)] =
-          static_cast<std::int32_t>(all[static_cast<std::size_t>(2 * c)]);
-      all_gates[static_cast<std::size_t>(c)] =
-          static_cast<float>(all[static_cast<std::size_t>(2 * c + 1)]);
-    }
-    std::vector<std::uint8_t> all_keep(static_cast<std::size_t>(total));
-    km::capacity_keep(total, all_chosen.data(), all_gates.data(), cfg_.experts, capacity_,
-                      all_keep.data());
     std::copy_n(all_keep.begin() + rank_ * copies, copies, keep_.begin());
   }
   plan_ = km::plan_dispatch(T, k, cfg_.experts, ranks_, chosen_.data(), keep_.data());
@@ -293,6 +276,15 @@ void MoeLayer::settle_drops() {
   // Small groups: the same decisions as the executed layer's rule over the gathered routing.
   constexpr std::int64_t kCrossCheckCopies = std::int64_t{1} << 16;
   if (copies * ranks_ > kCrossCheckCopies) return;
+  const std::vector<std::uint8_t> all_keep = group_drop_rule();
+  SUITE_CHECK(std::equal(keep_.begin(), keep_.end(), all_keep.begin() + rank_ * copies),
+              "moe: the experts' owners settled other drops than the group's drop rule");
+}
+
+// The drop rule over the whole group: every rank gathers the group's (expert, gate) pairs and
+// applies capacity_keep to all of them, so every rank reaches the same decisions.
+std::vector<std::uint8_t> MoeLayer::group_drop_rule() {
+  const std::int64_t copies = static_cast<std::int64_t>(chosen_.size());
   std::vector<double> meta(static_cast<std::size_t>(2 * copies));
   for (std::int64_t c = 0; c < copies; ++c) {
     meta[static_cast<std::size_t>(2 * c)] = chosen_[static_cast<std::size_t>(c)];
@@ -309,9 +301,9 @@ void MoeLayer::settle_drops() {
         static_cast<float>(all[static_cast<std::size_t>(2 * c + 1)]);
   }
   std::vector<std::uint8_t> all_keep(static_cast<std::size_t>(total));
-  km::capacity_keep(total, all_chosen.data(), all_gates.data(), E, capacity_, all_keep.data());
-  SUITE_CHECK(std::equal(keep_.begin(), keep_.end(), all_keep.begin() + rank_ * copies),
-              "moe: the experts' owners settled other drops than the group's drop rule");
+  km::capacity_keep(total, all_chosen.data(), all_gates.data(), cfg_.experts, capacity_,
+                    all_keep.data());
+  return all_keep;
 }
 
 std::uint64_t MoeLayer::routing_fingerprint() const {

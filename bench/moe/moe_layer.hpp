@@ -127,6 +127,7 @@ class MoeLayer {
   // Collective over the group: element-wise sum, and every rank's vector in rank order.
   std::vector<double> group_sum(const std::vector<double>& v);
   std::vector<double> group_gather(const std::vector<double>& v);
+  std::vector<std::uint8_t> group_drop_rule();
 
   int group_rank() const { return rank_; }
 
