@@ -15,21 +15,27 @@ namespace {
 using kernels::AttentionParams;
 using kernels::BlockMask;
 
-// Visible (query, key) pairs of one block: from the mask's shape in O(1) (full, causal top-left
-// or bottom-right), else from the positions as the kernels read them: key j is visible to query
-// i iff k_pos[j] <= q_pos[i], in O((cq + ck) log ck).
+// Visible (query, key) pairs of one block: the caller's count where it gave one, from the
+// mask's shape in O(1) (full, causal top-left or bottom-right), else from the positions as the
+// kernels read them: key j is visible to query i iff k_pos[j] lies in query i's visible window
+// (its document, up to itself when causal), in O((cq + ck) log ck).
 double visible_pairs(const AttentionParams& p, BlockMask mask, const std::int64_t* q_pos,
                      const std::int64_t* k_pos) {
-  if (!p.causal) return static_cast<double>(p.cq) * static_cast<double>(p.ck);
-  if (mask != BlockMask::positions)
-    return static_cast<double>(kernels::structured_visible_pairs(mask, p.cq, p.ck));
+  if (p.known_visible_pairs >= 0) return static_cast<double>(p.known_visible_pairs);
+  if (mask != BlockMask::positions) {
+    const BlockMask shape = p.causal ? mask : BlockMask::full;
+    return static_cast<double>(kernels::structured_visible_pairs(shape, p.cq, p.ck));
+  }
   if (q_pos == nullptr || k_pos == nullptr)
     throw std::logic_error("modeled attention: a positions mask without positions");
   std::vector<std::int64_t> keys(k_pos, k_pos + p.ck);
   if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
   double n = 0;
-  for (std::int64_t i = 0; i < p.cq; ++i)
-    n += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) - keys.begin());
+  for (std::int64_t i = 0; i < p.cq; ++i) {
+    const kernels::KeyWindow w = kernels::visible_window(p.causal, q_pos[i]);
+    n += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), w.hi) -
+                             std::lower_bound(keys.begin(), keys.end(), w.lo));
+  }
   return n;
 }
 

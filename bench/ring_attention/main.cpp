@@ -22,6 +22,7 @@ struct RingOptions {
   std::string cpu_progress = "poll";
   std::string passes = "fwd";
   std::string grad_dtype = "auto";
+  std::string docs;
 };
 
 suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
@@ -47,6 +48,7 @@ suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
   s.poll_progress = o.cpu_progress == "poll";
   s.passes = suite::parse_pass_list("--pass", o.passes);
   s.grad_dtype = suite::parse_grad_dtype_flag(o.grad_dtype, dtype);
+  if (!o.docs.empty()) s.docs = parse_doc_spec(o.docs);
   return s;
 }
 
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
+    app.add_option("--docs", o.docs, suite::ring::kDocsHelp);
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
     app.add_option(
            "--kv-heads", o.kv_heads,

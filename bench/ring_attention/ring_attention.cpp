@@ -42,9 +42,9 @@ std::vector<std::int64_t> gathered_positions(const RingConfig& cfg) {
 // written into the running result or merged into it.
 void RingAttention::Impl::attend(std::int64_t bi, std::size_t qi, const std::byte* k,
                                  const std::byte* v, std::int64_t ld_kv, std::int64_t ck,
-                                 const std::int64_t* kpos, BlockMask mask) {
+                                 const std::int64_t* kpos, BlockMask mask, std::int64_t pairs) {
   const Segment& qs = my_segs()[qi];
-  const AttentionParams p = params(qs.count, ck, ld_kv);
+  const AttentionParams p = params(qs.count, ck, ld_kv, pairs);
   const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
   const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
   const std::byte* qp = at(q, q_off, e);
@@ -68,13 +68,14 @@ void RingAttention::Impl::ring_round(int src, const Buffer& block) {
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
-      for (const Segment& ks : csegs[src]) {
-        auto mask = classify_pair(my_segs()[qi], ks, cfg.causal);
-        if (!mask) continue;  // fully masked: skipped (the block still travels on)
+      for (std::size_t ki = 0; ki < csegs[src].size(); ++ki) {
+        const PairPlan& pl = plan(src, qi, ki);
+        if (!pl.mask) continue;  // fully masked: skipped (the block still travels on)
+        const Segment& ks = csegs[src][ki];
         const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
         const std::byte* k = at(block, k_off, e);
         const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
-        attend(bi, qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), *mask);
+        attend(bi, qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), *pl.mask, pl.pairs);
       }
 }
 
@@ -104,17 +105,53 @@ void RingAttention::Impl::attend_gathered() {
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (std::size_t qi = 0; qi < my_segs().size(); ++qi) {
-      const auto [ck, mask] = gathered_keys(my_segs()[qi]);
-      const std::byte* k = at(k_all, bi * kv_head_row, e);
-      const std::byte* v = at(v_all, bi * kv_head_row, e);
-      attend(bi, qi, k, v, cfg.kv_row(), ck, all_pos.as<std::int64_t>(), mask);  // null: modeled
+      const GatheredKeys& g = gathered_plan[qi];
+      const std::byte* k = at(k_all, g.first * cfg.kv_row() + bi * kv_head_row, e);
+      const std::byte* v = at(v_all, g.first * cfg.kv_row() + bi * kv_head_row, e);
+      attend(bi, qi, k, v, cfg.kv_row(), g.count, gathered_key_positions(g.first), g.mask, g.pairs);
     }
 }
 
-std::pair<std::int64_t, BlockMask> RingAttention::Impl::gathered_keys(const Segment& qs) const {
-  if (!cfg.causal) return {cfg.s(), BlockMask::full};
-  if (cfg.layout == Layout::striped) return {cfg.s(), BlockMask::positions};
-  return {qs.last() + 1, BlockMask::causal_bottom_right};
+RingAttention::Impl::GatheredKeys RingAttention::Impl::gathered_keys(const Segment& qs) const {
+  GatheredKeys g;
+  for (int src = 0; src < n; ++src)
+    for (const Segment& ks : csegs[static_cast<std::size_t>(src)])
+      g.pairs += visible_pairs(qs, ks, cfg.causal, cfg.documents());
+  const PackedDocuments* docs = cfg.documents();
+  if (cfg.layout == Layout::striped) {  // rank order: only positions describe the mask
+    g.count = cfg.s();
+    g.mask = cfg.causal || docs ? BlockMask::positions : BlockMask::full;
+    return g;
+  }
+  if (docs == nullptr) {
+    g.count = cfg.causal ? qs.last() + 1 : cfg.s();
+    g.mask = cfg.causal ? BlockMask::causal_bottom_right : BlockMask::full;
+    return g;
+  }
+  // Global order: the keys from the start of the segment's first document to its last query
+  // (causal) or to the end of its last document.
+  const std::int64_t d0 = docs->document_of(qs.first()), d1 = docs->document_of(qs.last());
+  g.first = docs->start(d0);
+  g.count = (cfg.causal ? qs.last() + 1 : docs->end(d1)) - g.first;
+  g.mask = d0 != d1     ? BlockMask::positions
+           : cfg.causal ? BlockMask::causal_bottom_right
+                        : BlockMask::full;
+  return g;
+}
+
+void RingAttention::Impl::plan_schedule() {
+  plans.assign(static_cast<std::size_t>(n), {});
+  for (int src = 0; src < n; ++src) {
+    auto& row = plans[static_cast<std::size_t>(src)];
+    for (const Segment& qs : my_segs())
+      for (const Segment& ks : csegs[static_cast<std::size_t>(src)])
+        row.push_back({classify_pair(qs, ks, cfg.causal, cfg.documents()),
+                       visible_pairs(qs, ks, cfg.causal, cfg.documents())});
+  }
+  gathered_plan.clear();
+  if (cfg.variant == Variant::allgather)
+    for (const Segment& qs : my_segs())
+      gathered_plan.push_back(gathered_keys(qs));
 }
 
 RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
@@ -125,11 +162,14 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   SUITE_CHECK(comm.size() == cfg.n_c, "the ring's group size differs from n_c");
   for (int r = 0; r < cfg.n_c; ++r) {
     m.segs.push_back(rank_segments(cfg.layout, r, cfg.n_c, cfg.c));
-    // Without a causal mask every pair is visible: one call per block, whatever the layout.
-    m.csegs.push_back(cfg.causal ? m.segs.back() : std::vector<Segment>{{0, 0, 1, cfg.c}});
+    // Without a causal mask or documents every pair is visible: one call per block, whatever
+    // the layout.
+    m.csegs.push_back(cfg.causal || cfg.docs ? m.segs.back()
+                                             : std::vector<Segment>{{0, 0, 1, cfg.c}});
   }
   q_segments_ = m.csegs[m.rank];
   q_positions_ = rank_positions(cfg.layout, m.rank, cfg.n_c, cfg.c);
+  m.plan_schedule();
   m.written.assign(static_cast<std::size_t>(cfg.batch) * q_segments_.size(), 0);
 
   auto upload = [&](const std::vector<double>& values) {
@@ -145,17 +185,18 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
       return upload(attention_input(seed, which, q_positions_, cfg.batch, heads, cfg.head_dim));
     return device.alloc(static_cast<std::size_t>(cfg.c * cfg.batch * heads * cfg.head_dim) * m.e);
   };
-  auto upload_pos = [&](const std::vector<std::int64_t>& pos) {
+  // Positions as the mask reads them: tagged with their documents where there are some.
+  auto upload_pos = [&](const std::vector<std::int64_t>& plain) {
     sim::KeepData keep;  // the mask reads them, modeled compute too
+    const std::vector<std::int64_t> pos = cfg.docs ? cfg.docs->tagged(plain) : plain;
     Buffer b =
         device.alloc(static_cast<std::size_t>(pos_bytes(static_cast<std::int64_t>(pos.size()))));
     device.copy_from_host(b.data(), pos.data(), b.bytes());
     return b;
   };
-  // Only a `positions` mask (a causal striped pair) reads the keys' positions; modeled compute
-  // counts every other mask from its shape, so it keeps none (N_c blocks of c each would grow
-  // with the ring).
-  const bool key_positions = !sim::modeled() || (cfg.causal && cfg.layout == Layout::striped);
+  // Modeled compute injects each block's FLOPs from its planned visible pairs, so it keeps no
+  // key positions (N_c blocks of c each would grow with the ring).
+  const bool key_positions = !sim::modeled();
 
   const std::int64_t q_bytes = cfg.c * cfg.q_row() * static_cast<std::int64_t>(m.e);
   m.q = input(InputTensor::q, cfg.heads);
@@ -245,13 +286,9 @@ std::int64_t RingAttention::estimate_bytes(const RingConfig& cfg) {
                                ? 3 * q_bytes + 3 * block + lse + pos + bwd
                                : 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos + bwd;
   if (!sim::modeled()) return all;
-  // Modeled: the own positions, the keys' only where a positions mask reads them (and the
-  // gathered ones), and the few buffers below the placeholder size (log-sum-exp partials).
-  const bool keys = cfg.causal && cfg.layout == Layout::striped;
-  const std::int64_t real_pos =
-      pos_bytes(cfg.c) * (keys ? 1 + cfg.n_c : 1) +
-      (keys && cfg.variant == Variant::allgather ? pos_bytes(cfg.s()) : 0);
-  return real_pos +
+  // Modeled: the own positions (no key positions: each block's visible pairs are planned)
+  // and the few buffers below the placeholder size (log-sum-exp partials).
+  return pos_bytes(cfg.c) +
          std::min<std::int64_t>(all, 4 * static_cast<std::int64_t>(sim::kPlaceholderMinBytes));
 }
 
@@ -350,10 +387,33 @@ std::vector<std::int64_t> RingAttention::work_pairs() const {
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
     std::int64_t pairs = 0;
-    for (const Segment& qs : m.my_segs())
-      for (const Segment& ks : m.csegs[src])
-        pairs += visible_pairs(qs, ks, m.cfg.causal);
+    for (const Impl::PairPlan& pl : m.plans[static_cast<std::size_t>(src)])
+      pairs += pl.pairs;
     out[m.cfg.variant == Variant::ring ? k : 0] += pairs * m.cfg.batch;
+  }
+  return out;
+}
+
+RingAttention::BlockCensus RingAttention::block_census() const {
+  const Impl& m = *impl_;
+  BlockCensus out;
+  for (int k = 0; k < m.n; ++k) {
+    const int src = ring_source(m.rank, k, m.n);
+    std::int64_t skipped = 0, masked = 0, whole = 0, i = 0;
+    for (const Segment& qs : m.my_segs())
+      for (const Segment& ks : m.csegs[static_cast<std::size_t>(src)]) {
+        const Impl::PairPlan& pl =
+            m.plans[static_cast<std::size_t>(src)][static_cast<std::size_t>(i++)];
+        if (!pl.mask)
+          ++skipped;
+        else if (pl.pairs == qs.count * ks.count)
+          ++whole;
+        else
+          ++masked;
+      }
+    out.skipped.push_back(skipped);
+    out.masked.push_back(masked);
+    out.whole.push_back(whole);
   }
   return out;
 }

@@ -63,6 +63,13 @@ class RingAttention {
   int backward_rounds() const;
   // Exact work of this rank per round: visible (query, key) pairs over all batch elements.
   std::vector<std::int64_t> work_pairs() const;
+  // Per ring round (n_c of them, whatever the variant), this rank's (query segment, key
+  // segment) block pairs of one sequence: skipped (no visible pair: not computed), masked
+  // (some pairs hidden) and whole (every pair visible).
+  struct BlockCensus {
+    std::vector<std::int64_t> skipped, masked, whole;
+  };
+  BlockCensus block_census() const;
   // This rank's output [c, batch, heads, d] (local token order) and lse, one [heads, count]
   // block per (batch element, segment) at offset (batch * c + local_offset) * heads; decoded.
   std::vector<double> output() const;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,22 @@ struct RingAttention::Impl {
   Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
   std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
   std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
+  // What one (query segment, key segment) pair of the schedule costs, fixed for the run by the
+  // layout and the documents: its mask (nullopt: no visible pair, skipped) and its exact
+  // visible pairs (modeled compute injects their FLOPs from it).
+  struct PairPlan {
+    std::optional<BlockMask> mask;
+    std::int64_t pairs = 0;
+  };
+  std::vector<std::vector<PairPlan>> plans;  // [src][qi * csegs[src].size() + ki]
+  // All-gather variant, per query segment: the gathered key rows it attends, [first,
+  // first + count), their mask and visible pairs.
+  struct GatheredKeys {
+    std::int64_t first = 0, count = 0;
+    BlockMask mask = BlockMask::full;
+    std::int64_t pairs = 0;
+  };
+  std::vector<GatheredKeys> gathered_plan;
   std::vector<char> written;  // per (batch, query segment): running result holds a partial
   // One recorded step's per-round timers, resolved only by collect_times(), so no host
   // synchronisation sits inside a timed step. Reused after each collection. The backward's
@@ -117,19 +134,28 @@ struct RingAttention::Impl {
                : k_pos[static_cast<std::size_t>(src)].as<std::int64_t>() + ks.local_offset;
   }
 
-  AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv) const {
+  AttentionParams params(std::int64_t cq, std::int64_t ck, std::int64_t ld_kv,
+                         std::int64_t pairs) const {
     AttentionParams p =
         kernels::make_attention_params(cq, ck, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
     p.ld_q = p.ld_o = cfg.q_row();
     p.ld_k = p.ld_v = ld_kv;
+    p.known_visible_pairs = pairs;
     return p;
   }
+  const PairPlan& plan(int src, std::size_t qi, std::size_t ki) const {
+    return plans[static_cast<std::size_t>(src)]
+                [qi * csegs[static_cast<std::size_t>(src)].size() + ki];
+  }
+  // Fills plans and gathered_plan (the constructor, once the segments are known).
+  void plan_schedule();
 
   // ---- forward (ring_attention.cpp) ----
   // Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),
   // written into the running result or merged into it.
   void attend(std::int64_t bi, std::size_t qi, const std::byte* k, const std::byte* v,
-              std::int64_t ld_kv, std::int64_t ck, const std::int64_t* kpos, BlockMask mask);
+              std::int64_t ld_kv, std::int64_t ck, const std::int64_t* kpos, BlockMask mask,
+              std::int64_t pairs);
   // One ring round: this rank's queries against the block of rank `src` held in `block`.
   void ring_round(int src, const Buffer& block);
   // All-gather variant: gather every K/V block and lay K and V out for one attention.
@@ -137,8 +163,13 @@ struct RingAttention::Impl {
   // All-gather variant: one attention per query segment over the keys it needs.
   void attend_gathered();
   // The keys the all-gather variant attends for query segment qs and the mask they need:
-  // a causal contiguous range sees a prefix of the sequence.
-  std::pair<std::int64_t, BlockMask> gathered_keys(const Segment& qs) const;
+  // a causal contiguous range sees a prefix of the sequence, with documents only from its
+  // first document's start.
+  GatheredKeys gathered_keys(const Segment& qs) const;
+  // Gathered key positions from row `first` (nullptr where modeled compute keeps none).
+  const std::int64_t* gathered_key_positions(std::int64_t first) const {
+    return all_pos.data() == nullptr ? nullptr : all_pos.as<std::int64_t>() + first;
+  }
 
   // ---- backward (ring_backward.cpp) ----
   // Allocates the backward's buffers and draws dO (the caller may overwrite it); returns the

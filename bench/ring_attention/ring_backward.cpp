@@ -66,18 +66,19 @@ void RingAttention::Impl::backward_round(int src, const Buffer& block, const Buf
   const std::int64_t v_half = cfg.c * cfg.kv_row();  // where V (and dV) start in a block
   dev.fill_zero(dkv_part.data(), dkv_part.bytes());
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-    for (const Segment& qs : my_segs())
-      for (const Segment& ks : csegs[src]) {
-        auto mask = classify_pair(qs, ks, cfg.causal);
-        if (!mask) continue;  // fully masked: no contribution
+    for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
+      for (std::size_t ki = 0; ki < csegs[src].size(); ++ki) {
+        const PairPlan& pl = plan(src, qi, ki);
+        if (!pl.mask) continue;  // fully masked: no contribution
+        const Segment &qs = my_segs()[qi], &ks = csegs[src][ki];
         const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
         const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
         const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
-        engine.backward(params(qs.count, ks.count, cfg.kv_row()), *mask, at(q, q_off, e),
-                        at(block, k_off, e), at(block, v_half + k_off, e), at(o, q_off, e),
-                        at(d_o, q_off, e), at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
-                        q_pos.as<std::int64_t>() + qs.local_offset, key_positions(src, ks),
-                        at(dq, q_off, ge), at(dkv_part, k_off, ge),
+        engine.backward(params(qs.count, ks.count, cfg.kv_row(), pl.pairs), *pl.mask,
+                        at(q, q_off, e), at(block, k_off, e), at(block, v_half + k_off, e),
+                        at(o, q_off, e), at(d_o, q_off, e), at(lse_run, lse_off, lse_e),
+                        at(delta, lse_off, lse_e), q_pos.as<std::int64_t>() + qs.local_offset,
+                        key_positions(src, ks), at(dq, q_off, ge), at(dkv_part, k_off, ge),
                         at(dkv_part, v_half + k_off, ge));
       }
 }
@@ -88,16 +89,17 @@ void RingAttention::Impl::backward_gathered_compute() {
   const std::int64_t all_half = cfg.s() * cfg.kv_row();  // dV of all tokens after dK
   dev.fill_zero(dkv_all.data(), dkv_all.bytes());
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-    for (const Segment& qs : my_segs()) {
-      const auto [ck, mask] = gathered_keys(qs);
+    for (std::size_t qi = 0; qi < my_segs().size(); ++qi) {
+      const Segment& qs = my_segs()[qi];
+      const GatheredKeys& g = gathered_plan[qi];
       const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
       const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
-      engine.backward(
-          params(qs.count, ck, cfg.kv_row()), mask, at(q, q_off, e), at(k_all, bi * kv_head_row, e),
-          at(v_all, bi * kv_head_row, e), at(o, q_off, e), at(d_o, q_off, e),
-          at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
-          q_pos.as<std::int64_t>() + qs.local_offset, all_pos.as<std::int64_t>(), at(dq, q_off, ge),
-          at(dkv_all, bi * kv_head_row, ge), at(dkv_all, all_half + bi * kv_head_row, ge));
+      const std::int64_t k_off = g.first * cfg.kv_row() + bi * kv_head_row;
+      engine.backward(params(qs.count, g.count, cfg.kv_row(), g.pairs), g.mask, at(q, q_off, e),
+                      at(k_all, k_off, e), at(v_all, k_off, e), at(o, q_off, e), at(d_o, q_off, e),
+                      at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
+                      q_pos.as<std::int64_t>() + qs.local_offset, gathered_key_positions(g.first),
+                      at(dq, q_off, ge), at(dkv_all, k_off, ge), at(dkv_all, all_half + k_off, ge));
     }
   // Back to each owner's block layout [dK | dV] (the inverse of gather_all), in grad_dtype.
   dev.fill_zero(dkv_packed.data(), dkv_packed.bytes());

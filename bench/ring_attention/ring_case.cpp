@@ -231,6 +231,7 @@ class RingCase final : public BenchCase {
     if (cfg_.causal)
       pred_lockstep = balanced() ? model::ring_causal_steps_balanced(cfg_.n_c)
                                  : model::ring_causal_steps_contiguous(cfg_.n_c);
+    if (cfg_.docs) pred_lockstep = NAN;  // METHODS.md's closed forms hold for one document
     const double pred_mem =
         cfg_.variant == Variant::ring
             ? model::ring_memory_bytes(shape()) * static_cast<double>(cfg_.batch)
@@ -277,6 +278,39 @@ class RingCase final : public BenchCase {
     a.emplace_back("check_tolerance", reference_tolerance(cfg_.dtype));
     rec.int_tables.push_back({"cp_bytes_sent", 1, static_cast<std::size_t>(ctx_.mpi.size()),
                               gather_int(fwd_bytes_, ctx_.mpi.size(), ctx_.mpi.rank())});
+    report_documents(lockstep_pairs, rec);
+  }
+
+  // Packed documents: the pack (cu_seqlens), each rank's skipped and masked block pairs per
+  // round, and the balance the schedule's exact work predicts: max / mean of the ranks' work,
+  // and the efficiency mean / lockstep (the ring waits for each round's busiest rank).
+  void report_documents(double lockstep_pairs, CaseRecord& rec) {
+    if (!cfg_.docs) return;
+    const PackedDocuments& d = *cfg_.docs;
+    auto& a = rec.attrs;
+    a.emplace_back("docs_longest", d.longest());
+    a.emplace_back("docs_mean_length", static_cast<double>(d.tokens()) / d.count());
+    a.emplace_back("docs_cut_tokens", d.cut_tokens());
+    std::int64_t mine = 0;
+    for (auto w : ring_->work_pairs())
+      mine += w;
+    std::int64_t sum = 0, most = 0;
+    SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    SUITE_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    const double mean = static_cast<double>(sum) / ctx_.mpi.size();
+    a.emplace_back("work_pairs_total", sum / (ctx_.mpi.size() / cfg_.n_c));
+    a.emplace_back("work_max_over_mean", mean > 0 ? static_cast<double>(most) / mean : NAN);
+    a.emplace_back("pred_efficiency_balance", most > 0 ? mean / static_cast<double>(most) : NAN);
+    a.emplace_back("pred_efficiency_lockstep", lockstep_pairs > 0 ? mean / lockstep_pairs : NAN);
+    const auto ranks = static_cast<std::size_t>(ctx_.mpi.size());
+    const RingAttention::BlockCensus census = ring_->block_census();
+    const auto rounds = static_cast<std::size_t>(cfg_.n_c);
+    rec.int_tables.push_back({"cu_seqlens", 1, d.cu_seqlens().size(), d.cu_seqlens()});
+    rec.int_tables.push_back(
+        {"round_blocks_skipped", rounds, ranks,
+         gather_int_columns(census.skipped, ctx_.mpi.size(), ctx_.mpi.rank())});
+    rec.int_tables.push_back({"round_blocks_masked", rounds, ranks,
+                              gather_int_columns(census.masked, ctx_.mpi.size(), ctx_.mpi.rank())});
   }
 
   // The backward's own figures: c*_bwd against the forward's, bytes and hops, memory, the

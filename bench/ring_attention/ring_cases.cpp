@@ -45,6 +45,11 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
             cfg.poll_progress = sweep.poll_progress;
             cfg.pass = pass;
             cfg.grad_dtype = sweep.grad_dtype;
+            if (sweep.docs) {
+              cfg.docs_spec = sweep.docs->text;
+              cfg.docs = std::make_shared<const PackedDocuments>(
+                  PackedDocuments::pack(*sweep.docs, cfg.s(), ctx.opts.seed));
+            }
             validate(cfg);
             const std::int64_t need = RingAttention::estimate_bytes(cfg);
             const std::size_t have = ctx.device.memory_available();
@@ -80,6 +85,10 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
     spec.make = [&ctx, cfg, choice = sweep.attn_kernel] {
       return make_ring_case(ctx, cfg, choice);
     };
+    if (cfg.docs) {
+      spec.params.emplace_back("docs", cfg.docs_spec);
+      spec.params.emplace_back("docs_count", cfg.docs->count());
+    }
     spec.console_counters = {"c_star_tokens", "overlap_efficiency"};
     if (cfg.backward()) {
       spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));

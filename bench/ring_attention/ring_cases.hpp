@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bench/ring_attention/ring_config.hpp"
@@ -24,6 +25,7 @@ struct RingSweep {
   bool poll_progress = true;
   std::vector<Pass> passes{Pass::fwd};
   DType grad_dtype = DType::fp32;  // the travelling dK/dV partial sums (--grad-dtype)
+  std::optional<DocSpec> docs;     // --docs: packed documents, drawn per case's s with --seed
 };
 
 // Validates every case for this job (UsageError) and builds them; ctx.comm is the

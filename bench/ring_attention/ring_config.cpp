@@ -1,5 +1,7 @@
 #include "bench/ring_attention/ring_config.hpp"
 
+#include <cctype>
+
 #include "common/errors.hpp"
 
 namespace suite::ring {
@@ -20,6 +22,13 @@ std::string RingConfig::case_name() const {
   n += "_d" + std::to_string(head_dim);
   if (batch != 1) n += "_b" + std::to_string(batch);
   if (backward()) n += "_fwd_bwd_g" + std::string(dtype_name(grad_dtype));
+  if (docs) {  // the spec, as a name can hold it (file: the file's name)
+    std::string spec = docs_spec.substr(0, docs_spec.find(':'));
+    for (char ch : docs_spec.substr(spec.size()))
+      spec += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
+    if (spec.rfind("file-", 0) == 0) spec = "file-" + spec.substr(spec.find_last_of('-') + 1);
+    n += "_docs-" + spec;
+  }
   return n;
 }
 

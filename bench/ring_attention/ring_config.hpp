@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,12 @@ struct RingConfig {
   Pass pass = Pass::fwd;
   // Element type of the dK/dV partial sums that travel with the K/V blocks (--grad-dtype).
   DType grad_dtype = DType::fp32;
+  // Packed documents over the s tokens (--docs), the same for every sequence of the batch;
+  // null: one document. The mask is `causal` (or full) within each document.
+  std::shared_ptr<const PackedDocuments> docs;
+  std::string docs_spec;  // as given
+
+  const PackedDocuments* documents() const { return docs.get(); }
 
   bool backward() const { return pass == Pass::fwd_bwd; }
   std::size_t grad_elem() const { return dtype_size(grad_dtype); }

@@ -20,7 +20,11 @@ IdealTimes measure_ideal(const RingConfig& cfg, Device& device, kernels::Attenti
                          double flops_per_s, bool backward, int iterations) {
   IdealTimes out;
   const std::int64_t s = cfg.s();
-  const double pairs = cfg.causal ? 0.5 * s * (s + 1.0) : static_cast<double>(s) * s;
+  // With documents: one varlen attention of the whole pack (every document's own pairs).
+  const PackedDocuments* docs = cfg.documents();
+  const double pairs = docs         ? static_cast<double>(docs->total_visible_pairs(cfg.causal))
+                       : cfg.causal ? 0.5 * s * (s + 1.0)
+                                    : static_cast<double>(s) * s;
   const double flops = (backward ? 14.0 : 4.0) * cfg.head_dim * cfg.heads * cfg.batch * pairs;
   const std::size_t e = cfg.elem(), ge = dtype_size(engine.grad_type());
   const std::size_t q_bytes = static_cast<std::size_t>(s * cfg.q_row()) * e;
@@ -60,14 +64,18 @@ IdealTimes measure_ideal(const RingConfig& cfg, Device& device, kernels::Attenti
   Buffer lse = device.alloc(stats), delta = device.alloc(stats);
   Buffer dq = device.alloc(q_bytes / e * ge), dk = device.alloc(kv_bytes / e * ge),
          dv = device.alloc(kv_bytes / e * ge);
-  Buffer d_pos = device.alloc(pos.size() * sizeof(std::int64_t));
-  device.copy_from_host(d_pos.data(), pos.data(), d_pos.bytes());
+  const std::vector<std::int64_t> mask_pos = docs ? docs->tagged(pos) : pos;
+  Buffer d_pos = device.alloc(mask_pos.size() * sizeof(std::int64_t));
+  device.copy_from_host(d_pos.data(), mask_pos.data(), d_pos.bytes());
   const auto* p_pos = d_pos.as<std::int64_t>();
 
   auto p = kernels::make_attention_params(s, s, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
   p.ld_q = p.ld_o = cfg.q_row();
   p.ld_k = p.ld_v = cfg.kv_row();
-  const auto mask = cfg.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full;
+  p.known_visible_pairs = static_cast<std::int64_t>(pairs);
+  const auto mask = docs && docs->count() > 1 ? kernels::BlockMask::positions
+                    : cfg.causal              ? kernels::BlockMask::causal_top_left
+                                              : kernels::BlockMask::full;
   const std::int64_t q_head_row = static_cast<std::int64_t>(cfg.heads) * cfg.head_dim;
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   auto at = [](const Buffer& b, std::int64_t elems, std::size_t size) {

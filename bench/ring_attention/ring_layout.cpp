@@ -89,4 +89,52 @@ std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal) {
   return n;
 }
 
+namespace {
+
+// Keys of segment k with positions in [lo, hi].
+std::int64_t keys_between(const Segment& k, std::int64_t lo, std::int64_t hi) {
+  if (k.count == 0 || hi < lo || hi < k.first() || lo > k.last()) return 0;
+  const std::int64_t j_lo = lo <= k.start ? 0 : (lo - k.start + k.stride - 1) / k.stride;
+  const std::int64_t j_hi = std::min(k.count - 1, (hi - k.start) / k.stride);
+  return std::max<std::int64_t>(0, j_hi - j_lo + 1);
+}
+
+}  // namespace
+
+std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal,
+                           const PackedDocuments* docs) {
+  if (docs == nullptr) return visible_pairs(q, k, causal);
+  if (q.count == 0 || k.count == 0) return 0;
+  std::int64_t n = 0;
+  if (q.stride == 1 && k.stride == 1) {
+    // Per document the query segment spans: its queries against its keys, as one undivided
+    // pair of runs.
+    for (std::int64_t d = docs->document_of(q.first()); d <= docs->document_of(q.last()); ++d) {
+      const std::int64_t qa = std::max(q.first(), docs->start(d));
+      const std::int64_t qb = std::min(q.last() + 1, docs->end(d));
+      const std::int64_t ka = std::max(k.first(), docs->start(d));
+      const std::int64_t kb = std::min(k.last() + 1, docs->end(d));
+      if (qb <= qa || kb <= ka) continue;
+      n += visible_pairs(Segment{0, qa, 1, qb - qa}, Segment{0, ka, 1, kb - ka}, causal);
+    }
+    return n;
+  }
+  for (std::int64_t i = 0; i < q.count; ++i) {
+    const std::int64_t p = q.position(i), d = docs->document_of(p);
+    n += keys_between(k, docs->start(d), causal ? p : docs->end(d) - 1);
+  }
+  return n;
+}
+
+std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal,
+                                       const PackedDocuments* docs) {
+  if (docs == nullptr) return classify_pair(q, k, causal);
+  if (visible_pairs(q, k, causal, docs) == 0) return std::nullopt;
+  const std::int64_t d = docs->document_of(q.first());
+  if (docs->document_of(q.last()) == d && docs->document_of(k.first()) == d &&
+      docs->document_of(k.last()) == d)
+    return classify_pair(q, k, causal);  // one document: the structure of the plain mask
+  return BlockMask::positions;
+}
+
 }  // namespace suite::ring

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/ring_attention/packed_documents.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {
@@ -51,6 +52,16 @@ std::optional<kernels::BlockMask> classify_pair(const Segment& q, const Segment&
 // Exact number of visible (query, key) pairs between two segments (key position <= query
 // position when causal): O(1) for runs of consecutive positions, O(q.count) for strided ones.
 std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal);
+
+// The same with packed documents (docs may be null: none): nothing crosses a document's
+// boundary, so a pair is skipped when no query-key pair shares a document, keeps its structure
+// when both segments lie in one document, and is a `positions` mask otherwise. The count runs
+// in O(documents the query segment spans) for consecutive runs, O(q.count log documents) for
+// strided ones.
+std::optional<kernels::BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal,
+                                                const PackedDocuments* docs);
+std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal,
+                           const PackedDocuments* docs);
 
 // The rank whose K/V block `rank` holds in round `round` of the ring: (rank - round) mod n_c.
 inline int ring_source(int rank, int round, int n_c) {

@@ -36,11 +36,33 @@ std::string too_big(double flops, double bytes) {
          " GFLOP, " + std::to_string(kMaxReferenceBytes / 1e9) + " GB)";
 }
 
-std::vector<std::int64_t> all_positions(std::int64_t s) {
+std::vector<std::int64_t> all_positions(std::int64_t s, std::int64_t first = 0) {
   std::vector<std::int64_t> all(static_cast<std::size_t>(s));
   for (std::int64_t i = 0; i < s; ++i)
-    all[static_cast<std::size_t>(i)] = i;
+    all[static_cast<std::size_t>(i)] = first + i;
   return all;
+}
+
+// The runs of one document each within increasing positions: [begin, end) index ranges and
+// the document's token range. Without documents, one run over all keys [0, s).
+struct DocumentRun {
+  std::size_t begin, end;
+  std::int64_t first_key, keys;
+};
+std::vector<DocumentRun> document_runs(const RingConfig& cfg,
+                                       const std::vector<std::int64_t>& pos) {
+  const PackedDocuments* docs = cfg.documents();
+  if (docs == nullptr) return {{0, pos.size(), 0, cfg.s()}};
+  std::vector<DocumentRun> runs;
+  for (std::size_t i = 0; i < pos.size();) {
+    const std::int64_t d = docs->document_of(pos[i]);
+    std::size_t j = i;
+    while (j < pos.size() && docs->document_of(pos[j]) == d)
+      ++j;
+    runs.push_back({i, j, docs->start(d), docs->length(d)});
+    i = j;
+  }
+  return runs;
 }
 
 }  // namespace
@@ -75,13 +97,27 @@ ReferenceComparison compare_with_full_attention(const RingConfig& cfg, std::uint
                                           cfg.head_dim, cfg.dtype);
     std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(cfg.heads * seg.count));
     for (std::int64_t bi = 0; bi < cfg.batch; ++bi) {
-      auto p = kernels::make_attention_params(seg.count, cfg.s(), cfg.heads, cfg.kv_heads,
-                                              cfg.head_dim, cfg.causal);
-      p.ld_q = p.ld_o = cfg.q_row();
-      p.ld_k = p.ld_v = cfg.kv_row();
-      kernels::cpu::attention_forward<double>(
-          p, q.data() + bi * q_head_row, k.data() + bi * kv_head_row, v.data() + bi * kv_head_row,
-          pos.data(), all.data(), o_ref.data() + bi * q_head_row, lse_ref.data());
+      // With documents, each run of queries of one document against that document's keys
+      // alone, on plain positions: the reference never reads a document tag.
+      for (const DocumentRun& run : document_runs(cfg, pos)) {
+        const auto rows = static_cast<std::int64_t>(run.end - run.begin);
+        auto p = kernels::make_attention_params(rows, run.keys, cfg.heads, cfg.kv_heads,
+                                                cfg.head_dim, cfg.causal);
+        p.ld_q = p.ld_o = cfg.q_row();
+        p.ld_k = p.ld_v = cfg.kv_row();
+        const auto r0 = static_cast<std::int64_t>(run.begin);
+        std::vector<double> lse_run(static_cast<std::size_t>(cfg.heads * rows));
+        kernels::cpu::attention_forward<double>(
+            p, q.data() + r0 * cfg.q_row() + bi * q_head_row,
+            k.data() + run.first_key * cfg.kv_row() + bi * kv_head_row,
+            v.data() + run.first_key * cfg.kv_row() + bi * kv_head_row, pos.data() + r0,
+            all.data() + run.first_key, o_ref.data() + r0 * cfg.q_row() + bi * q_head_row,
+            lse_run.data());
+        for (int h = 0; h < cfg.heads; ++h)
+          for (std::int64_t i = 0; i < rows; ++i)
+            lse_ref[static_cast<std::size_t>(h * seg.count + r0 + i)] =
+                lse_run[static_cast<std::size_t>(h * rows + i)];
+      }
       for (std::int64_t i = 0; i < seg.count; ++i)
         for (std::int64_t j = 0; j < q_head_row; ++j) {
           const double got = o[static_cast<std::size_t>((seg.local_offset + i) * cfg.q_row() +
@@ -136,24 +172,25 @@ GradientComparison compare_gradients_with_full_attention(const RingConfig& cfg, 
       dv_ref(v.size(), 0.0), lse(static_cast<std::size_t>(cfg.heads * cfg.s())), delta(lse.size());
   const std::int64_t q_head_row = static_cast<std::int64_t>(cfg.heads) * cfg.head_dim;
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
-  for (std::int64_t bi = 0; bi < cfg.batch; ++bi) {
-    auto p = kernels::make_attention_params(cfg.s(), cfg.s(), cfg.heads, cfg.kv_heads, cfg.head_dim,
-                                            cfg.causal);
-    p.ld_q = p.ld_o = cfg.q_row();
-    p.ld_k = p.ld_v = cfg.kv_row();
-    const double* qb = q.data() + bi * q_head_row;
-    const double* kb = k.data() + bi * kv_head_row;
-    const double* vb = v.data() + bi * kv_head_row;
-    kernels::cpu::attention_forward<double>(p, qb, kb, vb, all.data(), all.data(),
-                                            o.data() + bi * q_head_row, lse.data());
-    kernels::cpu::attention_backward_delta<double>(
-        cfg.s(), cfg.heads, cfg.head_dim, o.data() + bi * q_head_row, d_o.data() + bi * q_head_row,
-        p.ld_o, delta.data());
-    kernels::cpu::attention_backward<double>(
-        p, qb, kb, vb, d_o.data() + bi * q_head_row, lse.data(), delta.data(), all.data(),
-        all.data(), dq_ref.data() + bi * q_head_row, dk_ref.data() + bi * kv_head_row,
-        dv_ref.data() + bi * kv_head_row);
-  }
+  // With documents, each document's attention on its own (plain positions, no tags).
+  for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
+    for (const DocumentRun& run : document_runs(cfg, all)) {
+      const std::int64_t t0 = run.first_key, n = run.keys;
+      auto p =
+          kernels::make_attention_params(n, n, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal);
+      p.ld_q = p.ld_o = cfg.q_row();
+      p.ld_k = p.ld_v = cfg.kv_row();
+      const std::int64_t qo = t0 * cfg.q_row() + bi * q_head_row;
+      const std::int64_t ko = t0 * cfg.kv_row() + bi * kv_head_row;
+      const std::int64_t* at = all.data() + t0;
+      kernels::cpu::attention_forward<double>(p, q.data() + qo, k.data() + ko, v.data() + ko, at,
+                                              at, o.data() + qo, lse.data());
+      kernels::cpu::attention_backward_delta<double>(n, cfg.heads, cfg.head_dim, o.data() + qo,
+                                                     d_o.data() + qo, p.ld_o, delta.data());
+      kernels::cpu::attention_backward<double>(
+          p, q.data() + qo, k.data() + ko, v.data() + ko, d_o.data() + qo, lse.data(), delta.data(),
+          at, at, dq_ref.data() + qo, dk_ref.data() + ko, dv_ref.data() + ko);
+    }
   // Largest |got - ref| over this rank's rows of one tensor, relative to its largest |ref|.
   auto compare = [&](const std::vector<double>& got, std::size_t got_offset,
                      const std::vector<double>& ref, std::int64_t row) {

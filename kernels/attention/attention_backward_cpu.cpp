@@ -73,7 +73,10 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
             std::fill(row, row + nj, T(0));
             continue;
           }
-          if (span.needs_mask) mask_row(row, k_pos + a, nj, q_pos[i0 + i]);
+          if (span.needs_mask) {
+            const KeyWindow w = visible_window(p.causal, q_pos[i0 + i]);
+            mask_row(row, k_pos + a, nj, w.lo, w.hi);
+          }
           exp_shift(row, nj, row_lse);
         }
         blas_gemm<T>(true, false, nj, d, rows, T(1), prob.data(), nj, dor, p.ld_o, T(1),

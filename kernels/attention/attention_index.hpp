@@ -23,8 +23,11 @@ struct AttentionParams {
   int kv_heads = 0;     // n_kv: K/V heads; heads % kv_heads == 0 (GQA group g = heads/kv_heads)
   int head_dim = 0;     // d: 64 or 128
   std::int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_o = 0;
-  bool causal = false;         // key visible iff k_pos <= q_pos
+  bool causal = false;         // key visible iff k_pos <= q_pos (and in the query's document)
   double softmax_scale = 0.0;  // usually 1 / sqrt(head_dim)
+  // The block's exact visible pairs when the caller has counted them (-1: not given). Only
+  // modeled compute reads it: it injects the block's FLOPs without reading positions.
+  std::int64_t known_visible_pairs = -1;
 };
 
 // Dense strides and scale 1/sqrt(d): the common case.
@@ -62,9 +65,49 @@ inline void validate_attention(const AttentionParams& p) {
   if (!(p.softmax_scale > 0.0)) fail("softmax_scale must be positive");
 }
 
-// Causal visibility on global positions, so any layout (contiguous, zig-zag, striped) works.
+// Packed documents (varlen): a position may carry its document's index in its high bits,
+// tagged = doc << kDocShift | position, so that one int64 per token tells every kernel both
+// where the token is and which document it belongs to. Documents are numbered in sequence
+// order, so tagged positions sort as the plain ones do; untagged positions are document 0.
+constexpr int kDocShift = 40;  // 2^40 tokens per sequence, 2^23 documents
+SUITE_HD inline std::int64_t tag_document(std::int64_t doc, std::int64_t pos) {
+  return (doc << kDocShift) | pos;
+}
+SUITE_HD inline std::int64_t document_of(std::int64_t tagged) {
+  return tagged >> kDocShift;
+}
+SUITE_HD inline std::int64_t untagged_position(std::int64_t tagged) {
+  return tagged & ((std::int64_t{1} << kDocShift) - 1);
+}
+
+// The keys a query at (tagged) q_pos sees are those with lo <= k_pos <= hi: its own document,
+// up to itself when causal. One range test per key, as vectorised row masks want it.
+struct KeyWindow {
+  std::int64_t lo, hi;
+};
+SUITE_HD inline KeyWindow visible_window(bool causal, std::int64_t q_pos) {
+  const std::int64_t doc = document_of(q_pos);
+  const std::int64_t lo = tag_document(doc, 0);
+  return {lo, causal ? q_pos : tag_document(doc + 1, 0) - 1};
+}
+
+// Visibility on global positions, so any layout (contiguous, zig-zag, striped) works: same
+// document and, when causal, k_pos <= q_pos.
 SUITE_HD inline bool key_visible(bool causal, std::int64_t q_pos, std::int64_t k_pos) {
-  return !causal || k_pos <= q_pos;
+  return document_of(q_pos) == document_of(k_pos) && (!causal || k_pos <= q_pos);
+}
+
+// May key k_pos be visible to some query with position in [q_min, q_max]? (Conservative: true
+// can still mean no.) Does every query in [q_min, q_max] see it? (Exact where true.)
+SUITE_HD inline bool key_maybe_visible(bool causal, std::int64_t q_min, std::int64_t q_max,
+                                       std::int64_t k_pos) {
+  const std::int64_t dk = document_of(k_pos);
+  return dk >= document_of(q_min) && dk <= document_of(q_max) && (!causal || k_pos <= q_max);
+}
+SUITE_HD inline bool key_seen_by_all(bool causal, std::int64_t q_min, std::int64_t q_max,
+                                     std::int64_t k_pos) {
+  const std::int64_t dk = document_of(k_pos);
+  return dk == document_of(q_min) && dk == document_of(q_max) && (!causal || k_pos <= q_min);
 }
 
 // sum over x = 1..n of min(x, cap), 0 for n <= 0: the visible keys of consecutive causal
@@ -91,9 +134,10 @@ SUITE_HD inline std::int64_t tile_end(std::int64_t t, std::int64_t tile, std::in
 }
 
 // Can any key of a tile (smallest position k_min) be visible to any query of a tile (largest
-// position q_max)? False lets a kernel skip the whole tile pair.
+// position q_max)? False lets a kernel skip the whole tile pair. (With documents a true may
+// still hide every pair: the element masks decide; false is always exact.)
 SUITE_HD inline bool tile_pair_visible(bool causal, std::int64_t q_max, std::int64_t k_min) {
-  return !causal || k_min <= q_max;
+  return (!causal || k_min <= q_max) && document_of(k_min) <= document_of(q_max);
 }
 
 // Number of visible (query, key) pairs: the exact work of a causal block (FLOPs = 4 d heads

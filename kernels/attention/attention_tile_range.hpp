@@ -1,13 +1,15 @@
-// Which keys of a key tile the CPU kernels must compute for a query tile: under a causal mask
-// only keys with position <= the tile's largest query position can be visible, so the GEMMs
-// run over the span from the first to the last such key (any layout: positions need not be
-// sorted), and element masking is needed only where a key in that span is newer than the
-// tile's oldest query.
+// Which keys of a key tile the CPU kernels must compute for a query tile: only keys of the
+// tile's documents and, under a causal mask, with position <= the tile's largest query
+// position can be visible, so the GEMMs run over the span from the first to the last such key
+// (any layout: positions need not be sorted), and element masking is needed only where some
+// query of the tile cannot see a key in that span.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+
+#include "kernels/attention/attention_index.hpp"
 
 namespace suite::kernels::cpu {
 
@@ -19,15 +21,14 @@ struct KeySpan {
 
 inline KeySpan key_span(bool causal, const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
                         std::int64_t q_min, std::int64_t q_max) {
-  if (!causal) return {j0, j1, false};
   KeySpan s{j1, j0, false};
   for (std::int64_t j = j0; j < j1; ++j) {
-    if (k_pos[j] > q_max) continue;
+    if (!key_maybe_visible(causal, q_min, q_max, k_pos[j])) continue;
     s.begin = std::min(s.begin, j);
     s.end = j + 1;
   }
   for (std::int64_t j = s.begin; j < s.end; ++j)
-    s.needs_mask = s.needs_mask || k_pos[j] > q_min;
+    s.needs_mask = s.needs_mask || !key_seen_by_all(causal, q_min, q_max, k_pos[j]);
   return s;
 }
 
@@ -57,7 +58,7 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
     return;
   }
   std::int64_t split = span.begin;
-  while (split < span.end && k_pos[split] <= q_min)
+  while (split < span.end && key_seen_by_all(causal, q_min, q_max, k_pos[split]))
     ++split;
   if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
   for (std::int64_t r0 = 0; r0 < rows; r0 += sub) {

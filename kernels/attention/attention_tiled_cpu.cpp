@@ -52,7 +52,10 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
                      k + a * p.ld_k + kh * d, p.ld_k, T(0), s.data(), nj);
         for (std::int64_t i = r0; i < r1; ++i) {
           T* row = s.data() + (i - r0) * nj;
-          if (span.needs_mask) mask_row(row, k_pos + a, nj, q_pos[i0 + i]);
+          if (span.needs_mask) {
+            const KeyWindow w = visible_window(p.causal, q_pos[i0 + i]);
+            mask_row(row, k_pos + a, nj, w.lo, w.hi);
+          }
           const T m_new = std::max(m[i], row_max(row, nj));
           if (m_new == neg_inf) {  // nothing visible to this query yet: P row of zeros
             std::fill(row, row + nj, T(0));

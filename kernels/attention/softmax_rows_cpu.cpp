@@ -97,9 +97,9 @@ SUITE_ROW_INLINE T lane_max(const T* x, std::int64_t n) {
 
 #define SUITE_ROW_OPS(T)                                                                    \
   SUITE_ROW_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos, \
-                                     std::int64_t n, std::int64_t q_pos) {                  \
+                                     std::int64_t n, std::int64_t lo, std::int64_t hi) {    \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
-      x[j] = k_pos[j] <= q_pos ? x[j] : -std::numeric_limits<T>::infinity();                \
+      x[j] = k_pos[j] >= lo && k_pos[j] <= hi ? x[j] : -std::numeric_limits<T>::infinity(); \
   }                                                                                         \
   SUITE_ROW_CLONES T row_max_##T(const T* __restrict x, std::int64_t n) {                   \
     return lane_max(x, n);                                                                  \
@@ -128,30 +128,31 @@ SUITE_ROW_OPS(double)
 
 }  // namespace
 
-#define SUITE_ROW_API(T)                                                                   \
-  template <>                                                                              \
-  void mask_row<T>(T * x, const std::int64_t* k_pos, std::int64_t n, std::int64_t q_pos) { \
-    mask_row_##T(x, k_pos, n, q_pos);                                                      \
-  }                                                                                        \
-  template <>                                                                              \
-  T row_max<T>(const T* x, std::int64_t n) {                                               \
-    return row_max_##T(x, n);                                                              \
-  }                                                                                        \
-  template <>                                                                              \
-  T exp_shift_sum<T>(T * x, std::int64_t n, T shift) {                                     \
-    return exp_shift_sum_##T(x, n, shift);                                                 \
-  }                                                                                        \
-  template <>                                                                              \
-  void exp_shift<T>(T * x, std::int64_t n, T shift) {                                      \
-    exp_shift_##T(x, n, shift);                                                            \
-  }                                                                                        \
-  template <>                                                                              \
-  void softmax_grad_row<T>(T * dp, const T* p, std::int64_t n, T delta) {                  \
-    softmax_grad_row_##T(dp, p, n, delta);                                                 \
-  }                                                                                        \
-  template <>                                                                              \
-  void scale_row<T>(T * x, std::int64_t n, T a) {                                          \
-    scale_row_##T(x, n, a);                                                                \
+#define SUITE_ROW_API(T)                                                              \
+  template <>                                                                         \
+  void mask_row<T>(T * x, const std::int64_t* k_pos, std::int64_t n, std::int64_t lo, \
+                   std::int64_t hi) {                                                 \
+    mask_row_##T(x, k_pos, n, lo, hi);                                                \
+  }                                                                                   \
+  template <>                                                                         \
+  T row_max<T>(const T* x, std::int64_t n) {                                          \
+    return row_max_##T(x, n);                                                         \
+  }                                                                                   \
+  template <>                                                                         \
+  T exp_shift_sum<T>(T * x, std::int64_t n, T shift) {                                \
+    return exp_shift_sum_##T(x, n, shift);                                            \
+  }                                                                                   \
+  template <>                                                                         \
+  void exp_shift<T>(T * x, std::int64_t n, T shift) {                                 \
+    exp_shift_##T(x, n, shift);                                                       \
+  }                                                                                   \
+  template <>                                                                         \
+  void softmax_grad_row<T>(T * dp, const T* p, std::int64_t n, T delta) {             \
+    softmax_grad_row_##T(dp, p, n, delta);                                            \
+  }                                                                                   \
+  template <>                                                                         \
+  void scale_row<T>(T * x, std::int64_t n, T a) {                                     \
+    scale_row_##T(x, n, a);                                                           \
   }
 SUITE_ROW_API(float)
 SUITE_ROW_API(double)

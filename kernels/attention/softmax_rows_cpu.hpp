@@ -9,9 +9,10 @@
 
 namespace suite::kernels::cpu {
 
-// x[j] = -inf where key j is hidden from a query at q_pos (k_pos[j] > q_pos).
+// x[j] = -inf where key j is hidden from its query: k_pos[j] outside [lo, hi]
+// (visible_window of the query: its document, up to itself when causal).
 template <class T>
-void mask_row(T* x, const std::int64_t* k_pos, std::int64_t n, std::int64_t q_pos);
+void mask_row(T* x, const std::int64_t* k_pos, std::int64_t n, std::int64_t lo, std::int64_t hi);
 
 // max_j x[j] (-inf for an empty or fully masked row).
 template <class T>

@@ -1,11 +1,13 @@
 // How a (query tile, key tile) pair of a block is treated by the tensor-core kernel, decided
-// from global positions only (so contiguous, zig-zag and striped layouts all work): skipped
-// (no visible pair), computed without a mask (every pair visible), or masked element by
-// element. __host__ __device__: the CPU tests check the very decisions the GPU makes.
+// from global positions only (so contiguous, zig-zag and striped layouts and packed documents
+// all work): skipped (no visible pair), computed without a mask (every pair visible), or
+// masked element by element. __host__ __device__: the CPU tests check the very decisions the GPU
+// makes.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/attention/attention_index.hpp"
 #include "kernels/core/bf16.hpp"  // SUITE_HD
 
 namespace suite::kernels {
@@ -20,7 +22,14 @@ SUITE_HD inline TileVisibility classify_tile(bool causal, std::int64_t q_min, st
                                              bool any_key, bool keys_complete) {
   if (!any_query || !any_key) return TileVisibility::none;
   if (causal && k_min > q_max) return TileVisibility::none;
-  const bool every_pair = !causal || k_max <= q_min;
+  // Documents (tagged positions): no key document within the queries' range, nothing visible;
+  // every pair visible only when all of both tiles lie in one document.
+  if (document_of(k_max) < document_of(q_min) || document_of(k_min) > document_of(q_max))
+    return TileVisibility::none;
+  const bool one_document = document_of(q_min) == document_of(q_max) &&
+                            document_of(k_min) == document_of(k_max) &&
+                            document_of(q_min) == document_of(k_min);
+  const bool every_pair = one_document && (!causal || k_max <= q_min);
   return every_pair && keys_complete ? TileVisibility::all : TileVisibility::partial;
 }
 

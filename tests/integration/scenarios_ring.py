@@ -95,15 +95,24 @@ def scenario_ring(env: Env, ranks: int, dtype: str, cp: int) -> None:
     check_file(out, ranks, cp, {"fp32": 4, "fp64": 8}[dtype])
 
 
-def attention(q, k, v, qpos, kpos, causal):
+def visible(qpos, kpos, causal, cu_seqlens=None):
+    """[queries, keys] mask: causal (or not) and, with document offsets cu_seqlens, only within a
+    document."""
+    vis = kpos[None, :] <= qpos[:, None] if causal else np.ones((len(qpos), len(kpos)), bool)
+    if cu_seqlens is not None:
+        doc = lambda p: np.searchsorted(cu_seqlens, p, side="right") - 1  # noqa: E731
+        vis = vis & (doc(qpos)[:, None] == doc(kpos)[None, :])
+    return vis
+
+
+def attention(q, k, v, qpos, kpos, causal, cu_seqlens=None):
     """Full attention in float64, q [s, b, a, d], k/v [s, b, kv, d]."""
     s, b, a, d = q.shape
     g = a // k.shape[2]
     kk = np.repeat(k, g, axis=2)
     vv = np.repeat(v, g, axis=2)
     scores = np.einsum("ibhd,jbhd->bhij", q, kk) / np.sqrt(d)
-    if causal:
-        scores = np.where(kpos[None, None, None, :] <= qpos[None, None, :, None], scores, -np.inf)
+    scores = np.where(visible(qpos, kpos, causal, cu_seqlens)[None, None], scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
     p = np.exp(scores - m)
     lse = (m + np.log(p.sum(axis=-1, keepdims=True)))[..., 0]
@@ -111,7 +120,7 @@ def attention(q, k, v, qpos, kpos, causal):
     return o, lse.transpose(2, 0, 1)  # lse as [s, b, a]
 
 
-def attention_backward(q, k, v, d_o, qpos, kpos, causal):
+def attention_backward(q, k, v, d_o, qpos, kpos, causal, cu_seqlens=None):
     """Gradients of sum(d_o * attention(q, k, v)) in float64 (dQ, dK, dV), written from the
     textbook formulas: P = softmax(S), dV = P^T dO, dS = P (dP - rowsum(dO O)), dQ = dS K / sqrt(d),
     dK = dS^T Q / sqrt(d); GQA sums dK, dV over each K/V head's group."""
@@ -120,8 +129,7 @@ def attention_backward(q, k, v, d_o, qpos, kpos, causal):
     g = a // kv
     kk, vv = np.repeat(k, g, axis=2), np.repeat(v, g, axis=2)
     scores = np.einsum("ibhd,jbhd->bhij", q, kk) / np.sqrt(d)
-    if causal:
-        scores = np.where(kpos[None, None, None, :] <= qpos[None, None, :, None], scores, -np.inf)
+    scores = np.where(visible(qpos, kpos, causal, cu_seqlens)[None, None], scores, -np.inf)
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     go = np.einsum("ibhd->bhid", d_o)
@@ -354,6 +362,107 @@ def scenario_ring_backward_bad_input(env: Env) -> None:
     expect_refused(env, BIN, cases)
 
 
+def scenario_ring_docs_tensors(env: Env) -> None:
+    """Packed documents, 2 ranks, every layout and variant, causal and full within documents,
+    forward and backward: the saved O, lse, dQ, dK and dV equal attention numpy computes from the
+    saved inputs and the recorded cu_seqlens, the per-round work is the document mask's own count,
+    and a skipped or masked block is counted where the mask says so."""
+    out = env.workdir / "docs.h5"
+    proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout", "contiguous,zigzag,striped",
+                  "--variant", "ring,allgather", "--causal", "0,1", "--heads", "2", "--kv-heads", "1",
+                  "--pass", "fwd_bwd", "--docs", "uniform:1:9", "--save-tensors")
+    expect("FAIL" not in proc.stdout, "a check failed", proc)
+    n = 2
+    with h5py.File(out) as f:
+        names = list(f[BIN])
+        expect(len(names) == 12, f"expected 12 cases, got {names}")
+        for name in names:
+            g = f[BIN][name]
+            a = g.attrs
+            expect(int(a["check_passed"]) == 1, f"{name}: the benchmark's own check failed")
+            cu = g["cu_seqlens"][()].reshape(-1)
+            s, c, causal = int(a["s"]), int(a["c"]), bool(a["causal"])
+            expect(cu[0] == 0 and cu[-1] == s and np.all(np.diff(cu) >= 1) and np.all(np.diff(cu)[:-1] <= 9),
+                   f"{name}: cu_seqlens {cu}")
+            expect(int(a["docs_count"]) == len(cu) - 1, f"{name}: docs_count")
+            b, heads, kv, d = 1, 2, 1, int(a["head_dim"])
+            q = g["tensor_q"][()].reshape(s, b, heads, d)
+            k = g["tensor_k"][()].reshape(s, b, kv, d)
+            v = g["tensor_v"][()].reshape(s, b, kv, d)
+            d_o = g["tensor_d_o"][()].reshape(s, b, heads, d)
+            pos = np.arange(s)
+            o, lse = attention(q, k, v, pos, pos, causal, cu)
+            expect(np.allclose(g["tensor_o"][()].reshape(o.shape), o, atol=1e-9), f"{name}: O differs")
+            expect(np.allclose(g["tensor_lse"][()].reshape(lse.shape), lse, atol=1e-9), f"{name}: lse differs")
+            for t, want in zip(("dq", "dk", "dv"), attention_backward(q, k, v, d_o, pos, pos, causal, cu)):
+                got = g["tensor_" + t][()].reshape(want.shape)
+                expect(np.allclose(got, want, atol=1e-9), f"{name}: {t} differs by {np.abs(got - want).max():.3g}")
+            # Work per round and rank, and the census, from the layout and the document mask.
+            layout, variant = a["layout"], a["variant"]
+            work = np.zeros((n, n), dtype=np.int64)
+            skipped = np.zeros((n, n), dtype=np.int64)
+            for r in range(n):
+                segs = segments(layout, r, n, c)
+                for rnd in range(n):
+                    src_segs = segments(layout, (r - rnd) % n, n, c)
+                    for qs in segs:
+                        for ks in src_segs:
+                            cnt = visible(np.array(qs), np.array(ks), causal, cu).sum()
+                            work[rnd, r] += cnt
+                            skipped[rnd, r] += cnt == 0
+            if variant == "allgather":
+                work = work.sum(axis=0, keepdims=True)
+            got_work = g["round_work_pairs"][()].reshape(work.shape)
+            expect(np.array_equal(got_work, work), f"{name}: work {got_work.tolist()} != {work.tolist()}")
+            expect(np.array_equal(g["round_blocks_skipped"][()].reshape(n, n), skipped), f"{name}: skipped blocks")
+            total = work.sum(axis=0) if variant == "ring" else work[0]
+            expect(abs(float(a["work_max_over_mean"]) - total.max() / total.mean()) < 1e-9, f"{name}: imbalance")
+        print(f"  ok: {len(names)} cases against numpy with their documents")
+
+
+def segments(layout: str, rank: int, n: int, c: int) -> list[list[int]]:
+    """The runs of a rank's tokens that attention is computed on (the layout's segments)."""
+    if layout == "zigzag":
+        h = c // 2
+        return [list(range(rank * h, (rank + 1) * h)), list(range((2 * n - 1 - rank) * h, (2 * n - rank) * h))]
+    return [positions(layout, rank, n, c)]
+
+
+def scenario_ring_docs_np4(env: Env) -> None:
+    """4 ranks, fp32, GQA, long-tailed and lognormal documents, forward and backward: every case
+    passes its check against the per-document reference, and the zig-zag layout's predicted
+    efficiency is reported beside the measured one."""
+    out = env.workdir / "docs4.h5"
+    for spec in ("lognormal:40:1", "pareto:8:1.1"):
+        proc = run_ok(env, 4, out, "--block", "64", "--layout", "contiguous,zigzag,striped", "--causal", "1",
+                      "--heads", "4", "--kv-heads", "2", "--pass", "fwd_bwd", "--docs", spec)
+        with h5py.File(out) as f:
+            for name, g in f[BIN].items():
+                a = g.attrs
+                expect(int(a["check_passed"]) == 1, f"{spec} {name}: check failed", proc)
+                for key in ("pred_efficiency_lockstep", "pred_efficiency_balance"):
+                    expect(0 < float(a[key]) <= 1, f"{spec} {name}: {key} = {a[key]}")
+                expect(0 < float(a["efficiency_vs_ideal_fwd"]) < 10, f"{spec} {name}: no measured efficiency")
+                expect(1 <= float(a["work_max_over_mean"]) < 4, f"{name}: imbalance {a['work_max_over_mean']}")
+        print(f"  ok: {spec}")
+
+
+def scenario_ring_docs_bad_input(env: Env) -> None:
+    """Bad --docs: one message, exit 2, no file."""
+    lens = env.workdir.parent / f"{env.workdir.name}-lens.txt"
+    lens.write_text("12\n-4\n")
+    try:
+        expect_refused(env, BIN, {
+            "length 0": (["--docs", "fixed:0"], "whole number of tokens >= 1"),
+            "unknown distribution": (["--docs", "zipf:2"], "unknown distribution"),
+            "bad file": (["--docs", f"file:{lens}"], "line 2"),
+            "missing file": (["--docs", "file:/nonexistent/lengths"], "cannot read"),
+            "pack too small": (["--docs", "uniform:5000:6000", "--block", "64"], "cannot hold a document"),
+        })
+    finally:
+        lens.unlink()
+
+
 def scenario_ring_watchdog_names_peer(env: Env) -> None:
     """Rank 1 frozen (SIGSTOP) mid-sweep: rank 0, waiting on its data, counts as waiting (twice
     the timeout) and names rank 1 instead of blaming itself."""
@@ -376,6 +485,9 @@ def scenario_ring_watchdog_names_peer(env: Env) -> None:
 
 
 SCENARIOS = {
+    "ring_docs_tensors": scenario_ring_docs_tensors,
+    "ring_docs_np4": scenario_ring_docs_np4,
+    "ring_docs_bad_input": scenario_ring_docs_bad_input,
     "ring_bwd_np2_fp64": lambda e: scenario_ring_backward(e, 2, "fp64", 2),
     "ring_bwd_np4_fp32": lambda e: scenario_ring_backward(e, 4, "fp32", 4),
     "ring_bwd_np4_cp2": lambda e: scenario_ring_backward(e, 4, "fp64", 2),

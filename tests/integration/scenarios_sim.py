@@ -82,13 +82,13 @@ def scenario_bad_input(env: Env) -> None:
         expect(needle in proc.stderr, f"{what}: message lacks {needle!r}", proc)
         expect(not out.parent.exists() or not list(out.parent.iterdir()), f"{what}: files left", proc)
         print(f"  ok: {what}")
-    # Modeled compute holds no tensors, but a striped ring's key positions are real (its masks
-    # read them): N_c + 1 blocks of 512M positions per rank cannot fit, and say so.
+    # Modeled compute holds no tensors, but each rank's own positions are real (its masks read
+    # them): 16G positions per rank (128 GiB) cannot fit, and say so.
     out = env.workdir / "bad" / "r.h5"
     proc = simulate(env, "ring_attention", "--platform", "flat", "--ranks", "4", "--sim-flops",
                     "1e12", "--out", str(out), timeout=120,
-                    flags=["--block", "512M", "--layout", "striped", "--causal", "1"])
-    expect(proc.returncode == 2 and proc.stderr.count("error:") == 1, "modeled striped 512M", proc)
+                    flags=["--block", "16G", "--layout", "striped", "--causal", "1"])
+    expect(proc.returncode == 2 and proc.stderr.count("error:") == 1, "modeled striped 16G", proc)
     expect("needs about" in proc.stderr, "the message does not say what it needs", proc)
     expect(not out.parent.exists() or not list(out.parent.iterdir()), "files left", proc)
     print("  ok: a modeled size that does not fit")

@@ -19,7 +19,17 @@
 
 namespace suite::kernels::test {
 
-enum class Kind { full, full_causal_offdiag, top_left, bottom_right, zigzag, striped, masked };
+enum class Kind {
+  full,
+  full_causal_offdiag,
+  top_left,
+  bottom_right,
+  zigzag,
+  striped,
+  masked,
+  documents,       // packed documents of mixed lengths, causal within each
+  documents_full,  // the same, bidirectional within each document
+};
 
 inline const char* kind_name(Kind k) {
   switch (k) {
@@ -37,14 +47,34 @@ inline const char* kind_name(Kind k) {
       return "striped";
     case Kind::masked:
       return "masked";
+    case Kind::documents:
+      return "documents";
+    case Kind::documents_full:
+      return "documentsfull";
   }
   return "?";
 }
 
-inline constexpr Kind kAllKinds[] = {Kind::full,     Kind::full_causal_offdiag,
-                                     Kind::top_left, Kind::bottom_right,
-                                     Kind::zigzag,   Kind::striped,
-                                     Kind::masked};
+inline constexpr Kind kAllKinds[] = {Kind::full,          Kind::full_causal_offdiag,
+                                     Kind::top_left,      Kind::bottom_right,
+                                     Kind::zigzag,        Kind::striped,
+                                     Kind::masked,        Kind::documents,
+                                     Kind::documents_full};
+
+// Tagged positions (attention_index.hpp) of n tokens from `first` packed into documents of
+// lengths 1, 9, 40, 3, 70, 17, ... (cycling): tiles straddle several documents.
+inline std::vector<std::int64_t> document_positions(std::int64_t n, std::int64_t first = 0) {
+  static constexpr std::int64_t kLengths[] = {1, 9, 40, 3, 70, 17};
+  std::vector<std::int64_t> pos;
+  std::int64_t doc = 0, left = kLengths[0];
+  for (std::int64_t p = 0; p < first + n; ++p) {
+    while (left == 0)
+      left = kLengths[++doc % 6];
+    if (p >= first) pos.push_back(tag_document(doc, p));
+    --left;
+  }
+  return pos;
+}
 
 // Positions, causal flag and the mask hint a caller with this layout would pass.
 struct Block {
@@ -72,6 +102,12 @@ inline Block block_for(Kind kind, std::int64_t cq, std::int64_t ck) {
               block_positions(Layout::striped, 2, 4, ck), true, BlockMask::positions};
     case Kind::masked:  // every key after every query
       return {iota_positions(cq), iota_positions(ck, cq + 5), true, BlockMask::positions};
+    case Kind::documents:  // queries end where the keys do, as a ring's diagonal block
+      return {document_positions(cq, std::max<std::int64_t>(ck - cq, 0)), document_positions(ck),
+              true, BlockMask::positions};
+    case Kind::documents_full:
+      return {document_positions(cq, std::max<std::int64_t>(ck - cq, 0)), document_positions(ck),
+              false, BlockMask::positions};
   }
   return {};
 }

@@ -1,0 +1,63 @@
+// Packed variable-length documents (--docs): the document lengths of one packed sequence,
+// drawn from a distribution or read from a file, and where each token's document starts. The
+// attention mask is causal (or full) within a document and nothing crosses a boundary: the
+// kernels see it through tagged positions (kernels/attention/attention_index.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace suite::ring {
+
+// fixed:L | uniform:MIN:MAX | lognormal:MEDIAN:SIGMA | pareto:MIN:ALPHA | file:PATH
+struct DocSpec {
+  enum class Kind { fixed, uniform, lognormal, pareto, file };
+  Kind kind = Kind::fixed;
+  double a = 0, b = 0;                // L | MIN, MAX | MEDIAN, SIGMA | MIN, ALPHA
+  std::vector<std::int64_t> lengths;  // file: the lengths, in order
+  std::string text;                   // as given, for the results
+  // The shortest document it can give: a sequence shorter than that cannot hold one.
+  std::int64_t shortest() const;
+};
+
+// Throws UsageError (one message) for an unknown distribution, lengths below 1, a bad
+// parameter, or a file that cannot be read or holds anything but positive integers.
+DocSpec parse_doc_spec(const std::string& text);
+
+extern const char* const kDocsHelp;
+
+class PackedDocuments {
+ public:
+  // Documents drawn from `spec` with `seed` (a file's lengths in order, from its first line
+  // again when they run out) until s tokens are filled; the last one is cut at the sequence's
+  // end (cut_tokens() says by how much). The same (spec, s, seed) gives the same pack on every
+  // machine: the draws use mt19937_64 and closed-form transforms, no library distribution.
+  // Throws UsageError when the sequence cannot hold one document of the spec's shortest length.
+  static PackedDocuments pack(const DocSpec& spec, std::int64_t s, std::uint64_t seed);
+  // From explicit lengths (tests); they must sum to s.
+  static PackedDocuments from_lengths(const std::vector<std::int64_t>& lengths);
+
+  std::int64_t count() const { return static_cast<std::int64_t>(starts_.size()) - 1; }
+  std::int64_t tokens() const { return starts_.back(); }
+  // cu_seqlens: count() + 1 offsets, from 0 to tokens().
+  const std::vector<std::int64_t>& cu_seqlens() const { return starts_; }
+  std::int64_t start(std::int64_t doc) const { return starts_[static_cast<std::size_t>(doc)]; }
+  std::int64_t end(std::int64_t doc) const { return starts_[static_cast<std::size_t>(doc) + 1]; }
+  std::int64_t length(std::int64_t doc) const { return end(doc) - start(doc); }
+  std::int64_t longest() const;
+  // Tokens the last drawn document lost to the sequence's end.
+  std::int64_t cut_tokens() const { return cut_; }
+  // The document holding global position `pos` (0 <= pos < tokens()).
+  std::int64_t document_of(std::int64_t pos) const;
+  // Positions tagged with their documents, as the kernels read them.
+  std::vector<std::int64_t> tagged(const std::vector<std::int64_t>& positions) const;
+  // Visible (query, key) pairs of the whole sequence: sum of L(L+1)/2 (causal) or L^2.
+  std::int64_t total_visible_pairs(bool causal) const;
+
+ private:
+  std::vector<std::int64_t> starts_{0};
+  std::int64_t cut_ = 0;
+};
+
+}  // namespace suite::ring
