@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 #include "kernels/attention/attention_index.hpp"
@@ -166,7 +167,9 @@ DocSpec parse_doc_spec(const std::string& text) {
   return spec;
 }
 
-PackedDocuments PackedDocuments::pack(const DocSpec& spec, std::int64_t s, std::uint64_t seed) {
+PackedDocuments PackedDocuments::pack(const DocSpec& spec, std::int64_t s, std::uint64_t seed,
+                                      std::int64_t pad_to) {
+  if (pad_to < 1 || s % pad_to != 0) throw std::logic_error("pack: s must be a multiple of pad_to");
   if (spec.shortest() > s)
     bad(spec.text, "a sequence of " + std::to_string(s) + " tokens cannot hold a document of " +
                        std::to_string(spec.shortest()) +
@@ -175,12 +178,18 @@ PackedDocuments PackedDocuments::pack(const DocSpec& spec, std::int64_t s, std::
                     static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(s >> 32)};
   std::mt19937_64 g(seq);
   PackedDocuments out;
+  out.pad_to_ = pad_to;
   for (std::size_t i = 0; out.starts_.back() < s; ++i) {
     const std::int64_t len = draw(spec, g, i), at = out.starts_.back();
     if (static_cast<std::int64_t>(out.starts_.size()) > kMaxDocuments)
       bad(spec.text, "more than " + std::to_string(kMaxDocuments) + " documents");
-    out.cut_ = std::max<std::int64_t>(0, len - (s - at));
-    out.starts_.push_back(std::min(s, at + len));
+    const std::int64_t padded = (len + pad_to - 1) / pad_to * pad_to;
+    const std::int64_t slots = std::min(s - at, padded);  // a multiple of pad_to too
+    const std::int64_t kept = std::min(len, slots);
+    out.cut_ = len - kept;
+    out.pad_slots_ += slots - kept;
+    out.lengths_.push_back(kept);
+    out.starts_.push_back(at + slots);
   }
   return out;
 }
@@ -190,6 +199,7 @@ PackedDocuments PackedDocuments::from_lengths(const std::vector<std::int64_t>& l
   for (std::int64_t l : lengths) {
     if (l < 1) throw UsageError("document lengths must be >= 1");
     out.starts_.push_back(out.starts_.back() + l);
+    out.lengths_.push_back(l);
   }
   return out;
 }
@@ -205,6 +215,22 @@ std::int64_t PackedDocuments::document_of(std::int64_t pos) const {
   return static_cast<std::int64_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) -
                                    starts_.begin()) -
          1;
+}
+
+std::vector<std::int64_t> PackedDocuments::cu_seqlens() const {
+  std::vector<std::int64_t> out{0};
+  for (std::int64_t l : lengths_)
+    out.push_back(out.back() + l);
+  return out;
+}
+
+std::vector<std::int64_t> PackedDocuments::token_positions() const {
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(tokens()));
+  for (std::int64_t d = 0; d < count(); ++d)
+    for (std::int64_t p = start(d); p < end(d); ++p)
+      out.push_back(p);
+  return out;
 }
 
 std::vector<std::int64_t> PackedDocuments::tagged(

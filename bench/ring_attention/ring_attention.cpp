@@ -30,7 +30,7 @@ std::vector<std::int64_t> gathered_positions(const RingConfig& cfg) {
     return pos;
   }
   for (int r = 0; r < cfg.n_c; ++r) {
-    auto p = rank_positions(cfg.layout, r, cfg.n_c, cfg.c);
+    auto p = row_positions(cfg, r);
     pos.insert(pos.end(), p.begin(), p.end());
   }
   return pos;
@@ -161,14 +161,14 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   Impl& m = *impl_;
   SUITE_CHECK(comm.size() == cfg.n_c, "the ring's group size differs from n_c");
   for (int r = 0; r < cfg.n_c; ++r) {
-    m.segs.push_back(rank_segments(cfg.layout, r, cfg.n_c, cfg.c));
+    m.segs.push_back(token_segments(cfg, r));
     // Without a causal mask or documents every pair is visible: one call per block, whatever
     // the layout.
     m.csegs.push_back(cfg.causal || cfg.docs ? m.segs.back()
                                              : std::vector<Segment>{{0, 0, 1, cfg.c}});
   }
   q_segments_ = m.csegs[m.rank];
-  q_positions_ = rank_positions(cfg.layout, m.rank, cfg.n_c, cfg.c);
+  q_positions_ = row_positions(cfg, m.rank);
   m.plan_schedule();
   m.written.assign(static_cast<std::size_t>(cfg.batch) * q_segments_.size(), 0);
 
@@ -213,7 +213,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   }
   m.q_pos = upload_pos(q_positions_);
   for (int r = 0; r < cfg.n_c && key_positions; ++r)
-    m.k_pos.push_back(upload_pos(rank_positions(cfg.layout, r, cfg.n_c, cfg.c)));
+    m.k_pos.push_back(upload_pos(row_positions(cfg, r)));
   const std::int64_t lse_run_bytes =
       cfg.batch * cfg.heads * cfg.c * static_cast<std::int64_t>(m.lse_e);
   m.lse_run = device.alloc(static_cast<std::size_t>(lse_run_bytes));

@@ -291,6 +291,9 @@ class RingCase final : public BenchCase {
     a.emplace_back("docs_longest", d.longest());
     a.emplace_back("docs_mean_length", static_cast<double>(d.tokens()) / d.count());
     a.emplace_back("docs_cut_tokens", d.cut_tokens());
+    // Padding (doc_zigzag): slots that travel and take memory but hold no token.
+    a.emplace_back("docs_pad_slots", d.pad_slots());
+    a.emplace_back("docs_padding_fraction", static_cast<double>(d.pad_slots()) / d.slots());
     std::int64_t mine = 0;
     for (auto w : ring_->work_pairs())
       mine += w;
@@ -306,6 +309,15 @@ class RingCase final : public BenchCase {
     const RingAttention::BlockCensus census = ring_->block_census();
     const auto rounds = static_cast<std::size_t>(cfg_.n_c);
     rec.int_tables.push_back({"cu_seqlens", 1, d.cu_seqlens().size(), d.cu_seqlens()});
+    if (d.pad_slots() > 0)
+      rec.int_tables.push_back(
+          {"cu_seqlens_padded", 1, d.cu_seqlens_padded().size(), d.cu_seqlens_padded()});
+    // Which global position each rank's rows hold ([c, ranks]), so an outside checker can
+    // rebuild every block's mask (small runs only).
+    if (cfg_.c * ctx_.mpi.size() <= kMaxSavedPerRank)
+      rec.int_tables.push_back(
+          {"row_positions", static_cast<std::size_t>(cfg_.c), ranks,
+           gather_int_columns(ring_->positions(), ctx_.mpi.size(), ctx_.mpi.rank())});
     rec.int_tables.push_back(
         {"round_blocks_skipped", rounds, ranks,
          gather_int_columns(census.skipped, ctx_.mpi.size(), ctx_.mpi.rank())});

@@ -41,6 +41,19 @@ void validate(const RingConfig& cfg) {
                      " must be a positive multiple of --kv-heads " + std::to_string(cfg.kv_heads));
   if (cfg.batch < 1) throw UsageError("--batch must be >= 1");
   validate_layout(cfg.layout, cfg.c, cfg.n_c);
+  if (is_document_layout(cfg.layout) && !cfg.docs)
+    throw UsageError("--layout " + std::string(layout_name(cfg.layout)) +
+                     " lays out packed documents: give --docs");
+}
+
+std::vector<Segment> token_segments(const RingConfig& cfg, int rank) {
+  if (cfg.doc_layout) return (*cfg.doc_layout)[static_cast<std::size_t>(rank)].tokens;
+  return rank_segments(cfg.layout, rank, cfg.n_c, cfg.c);
+}
+
+std::vector<std::int64_t> row_positions(const RingConfig& cfg, int rank) {
+  if (cfg.doc_layout) return slot_positions((*cfg.doc_layout)[static_cast<std::size_t>(rank)]);
+  return rank_positions(cfg.layout, rank, cfg.n_c, cfg.c);
 }
 
 }  // namespace suite::ring

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "bench/ring_attention/doc_layouts.hpp"
 #include "bench/ring_attention/ring_layout.hpp"
 #include "common/pass_list.hpp"
 #include "kernels/core/dtype.hpp"
@@ -40,6 +41,8 @@ struct RingConfig {
   // null: one document. The mask is `causal` (or full) within each document.
   std::shared_ptr<const PackedDocuments> docs;
   std::string docs_spec;  // as given
+  // Every rank's rows and token runs under a document layout (doc_zigzag, balanced).
+  std::shared_ptr<const std::vector<RankLayout>> doc_layout;
 
   const PackedDocuments* documents() const { return docs.get(); }
 
@@ -59,5 +62,10 @@ struct RingConfig {
 
 // Throws UsageError for what the method cannot run: head counts, head dim, layout constraints.
 void validate(const RingConfig& cfg);
+
+// Rank r's runs of tokens (what attention computes on) and the global positions of its c rows
+// in local order (padding slots included), whatever the layout.
+std::vector<Segment> token_segments(const RingConfig& cfg, int rank);
+std::vector<std::int64_t> row_positions(const RingConfig& cfg, int rank);
 
 }  // namespace suite::ring

@@ -19,9 +19,10 @@ constexpr double kMaxIdealSeconds = 2.0;  // per iteration, forward and backward
 IdealTimes measure_ideal(const RingConfig& cfg, Device& device, kernels::AttentionEngine& engine,
                          double flops_per_s, bool backward, int iterations) {
   IdealTimes out;
-  const std::int64_t s = cfg.s();
-  // With documents: one varlen attention of the whole pack (every document's own pairs).
+  // With documents: one varlen attention of the whole pack (every document's own pairs) over
+  // its tokens (padding slots are no tokens).
   const PackedDocuments* docs = cfg.documents();
+  const std::int64_t s = docs ? docs->tokens() : cfg.s();
   const double pairs = docs         ? static_cast<double>(docs->total_visible_pairs(cfg.causal))
                        : cfg.causal ? 0.5 * s * (s + 1.0)
                                     : static_cast<double>(s) * s;
@@ -50,6 +51,7 @@ IdealTimes measure_ideal(const RingConfig& cfg, Device& device, kernels::Attenti
   std::vector<std::int64_t> pos(static_cast<std::size_t>(s));
   for (std::int64_t i = 0; i < s; ++i)
     pos[static_cast<std::size_t>(i)] = i;
+  if (docs) pos = docs->token_positions();
   auto upload = [&](InputTensor which, int heads) {
     const auto bytes =
         encode(attention_input(1, which, pos, cfg.batch, heads, cfg.head_dim), cfg.dtype);

@@ -1,6 +1,7 @@
 #include "bench/ring_attention/ring_layout.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 
@@ -16,12 +17,21 @@ std::string_view layout_name(Layout l) {
       return "zigzag";
     case Layout::striped:
       return "striped";
+    case Layout::doc_zigzag:
+      return "doc_zigzag";
+    case Layout::balanced:
+      return "balanced";
   }
   return "?";
 }
 
+bool is_document_layout(Layout l) {
+  return l == Layout::doc_zigzag || l == Layout::balanced;
+}
+
 std::optional<Layout> parse_layout(std::string_view s) {
-  for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
+  for (Layout l :
+       {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::doc_zigzag, Layout::balanced})
     if (s == layout_name(l)) return l;
   return std::nullopt;
 }
@@ -30,10 +40,10 @@ void validate_layout(Layout l, std::int64_t c, int n_c) {
   if (c < 1)
     throw UsageError("block size c must be >= 1 token per rank (got " + std::to_string(c) + ")");
   if (n_c < 1) throw UsageError("the context-parallel group needs at least one rank");
-  if (l == Layout::zigzag && c % 2 != 0)
+  if ((l == Layout::zigzag || l == Layout::doc_zigzag) && c % 2 != 0)
     throw UsageError(
-        "--layout zigzag needs an even block size c (two chunks of c/2 per rank); got c = " +
-        std::to_string(c));
+        "--layout " + std::string(layout_name(l)) +
+        " needs an even block size c (two chunks of c/2 per rank); got c = " + std::to_string(c));
 }
 
 std::vector<Segment> rank_segments(Layout l, int rank, int n_c, std::int64_t c) {
@@ -46,8 +56,12 @@ std::vector<Segment> rank_segments(Layout l, int rank, int n_c, std::int64_t c) 
     }
     case Layout::striped:
       return {{0, rank, n_c, c}};
+    case Layout::doc_zigzag:
+    case Layout::balanced:
+      break;
   }
-  return {};
+  throw std::logic_error("rank_segments: layout " + std::string(layout_name(l)) +
+                         " is defined by its documents (doc_layouts.hpp)");
 }
 
 std::vector<std::int64_t> rank_positions(Layout l, int rank, int n_c, std::int64_t c) {

@@ -18,7 +18,13 @@ enum class Layout {
   contiguous,  // rank r holds tokens [r c, (r+1) c)
   zigzag,      // 2 N_c chunks of c/2: rank r holds chunks r and 2 N_c - 1 - r
   striped,     // token i on rank i mod N_c
+  // Packed documents only (--docs; doc_layouts.hpp):
+  doc_zigzag,  // each document padded to a multiple of 2 N_c, zig-zag within it (TE's THD rule)
+  balanced,    // document chunks placed so every rank's exact work is as equal as can be
 };
+
+// Whether a layout is defined over packed documents (and needs them).
+bool is_document_layout(Layout l);
 
 std::string_view layout_name(Layout l);
 std::optional<Layout> parse_layout(std::string_view s);

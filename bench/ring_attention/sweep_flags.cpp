@@ -22,7 +22,8 @@ std::vector<T> parse_each(const std::string& flag, const std::string& text, Pars
 }  // namespace
 
 std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text) {
-  return parse_each<Layout>(flag, text, parse_layout, "contiguous, zigzag, striped");
+  return parse_each<Layout>(flag, text, parse_layout,
+                            "contiguous, zigzag, striped; with --docs also doc_zigzag, balanced");
 }
 
 std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text) {

@@ -45,6 +45,11 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
   s.cp = parse_ints("--cp", o.cp, 0);  // 0 = all ranks
   if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees, 1);
   s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
+  for (auto l : s.layouts)
+    if (suite::ring::is_document_layout(l))
+      throw suite::UsageError("--layout " + std::string(suite::ring::layout_name(l)) +
+                              ": ulysses does not run packed documents yet (ring_attention --docs "
+                              "does)");
   s.causal = suite::ring::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;

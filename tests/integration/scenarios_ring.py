@@ -97,12 +97,36 @@ def scenario_ring(env: Env, ranks: int, dtype: str, cp: int) -> None:
 
 def visible(qpos, kpos, causal, cu_seqlens=None):
     """[queries, keys] mask: causal (or not) and, with document offsets cu_seqlens, only within a
-    document."""
+    document. cu_seqlens may be a Pack (padded documents)."""
     vis = kpos[None, :] <= qpos[:, None] if causal else np.ones((len(qpos), len(kpos)), bool)
     if cu_seqlens is not None:
-        doc = lambda p: np.searchsorted(cu_seqlens, p, side="right") - 1  # noqa: E731
-        vis = vis & (doc(qpos)[:, None] == doc(kpos)[None, :])
+        pack = cu_seqlens if isinstance(cu_seqlens, Pack) else Pack(np.asarray(cu_seqlens), None)
+        dq, dk = pack.doc(qpos), pack.doc(kpos)
+        vis = vis & (dq[:, None] == dk[None, :]) & (dq[:, None] >= 0)
     return vis
+
+
+class Pack:
+    """Documents as a results file records them: cu_seqlens (cumulative token counts) and, with
+    padding (doc_zigzag), cu_seqlens_padded (slot offsets). doc(p) is -1 for a padding slot."""
+
+    def __init__(self, cu_seqlens, cu_padded):
+        self.cu = np.asarray(cu_seqlens)
+        self.starts = np.asarray(cu_padded if cu_padded is not None else cu_seqlens)
+        self.lengths = np.diff(self.cu)
+
+    @staticmethod
+    def of(group) -> "Pack":
+        padded = group["cu_seqlens_padded"][()].reshape(-1) if "cu_seqlens_padded" in group else None
+        return Pack(group["cu_seqlens"][()].reshape(-1), padded)
+
+    def doc(self, p):
+        p = np.asarray(p)
+        d = np.searchsorted(self.starts, p, side="right") - 1
+        return np.where(p - self.starts[d] < self.lengths[d], d, -1)  # -1: padding, no document
+
+    def tokens(self):
+        return np.array([p for p in range(int(self.starts[-1])) if self.doc(p) >= 0])
 
 
 def attention(q, k, v, qpos, kpos, causal, cu_seqlens=None):
@@ -363,60 +387,73 @@ def scenario_ring_backward_bad_input(env: Env) -> None:
 
 
 def scenario_ring_docs_tensors(env: Env) -> None:
-    """Packed documents, 2 ranks, every layout and variant, causal and full within documents,
-    forward and backward: the saved O, lse, dQ, dK and dV equal attention numpy computes from the
-    saved inputs and the recorded cu_seqlens, the per-round work is the document mask's own count,
-    and a skipped or masked block is counted where the mask says so."""
+    """Packed documents, 2 ranks, every layout (per-document zig-zag with its padding and the
+    balanced one too) and variant, causal and full within documents, forward and backward: the
+    saved O, lse, dQ, dK and dV equal attention numpy computes from the saved inputs and the
+    recorded cu_seqlens (padding rows: no output, no gradient), the per-round work is the document
+    mask's own count over each rank's recorded rows, and for the plain layouts a skipped block is
+    counted where the mask says so."""
     out = env.workdir / "docs.h5"
-    proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout", "contiguous,zigzag,striped",
-                  "--variant", "ring,allgather", "--causal", "0,1", "--heads", "2", "--kv-heads", "1",
-                  "--pass", "fwd_bwd", "--docs", "uniform:1:9", "--save-tensors")
+    proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout",
+                  "contiguous,zigzag,striped,doc_zigzag,balanced", "--variant", "ring,allgather",
+                  "--causal", "0,1", "--heads", "2", "--kv-heads", "1", "--pass", "fwd_bwd",
+                  "--docs", "uniform:1:9", "--save-tensors")
     expect("FAIL" not in proc.stdout, "a check failed", proc)
     n = 2
     with h5py.File(out) as f:
         names = list(f[BIN])
-        expect(len(names) == 12, f"expected 12 cases, got {names}")
+        expect(len(names) == 20, f"expected 20 cases, got {names}")
         for name in names:
             g = f[BIN][name]
             a = g.attrs
             expect(int(a["check_passed"]) == 1, f"{name}: the benchmark's own check failed")
-            cu = g["cu_seqlens"][()].reshape(-1)
-            s, c, causal = int(a["s"]), int(a["c"]), bool(a["causal"])
-            expect(cu[0] == 0 and cu[-1] == s and np.all(np.diff(cu) >= 1) and np.all(np.diff(cu)[:-1] <= 9),
-                   f"{name}: cu_seqlens {cu}")
-            expect(int(a["docs_count"]) == len(cu) - 1, f"{name}: docs_count")
+            pack = Pack.of(g)
+            s, c, causal, layout = int(a["s"]), int(a["c"]), bool(a["causal"]), a["layout"]
+            lengths = pack.lengths
+            expect(pack.starts[0] == 0 and pack.starts[-1] == s and np.all(lengths >= 1)
+                   and np.all(lengths[:-1] <= 9), f"{name}: documents {pack.starts} {lengths}")
+            if layout == "doc_zigzag":  # TE's rule: every document in a multiple of 2 N_c slots
+                slots = np.diff(pack.starts)
+                expect(np.all(slots % (2 * n) == 0) and np.all(slots - lengths < 2 * n), f"{name}: padding {slots} {lengths}")
+                expect(int(a["docs_pad_slots"]) == int((slots - lengths).sum()), f"{name}: pad slots")
+            else:
+                expect("cu_seqlens_padded" not in g and int(a["docs_pad_slots"]) == 0, f"{name}: padding")
+            expect(int(a["docs_count"]) == len(lengths), f"{name}: docs_count")
             b, heads, kv, d = 1, 2, 1, int(a["head_dim"])
+            tok = pack.tokens()
             q = g["tensor_q"][()].reshape(s, b, heads, d)
             k = g["tensor_k"][()].reshape(s, b, kv, d)
             v = g["tensor_v"][()].reshape(s, b, kv, d)
             d_o = g["tensor_d_o"][()].reshape(s, b, heads, d)
-            pos = np.arange(s)
-            o, lse = attention(q, k, v, pos, pos, causal, cu)
-            expect(np.allclose(g["tensor_o"][()].reshape(o.shape), o, atol=1e-9), f"{name}: O differs")
-            expect(np.allclose(g["tensor_lse"][()].reshape(lse.shape), lse, atol=1e-9), f"{name}: lse differs")
-            for t, want in zip(("dq", "dk", "dv"), attention_backward(q, k, v, d_o, pos, pos, causal, cu)):
-                got = g["tensor_" + t][()].reshape(want.shape)
-                expect(np.allclose(got, want, atol=1e-9), f"{name}: {t} differs by {np.abs(got - want).max():.3g}")
-            # Work per round and rank, and the census, from the layout and the document mask.
-            layout, variant = a["layout"], a["variant"]
+            o, lse = attention(q[tok], k[tok], v[tok], tok, tok, causal, pack)
+            expect(np.allclose(g["tensor_o"][()].reshape(q.shape)[tok], o, atol=1e-9), f"{name}: O differs")
+            expect(np.allclose(g["tensor_lse"][()].reshape(s, b, heads)[tok], lse, atol=1e-9), f"{name}: lse differs")
+            pad = np.setdiff1d(np.arange(s), tok)
+            for t, want in zip(("dq", "dk", "dv"), attention_backward(q[tok], k[tok], v[tok], d_o[tok], tok, tok, causal, pack)):
+                got = g["tensor_" + t][()].reshape((s,) + want.shape[1:])
+                expect(np.allclose(got[tok], want, atol=1e-9), f"{name}: {t} differs by {np.abs(got[tok] - want).max():.3g}")
+                expect(np.all(got[pad] == 0), f"{name}: {t} of padding slots is not 0")
+            # Work per round and rank from each rank's recorded rows and the document mask.
+            rows = g["row_positions"][()].reshape(c, n).T  # [c, ranks] as recorded
+            expect(sorted(rows.reshape(-1).tolist()) == list(range(s)), f"{name}: rows are not every slot once")
             work = np.zeros((n, n), dtype=np.int64)
-            skipped = np.zeros((n, n), dtype=np.int64)
             for r in range(n):
-                segs = segments(layout, r, n, c)
                 for rnd in range(n):
-                    src_segs = segments(layout, (r - rnd) % n, n, c)
-                    for qs in segs:
-                        for ks in src_segs:
-                            cnt = visible(np.array(qs), np.array(ks), causal, cu).sum()
-                            work[rnd, r] += cnt
-                            skipped[rnd, r] += cnt == 0
-            if variant == "allgather":
+                    work[rnd, r] = visible(rows[r], rows[(r - rnd) % n], causal, pack).sum()
+            if a["variant"] == "allgather":
                 work = work.sum(axis=0, keepdims=True)
             got_work = g["round_work_pairs"][()].reshape(work.shape)
             expect(np.array_equal(got_work, work), f"{name}: work {got_work.tolist()} != {work.tolist()}")
-            expect(np.array_equal(g["round_blocks_skipped"][()].reshape(n, n), skipped), f"{name}: skipped blocks")
-            total = work.sum(axis=0) if variant == "ring" else work[0]
+            total = work.sum(axis=0)
             expect(abs(float(a["work_max_over_mean"]) - total.max() / total.mean()) < 1e-9, f"{name}: imbalance")
+            if layout in ("contiguous", "zigzag", "striped"):
+                skipped = np.zeros((n, n), dtype=np.int64)
+                for r in range(n):
+                    for rnd in range(n):
+                        for qs in segments(layout, r, n, c):
+                            for ks in segments(layout, (r - rnd) % n, n, c):
+                                skipped[rnd, r] += visible(np.array(qs), np.array(ks), causal, pack).sum() == 0
+                expect(np.array_equal(g["round_blocks_skipped"][()].reshape(n, n), skipped), f"{name}: skipped blocks")
         print(f"  ok: {len(names)} cases against numpy with their documents")
 
 
@@ -434,7 +471,7 @@ def scenario_ring_docs_np4(env: Env) -> None:
     efficiency is reported beside the measured one."""
     out = env.workdir / "docs4.h5"
     for spec in ("lognormal:40:1", "pareto:8:1.1"):
-        proc = run_ok(env, 4, out, "--block", "64", "--layout", "contiguous,zigzag,striped", "--causal", "1",
+        proc = run_ok(env, 4, out, "--block", "64", "--layout", "contiguous,zigzag,striped,doc_zigzag,balanced", "--causal", "1",
                       "--heads", "4", "--kv-heads", "2", "--pass", "fwd_bwd", "--docs", spec)
         with h5py.File(out) as f:
             for name, g in f[BIN].items():
@@ -458,6 +495,7 @@ def scenario_ring_docs_bad_input(env: Env) -> None:
             "bad file": (["--docs", f"file:{lens}"], "line 2"),
             "missing file": (["--docs", "file:/nonexistent/lengths"], "cannot read"),
             "pack too small": (["--docs", "uniform:5000:6000", "--block", "64"], "cannot hold a document"),
+            "document layout without documents": (["--layout", "balanced"], "give --docs"),
         })
     finally:
         lens.unlink()
