@@ -83,6 +83,11 @@ step ring_mpi_2ranks 120 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 1K
 # (the backward's dK/dV partial sums in bf16 here, fp32 above)
 step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K --layout contiguous,zigzag \
   --heads 16 --kv-heads 4 --head-dim 64 --pass fwd,fwd_bwd --grad-dtype bf16 --out "$R/ring4.h5"
+# Packed documents (lognormal lengths), every layout: the kernels' document masks (cuDNN falls
+# back to the suite's kernel for a block that spans documents) and the predicted efficiencies.
+step ring_docs_2ranks 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
+  --layout contiguous,zigzag,striped,doc_zigzag,balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 \
+  --head-dim 128 --pass fwd,fwd_bwd --out "$R/ring_docs2.h5"
 # Ulysses, the hybrid and the ring side by side: four ranks sharing the GPU through MPI (bf16).
 step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \

@@ -57,6 +57,10 @@ run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --
 run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag --variant ring,allgather \
   --pass fwd,fwd_bwd \
   --causal 1 --iters 5 --warmup 1
+# Packed documents (lognormal lengths) under every layout, the padded per-document zig-zag and
+# the balanced one among them: imbalance, padding and efficiency side by side.
+run ring_docs ring_attention --block 256 --layout contiguous,zigzag,striped,doc_zigzag,balanced \
+  --docs lognormal:96:1 --pass fwd,fwd_bwd --causal 1 --iters 5 --warmup 1
 # Ulysses, the Ulysses x ring hybrid and plain ring on the same inputs (every degree NP allows).
 run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --pass fwd,fwd_bwd --iters 5 \
   --warmup 1

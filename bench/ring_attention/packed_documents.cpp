@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "common/size_list.hpp"
 #include "kernels/attention/attention_index.hpp"
 
 namespace suite::ring {
@@ -19,16 +20,6 @@ constexpr std::int64_t kMaxDocuments = std::int64_t{1} << (63 - kernels::kDocShi
 
 [[noreturn]] void bad(const std::string& text, const std::string& why) {
   throw UsageError("--docs " + text + ": " + why);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, sep))
-    out.push_back(part);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
 }
 
 double number(const std::string& text, const std::string& field) {
@@ -129,7 +120,7 @@ DocSpec parse_doc_spec(const std::string& text) {
     spec.lengths = read_lengths(text, rest);
     return spec;
   }
-  const std::vector<std::string> f = split(rest, ':');
+  const std::vector<std::string> f = split_list(rest, ':');
   auto whole = [&](double v, const char* what) {
     if (v < 1 || v != std::floor(v) || v > 0x1.0p40)
       bad(text, std::string(what) + " must be a whole number of tokens >= 1");
