@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention/attention_cpu.hpp"
@@ -187,7 +188,40 @@ inline AttentionProblem all_keys_problem(Layout layout, int q_rank, int n, std::
 struct BackwardProblem {
   std::vector<float> d_o;
   std::vector<double> o, lse, delta, dq, dk, dv;
+  // One key (ck = 1): P = 1, so dS = dP - delta is 0 in exact arithmetic and dQ, dK are sums of
+  // rounding errors. Their worst case, per unit roundoff of the kernel's type: dP = dO . V and
+  // delta = dO . O (O = V) are two dot products of d terms, each off by at most
+  // d u sum |dO_l V_l|; dQ = dS K / sqrt(d) and dK = sum_i dS_i Q_i / sqrt(d) carry that.
+  // A bound of the arithmetic, whatever the summation order the host's BLAS picks.
+  double dq_rounding_per_u = 0, dk_rounding_per_u = 0;
 };
+
+// The one-key problem's worst-case rounding of dQ and dK per unit roundoff (BackwardProblem).
+inline void one_key_rounding_bounds(const AttentionProblem& x, BackwardProblem& b) {
+  const AttentionParams& p = x.p;
+  if (p.ck != 1) return;
+  const int d = p.head_dim, g = p.heads / p.kv_heads;
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> dk_bound(static_cast<std::size_t>(p.kv_heads) * d, 0.0);
+  for (std::int64_t i = 0; i < p.cq; ++i)
+    for (int h = 0; h < p.heads; ++h) {
+      const int kvh = h / g;
+      double dot = 0;  // sum |dO_l V_l|
+      for (int l = 0; l < d; ++l)
+        dot +=
+            std::fabs(static_cast<double>(b.d_o[static_cast<std::size_t>(i * p.ld_o + h * d + l)]) *
+                      x.v[static_cast<std::size_t>(kvh * d + l)]);
+      const double ds = 2.0 * d * dot;  // dP's and delta's rounding
+      for (int l = 0; l < d; ++l) {
+        const double q = std::fabs(x.q[static_cast<std::size_t>(i * p.ld_q + h * d + l)]);
+        const double k = std::fabs(x.k[static_cast<std::size_t>(kvh * d + l)]);
+        b.dq_rounding_per_u = std::max(b.dq_rounding_per_u, ds * k * inv_sqrt_d);
+        dk_bound[static_cast<std::size_t>(kvh * d + l)] += ds * q * inv_sqrt_d;
+      }
+    }
+  for (double v : dk_bound)
+    b.dk_rounding_per_u = std::max(b.dk_rounding_per_u, v);
+}
 
 // round_d_o_to_bf16: dO as a bf16 device tensor holds it (the references see those values).
 inline BackwardProblem make_backward(const AttentionProblem& x, bool round_d_o_to_bf16 = false) {
@@ -213,23 +247,25 @@ inline BackwardProblem make_backward(const AttentionProblem& x, bool round_d_o_t
   cpu::attention_backward_reference<double>(p, qd.data(), kd.data(), vd.data(), gd.data(),
                                             x.blk.qp.data(), x.blk.kp.data(), b.dq.data(),
                                             b.dk.data(), b.dv.data());
+  one_key_rounding_bounds(x, b);
   return b;
 }
 
-// Each gradient element within tol * (|ref| + max |ref| of that tensor) of the reference, and
-// no NaN; `rows`, `row_elems` and `ld` describe which elements are data (the rest is padding).
-// A gradient that is exactly 0 in exact arithmetic (one visible key: dS = 0) is a difference
-// of O(1) terms in the kernel, hence the floor of 1e-2 on the scale.
+// Each gradient element within tol * (|ref| + max |ref| of that tensor) + rounding of the
+// reference, and no NaN; `rows`, `row_elems` and `ld` describe which elements are data (the
+// rest is padding). A gradient that is exactly 0 in exact arithmetic (one visible key: dS = 0)
+// is a difference of O(1) terms in the kernel: the floor of 1e-2 on the scale, and `rounding`,
+// the computation's worst-case rounding error (BackwardProblem), which no host's BLAS exceeds.
 template <class G>
 void expect_grad_near(const std::vector<G>& got, const std::vector<double>& ref, std::int64_t rows,
-                      std::int64_t row_elems, std::int64_t ld, double tol,
-                      const std::string& what) {
+                      std::int64_t row_elems, std::int64_t ld, double tol, const std::string& what,
+                      double rounding = 0) {
   const double scale = std::max(max_abs(ref), 1e-2);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < row_elems; ++c) {
       const std::size_t i = static_cast<std::size_t>(r * ld + c);
       ASSERT_FALSE(std::isnan(static_cast<double>(got[i]))) << what << " row " << r << " col " << c;
-      ASSERT_NEAR(static_cast<double>(got[i]), ref[i], tol * (std::abs(ref[i]) + scale))
+      ASSERT_NEAR(static_cast<double>(got[i]), ref[i], tol * (std::abs(ref[i]) + scale) + rounding)
           << what << " row " << r << " col " << c;
     }
 }
@@ -241,8 +277,10 @@ void expect_grads_match(const AttentionParams& p, const BackwardProblem& ref,
                         const std::vector<G>& dv, double tol, const std::string& what) {
   const std::int64_t q_row = static_cast<std::int64_t>(p.heads) * p.head_dim;
   const std::int64_t kv_row = static_cast<std::int64_t>(p.kv_heads) * p.head_dim;
-  expect_grad_near(dq, ref.dq, p.cq, q_row, p.ld_q, tol, what + " dq");
-  expect_grad_near(dk, ref.dk, p.ck, kv_row, p.ld_k, tol, what + " dk");
+  // The unit roundoff of the type the kernel accumulates in (fp32 for bf16 storage too).
+  const double u = std::is_same_v<G, double> ? 0x1p-53 : 0x1p-24;
+  expect_grad_near(dq, ref.dq, p.cq, q_row, p.ld_q, tol, what + " dq", u * ref.dq_rounding_per_u);
+  expect_grad_near(dk, ref.dk, p.ck, kv_row, p.ld_k, tol, what + " dk", u * ref.dk_rounding_per_u);
   expect_grad_near(dv, ref.dv, p.ck, kv_row, p.ld_v, tol, what + " dv");
 }
 
