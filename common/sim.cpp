@@ -37,6 +37,9 @@ double g_modeled_flops = 0;
 // common/sim_process.hpp).
 PlaceholderCounters g_placeholder_counters;
 int g_keep_data = 0;
+// FlopBatch scopes open on this rank and the FLOPs they hold back.
+int g_flop_batches = 0;
+double g_batched_flops = 0;
 
 [[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -122,6 +125,10 @@ double modeled_flops() {
 void inject_flops(double flops) {
 #if defined(SUITE_SMPI)
   if (!modeled() || !(flops > 0)) return;
+  if (g_flop_batches > 0) {
+    g_batched_flops += flops;
+    return;
+  }
   // smpi_execute_flops runs at the simulated host's speed: scale so the time is flops / F.
   smpi_execute_flops(flops / g_modeled_flops * sg_host_get_speed(sg_host_self()));
 #else
@@ -175,6 +182,16 @@ bool is_placeholder(const void* p) {
 
 PlaceholderCounters placeholder_counters() {
   return g_placeholder_counters;
+}
+
+FlopBatch::FlopBatch() {
+  ++g_flop_batches;
+}
+FlopBatch::~FlopBatch() {
+  if (--g_flop_batches > 0) return;
+  const double flops = g_batched_flops;
+  g_batched_flops = 0;
+  inject_flops(flops);
 }
 
 KeepData::KeepData() {

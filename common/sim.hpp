@@ -53,6 +53,18 @@ double modeled_flops();
 // Advances this rank's simulated clock by flops / F (modeled compute; no-op otherwise).
 void inject_flops(double flops);
 
+// While one is alive, inject_flops adds up instead of advancing the clock, and the sum is
+// injected once when the outermost one ends: one simulation event for a whole ring round of
+// thousands of document blocks instead of one per block (the same simulated time: nothing
+// between the blocks talks to the network).
+class FlopBatch {
+ public:
+  FlopBatch();
+  ~FlopBatch();
+  FlopBatch(const FlopBatch&) = delete;
+  FlopBatch& operator=(const FlopBatch&) = delete;
+};
+
 // Modeled compute reads no tensor values, so a rank holds none: in modeled mode the CPU device
 // hands out placeholders for buffers of at least kPlaceholderMinBytes. A placeholder points into
 // one SMPI shared region that all placeholders of all ranks overlap (SMPI_SHARED_MALLOC: it maps

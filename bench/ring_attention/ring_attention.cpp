@@ -2,6 +2,7 @@
 
 #include "bench/ring_attention/ring_attention_impl.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -65,18 +66,16 @@ void RingAttention::Impl::attend(std::int64_t bi, std::size_t qi, const std::byt
 
 // One ring round: this rank's queries against the block of rank `src` held in `block`.
 void RingAttention::Impl::ring_round(int src, const Buffer& block) {
+  sim::FlopBatch one_burst;  // modeled compute: the round's blocks as one injection
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-    for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
-      for (std::size_t ki = 0; ki < csegs[src].size(); ++ki) {
-        const PairPlan& pl = plan(src, qi, ki);
-        if (!pl.mask) continue;  // fully masked: skipped (the block still travels on)
-        const Segment& ks = csegs[src][ki];
-        const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
-        const std::byte* k = at(block, k_off, e);
-        const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
-        attend(bi, qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), *pl.mask, pl.pairs);
-      }
+    for (const PairPlan& pl : plan(src)) {
+      const Segment& ks = csegs[static_cast<std::size_t>(src)][pl.ki];
+      const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
+      const std::byte* k = at(block, k_off, e);
+      const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
+      attend(bi, pl.qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), pl.mask, pl.pairs);
+    }
 }
 
 // All-gather variant, communication part: gather every K/V block, then lay K and V out
@@ -140,13 +139,47 @@ RingAttention::Impl::GatheredKeys RingAttention::Impl::gathered_keys(const Segme
 }
 
 void RingAttention::Impl::plan_schedule() {
+  const PackedDocuments* docs = cfg.documents();
   plans.assign(static_cast<std::size_t>(n), {});
   for (int src = 0; src < n; ++src) {
+    const std::vector<Segment>& keys = csegs[static_cast<std::size_t>(src)];
+    // Runs of consecutive positions, sorted by their first one (then by their last too: a
+    // rank's runs do not overlap), so a query run finds the key runs that can share a document
+    // with it by binary search; strided runs (striped: one per rank) are all candidates.
+    std::vector<std::size_t> order(keys.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    bool consecutive = true;
+    for (const Segment& ks : keys)
+      consecutive = consecutive && (ks.stride == 1 || ks.count <= 1);
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return keys[a].first() < keys[b].first(); });
     auto& row = plans[static_cast<std::size_t>(src)];
-    for (const Segment& qs : my_segs())
-      for (const Segment& ks : csegs[static_cast<std::size_t>(src)])
-        row.push_back({classify_pair(qs, ks, cfg.causal, cfg.documents()),
-                       visible_pairs(qs, ks, cfg.causal, cfg.documents())});
+    for (std::size_t qi = 0; qi < my_segs().size(); ++qi) {
+      const Segment& qs = my_segs()[qi];
+      if (qs.count == 0) continue;
+      auto from = order.begin(), to = order.end();
+      if (consecutive) {
+        const std::int64_t lo = docs ? docs->start(docs->document_of(qs.first())) : 0;
+        const std::int64_t hi = cfg.causal ? qs.last()
+                                : docs     ? docs->end(docs->document_of(qs.last())) - 1
+                                           : cfg.s() - 1;
+        from = std::partition_point(order.begin(), order.end(),
+                                    [&](std::size_t k) { return keys[k].last() < lo; });
+        to = std::partition_point(from, order.end(),
+                                  [&](std::size_t k) { return keys[k].first() <= hi; });
+      }
+      const std::size_t first = row.size();
+      for (auto it = from; it != to; ++it) {
+        const Segment& ks = keys[*it];
+        if (ks.count == 0) continue;
+        const std::int64_t pairs = visible_pairs(qs, ks, cfg.causal, docs);
+        if (pairs == 0) continue;
+        row.push_back({qi, *it, *classify_pair(qs, ks, cfg.causal, docs), pairs});
+      }
+      std::sort(row.begin() + static_cast<std::ptrdiff_t>(first), row.end(),
+                [](const PairPlan& a, const PairPlan& b) { return a.ki < b.ki; });
+    }
   }
   gathered_plan.clear();
   if (cfg.variant == Variant::allgather)
@@ -387,7 +420,7 @@ std::vector<std::int64_t> RingAttention::work_pairs() const {
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
     std::int64_t pairs = 0;
-    for (const Impl::PairPlan& pl : m.plans[static_cast<std::size_t>(src)])
+    for (const Impl::PairPlan& pl : m.plan(src))
       pairs += pl.pairs;
     out[m.cfg.variant == Variant::ring ? k : 0] += pairs * m.cfg.batch;
   }
@@ -399,19 +432,13 @@ RingAttention::BlockCensus RingAttention::block_census() const {
   BlockCensus out;
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
-    std::int64_t skipped = 0, masked = 0, whole = 0, i = 0;
-    for (const Segment& qs : m.my_segs())
-      for (const Segment& ks : m.csegs[static_cast<std::size_t>(src)]) {
-        const Impl::PairPlan& pl =
-            m.plans[static_cast<std::size_t>(src)][static_cast<std::size_t>(i++)];
-        if (!pl.mask)
-          ++skipped;
-        else if (pl.pairs == qs.count * ks.count)
-          ++whole;
-        else
-          ++masked;
-      }
-    out.skipped.push_back(skipped);
+    const std::vector<Segment>& keys = m.csegs[static_cast<std::size_t>(src)];
+    std::int64_t masked = 0, whole = 0;
+    for (const Impl::PairPlan& pl : m.plan(src))
+      ++(pl.pairs == m.my_segs()[pl.qi].count * keys[pl.ki].count ? whole : masked);
+    // Every (query segment, key segment) pair without an entry is skipped.
+    const auto pairs = static_cast<std::int64_t>(m.my_segs().size() * keys.size());
+    out.skipped.push_back(pairs - masked - whole);
     out.masked.push_back(masked);
     out.whole.push_back(whole);
   }

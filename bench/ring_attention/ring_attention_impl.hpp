@@ -55,14 +55,18 @@ struct RingAttention::Impl {
   Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
   std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
   std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
-  // What one (query segment, key segment) pair of the schedule costs, fixed for the run by the
-  // layout and the documents: its mask (nullopt: no visible pair, skipped) and its exact
-  // visible pairs (modeled compute injects their FLOPs from it).
+  // One (query segment, key segment) pair of the schedule with a visible pair, fixed for the
+  // run by the layout and the documents: its mask and its exact visible pairs (modeled compute
+  // injects their FLOPs from it). A pair that shares no document or that the causal mask hides
+  // has no entry: it is skipped (the block still travels on).
   struct PairPlan {
-    std::optional<BlockMask> mask;
+    std::size_t qi, ki;
+    BlockMask mask;
     std::int64_t pairs = 0;
   };
-  std::vector<std::vector<PairPlan>> plans;  // [src][qi * csegs[src].size() + ki]
+  // [src]: the pairs to compute, by query segment then key segment. Sparse: with thousands of
+  // document chunks per rank only the pairs that can share a document are ever looked at.
+  std::vector<std::vector<PairPlan>> plans;
   // All-gather variant, per query segment: the gathered key rows it attends, [first,
   // first + count), their mask and visible pairs.
   struct GatheredKeys {
@@ -143,10 +147,7 @@ struct RingAttention::Impl {
     p.known_visible_pairs = pairs;
     return p;
   }
-  const PairPlan& plan(int src, std::size_t qi, std::size_t ki) const {
-    return plans[static_cast<std::size_t>(src)]
-                [qi * csegs[static_cast<std::size_t>(src)].size() + ki];
-  }
+  const std::vector<PairPlan>& plan(int src) const { return plans[static_cast<std::size_t>(src)]; }
   // Fills plans and gathered_plan (the constructor, once the segments are known).
   void plan_schedule();
 

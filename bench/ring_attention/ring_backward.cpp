@@ -10,6 +10,7 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/ring_attention_impl.hpp"
 #include "common/errors.hpp"
+#include "common/sim.hpp"
 
 namespace suite::ring {
 
@@ -61,26 +62,23 @@ void RingAttention::Impl::begin_backward() {
 }
 
 void RingAttention::Impl::backward_round(int src, const Buffer& block, const Buffer& dkv_part) {
+  sim::FlopBatch one_burst;  // modeled compute: the round's blocks as one injection
   const std::size_t ge = dtype_size(grad_t);
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   const std::int64_t v_half = cfg.c * cfg.kv_row();  // where V (and dV) start in a block
   dev.fill_zero(dkv_part.data(), dkv_part.bytes());
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
-    for (std::size_t qi = 0; qi < my_segs().size(); ++qi)
-      for (std::size_t ki = 0; ki < csegs[src].size(); ++ki) {
-        const PairPlan& pl = plan(src, qi, ki);
-        if (!pl.mask) continue;  // fully masked: no contribution
-        const Segment &qs = my_segs()[qi], &ks = csegs[src][ki];
-        const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
-        const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
-        const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
-        engine.backward(params(qs.count, ks.count, cfg.kv_row(), pl.pairs), *pl.mask,
-                        at(q, q_off, e), at(block, k_off, e), at(block, v_half + k_off, e),
-                        at(o, q_off, e), at(d_o, q_off, e), at(lse_run, lse_off, lse_e),
-                        at(delta, lse_off, lse_e), q_pos.as<std::int64_t>() + qs.local_offset,
-                        key_positions(src, ks), at(dq, q_off, ge), at(dkv_part, k_off, ge),
-                        at(dkv_part, v_half + k_off, ge));
-      }
+    for (const PairPlan& pl : plan(src)) {  // a pair with no visible pair contributes nothing
+      const Segment &qs = my_segs()[pl.qi], &ks = csegs[static_cast<std::size_t>(src)][pl.ki];
+      const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
+      const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
+      const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
+      engine.backward(params(qs.count, ks.count, cfg.kv_row(), pl.pairs), pl.mask, at(q, q_off, e),
+                      at(block, k_off, e), at(block, v_half + k_off, e), at(o, q_off, e),
+                      at(d_o, q_off, e), at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
+                      q_pos.as<std::int64_t>() + qs.local_offset, key_positions(src, ks),
+                      at(dq, q_off, ge), at(dkv_part, k_off, ge), at(dkv_part, v_half + k_off, ge));
+    }
 }
 
 void RingAttention::Impl::backward_gathered_compute() {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "bench/ring_attention/attention_inputs.hpp"
+#include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/global_order.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_ideal.hpp"
@@ -278,51 +279,7 @@ class RingCase final : public BenchCase {
     a.emplace_back("check_tolerance", reference_tolerance(cfg_.dtype));
     rec.int_tables.push_back({"cp_bytes_sent", 1, static_cast<std::size_t>(ctx_.mpi.size()),
                               gather_int(fwd_bytes_, ctx_.mpi.size(), ctx_.mpi.rank())});
-    report_documents(lockstep_pairs, rec);
-  }
-
-  // Packed documents: the pack (cu_seqlens), each rank's skipped and masked block pairs per
-  // round, and the balance the schedule's exact work predicts: max / mean of the ranks' work,
-  // and the efficiency mean / lockstep (the ring waits for each round's busiest rank).
-  void report_documents(double lockstep_pairs, CaseRecord& rec) {
-    if (!cfg_.docs) return;
-    const PackedDocuments& d = *cfg_.docs;
-    auto& a = rec.attrs;
-    a.emplace_back("docs_longest", d.longest());
-    a.emplace_back("docs_mean_length", static_cast<double>(d.tokens()) / d.count());
-    a.emplace_back("docs_cut_tokens", d.cut_tokens());
-    // Padding (doc_zigzag): slots that travel and take memory but hold no token.
-    a.emplace_back("docs_pad_slots", d.pad_slots());
-    a.emplace_back("docs_padding_fraction", static_cast<double>(d.pad_slots()) / d.slots());
-    std::int64_t mine = 0;
-    for (auto w : ring_->work_pairs())
-      mine += w;
-    std::int64_t sum = 0, most = 0;
-    SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-    SUITE_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
-    const double mean = static_cast<double>(sum) / ctx_.mpi.size();
-    a.emplace_back("work_pairs_total", sum / (ctx_.mpi.size() / cfg_.n_c));
-    a.emplace_back("work_max_over_mean", mean > 0 ? static_cast<double>(most) / mean : NAN);
-    a.emplace_back("pred_efficiency_balance", most > 0 ? mean / static_cast<double>(most) : NAN);
-    a.emplace_back("pred_efficiency_lockstep", lockstep_pairs > 0 ? mean / lockstep_pairs : NAN);
-    const auto ranks = static_cast<std::size_t>(ctx_.mpi.size());
-    const RingAttention::BlockCensus census = ring_->block_census();
-    const auto rounds = static_cast<std::size_t>(cfg_.n_c);
-    rec.int_tables.push_back({"cu_seqlens", 1, d.cu_seqlens().size(), d.cu_seqlens()});
-    if (d.pad_slots() > 0)
-      rec.int_tables.push_back(
-          {"cu_seqlens_padded", 1, d.cu_seqlens_padded().size(), d.cu_seqlens_padded()});
-    // Which global position each rank's rows hold ([c, ranks]), so an outside checker can
-    // rebuild every block's mask (small runs only).
-    if (cfg_.c * ctx_.mpi.size() <= kMaxSavedPerRank)
-      rec.int_tables.push_back(
-          {"row_positions", static_cast<std::size_t>(cfg_.c), ranks,
-           gather_int_columns(ring_->positions(), ctx_.mpi.size(), ctx_.mpi.rank())});
-    rec.int_tables.push_back(
-        {"round_blocks_skipped", rounds, ranks,
-         gather_int_columns(census.skipped, ctx_.mpi.size(), ctx_.mpi.rank())});
-    rec.int_tables.push_back({"round_blocks_masked", rounds, ranks,
-                              gather_int_columns(census.masked, ctx_.mpi.size(), ctx_.mpi.rank())});
+    report_documents(cfg_, *ring_, ring_->positions(), rec);
   }
 
   // The backward's own figures: c*_bwd against the forward's, bytes and hops, memory, the

@@ -46,16 +46,7 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
             cfg.pass = pass;
             cfg.grad_dtype = sweep.grad_dtype;
             validate_layout(cfg.layout, cfg.c, cfg.n_c);
-            if (sweep.docs) {
-              // Per-document zig-zag pads every document to a multiple of 2 N_c slots.
-              const std::int64_t pad_to = layout == Layout::doc_zigzag ? 2 * cfg.n_c : 1;
-              cfg.docs_spec = sweep.docs->text;
-              cfg.docs = std::make_shared<const PackedDocuments>(
-                  PackedDocuments::pack(*sweep.docs, cfg.s(), ctx.opts.seed, pad_to));
-              if (is_document_layout(layout))
-                cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(
-                    document_layout(layout, *cfg.docs, cfg.n_c, cfg.c, causal));
-            }
+            if (sweep.docs) attach_documents(cfg, *sweep.docs, ctx.opts.seed);
             validate(cfg);
             const std::int64_t need = RingAttention::estimate_bytes(cfg);
             const std::size_t have = ctx.device.memory_available();

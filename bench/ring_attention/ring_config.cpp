@@ -22,14 +22,28 @@ std::string RingConfig::case_name() const {
   n += "_d" + std::to_string(head_dim);
   if (batch != 1) n += "_b" + std::to_string(batch);
   if (backward()) n += "_fwd_bwd_g" + std::string(dtype_name(grad_dtype));
-  if (docs) {  // the spec, as a name can hold it (file: the file's name)
-    std::string spec = docs_spec.substr(0, docs_spec.find(':'));
-    for (char ch : docs_spec.substr(spec.size()))
-      spec += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
-    if (spec.rfind("file-", 0) == 0) spec = "file-" + spec.substr(spec.find_last_of('-') + 1);
-    n += "_docs-" + spec;
-  }
+  if (docs) n += docs_name_suffix(docs_spec);
   return n;
+}
+
+std::string docs_name_suffix(const std::string& docs_spec) {
+  if (docs_spec.empty()) return {};
+  std::string spec = docs_spec.substr(0, docs_spec.find(':'));
+  for (char ch : docs_spec.substr(spec.size()))
+    spec += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
+  if (spec.rfind("file-", 0) == 0) spec = "file-" + spec.substr(spec.find_last_of('-') + 1);
+  return "_docs-" + spec;
+}
+
+void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed) {
+  const std::int64_t pad_to = cfg.layout == Layout::doc_zigzag ? 2 * cfg.n_c : 1;
+  cfg.docs_spec = spec.text;
+  cfg.docs =
+      std::make_shared<const PackedDocuments>(PackedDocuments::pack(spec, cfg.s(), seed, pad_to));
+  cfg.doc_layout.reset();
+  if (is_document_layout(cfg.layout))
+    cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(
+        document_layout(cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal));
 }
 
 void validate(const RingConfig& cfg) {

@@ -63,6 +63,14 @@ struct RingConfig {
 // Throws UsageError for what the method cannot run: head counts, head dim, layout constraints.
 void validate(const RingConfig& cfg);
 
+// Packs the documents of `spec` over cfg's s tokens with `seed` (per-document zig-zag pads every
+// document to a multiple of 2 N_c) and, for a document layout, lays them out on the ranks.
+// Throws UsageError where the sequence or the layout cannot hold them.
+void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed);
+
+// "_docs-<spec>" as a case name can hold it (file: the file's name); "" without documents.
+std::string docs_name_suffix(const std::string& docs_spec);
+
 // Rank r's runs of tokens (what attention computes on) and the global positions of its c rows
 // in local order (padding slots included), whatever the layout.
 std::vector<Segment> token_segments(const RingConfig& cfg, int rank);

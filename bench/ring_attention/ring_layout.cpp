@@ -86,13 +86,45 @@ std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool 
   return BlockMask::positions;
 }
 
+namespace {
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return -floor_div(-a, b);
+}
+
+// Index range [lo, hi) of segment s's tokens with positions in [a, b).
+std::pair<std::int64_t, std::int64_t> index_range(const Segment& s, std::int64_t a,
+                                                  std::int64_t b) {
+  const std::int64_t lo = std::max<std::int64_t>(0, ceil_div(a - s.start, s.stride));
+  const std::int64_t hi = std::min(s.count, ceil_div(b - s.start, s.stride));
+  return {lo, std::max(lo, hi)};
+}
+
+// Two segments of one stride S, their tokens restricted to positions [a, b): the pairs with
+// key <= query (causal) or all of them. Key j <= query i iff j <= i + floor((q0 - k0) / S), so
+// query i sees clamp(i + delta - j0 + 1, 0, J) keys, summed in O(1).
+std::int64_t same_stride_pairs(const Segment& q, const Segment& k, bool causal, std::int64_t a,
+                               std::int64_t b) {
+  const auto [i0, i1] = index_range(q, a, b);
+  const auto [j0, j1] = index_range(k, a, b);
+  if (i1 <= i0 || j1 <= j0) return 0;
+  if (!causal) return (i1 - i0) * (j1 - j0);
+  const std::int64_t off = floor_div(q.start - k.start, q.stride) - j0 + 1;
+  return kernels::clamped_prefix_sum(i1 - 1 + off, j1 - j0) -
+         kernels::clamped_prefix_sum(i0 - 1 + off, j1 - j0);
+}
+
+}  // namespace
+
 std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal) {
   if (!causal) return q.count * k.count;
-  if (q.stride == 1 && k.stride == 1) {  // query i sees min(count, start_q + i - start_k + 1)
-    const std::int64_t off = q.start - k.start;
-    return kernels::clamped_prefix_sum(off + q.count, k.count) -
-           kernels::clamped_prefix_sum(off, k.count);
-  }
+  if (q.count == 0 || k.count == 0) return 0;
+  if (q.stride == k.stride)  // stride 1: query i sees min(count, start_q + i - start_k + 1)
+    return same_stride_pairs(q, k, causal, std::min(q.first(), k.first()),
+                             std::max(q.last(), k.last()) + 1);
   std::int64_t n = 0;
   for (std::int64_t i = 0; i < q.count; ++i) {
     const std::int64_t p = q.position(i);
@@ -131,6 +163,13 @@ std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal,
       if (qb <= qa || kb <= ka) continue;
       n += visible_pairs(Segment{0, qa, 1, qb - qa}, Segment{0, ka, 1, kb - ka}, causal);
     }
+    return n;
+  }
+  if (q.stride == k.stride) {  // striped: per document they share, in O(1)
+    const std::int64_t d0 = std::max(docs->document_of(q.first()), docs->document_of(k.first()));
+    const std::int64_t d1 = std::min(docs->document_of(q.last()), docs->document_of(k.last()));
+    for (std::int64_t d = d0; d <= d1; ++d)
+      n += same_stride_pairs(q, k, causal, docs->start(d), docs->end(d));
     return n;
   }
   for (std::int64_t i = 0; i < q.count; ++i) {

@@ -1,0 +1,65 @@
+#include "bench/ring_attention/doc_report.hpp"
+
+#include <mpi.h>
+
+#include <cmath>
+
+#include "common/errors.hpp"
+#include "common/mpi_env.hpp"
+#include "common/rank_gather.hpp"
+
+namespace suite::ring {
+namespace {
+
+constexpr std::int64_t kMaxSavedRows = 1 << 20;  // row_positions: small runs only
+
+}  // namespace
+
+void report_documents(const RingConfig& cfg, const RingAttention& ring,
+                      const std::vector<std::int64_t>& rows, CaseRecord& rec) {
+  if (!cfg.docs) return;
+  int ranks = 0, rank = 0;
+  SUITE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
+  SUITE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  const PackedDocuments& d = *cfg.docs;
+  auto& a = rec.attrs;
+  a.emplace_back("docs_longest", d.longest());
+  a.emplace_back("docs_mean_length", static_cast<double>(d.tokens()) / d.count());
+  a.emplace_back("docs_cut_tokens", d.cut_tokens());
+  // Padding (doc_zigzag): slots that travel and take memory but hold no token.
+  a.emplace_back("docs_pad_slots", d.pad_slots());
+  a.emplace_back("docs_padding_fraction", static_cast<double>(d.pad_slots()) / d.slots());
+  const std::vector<std::int64_t> work = ring.work_pairs();
+  double lockstep = 0;  // every round waits for its busiest rank
+  for (auto w : all_reduce_max(work))
+    lockstep += static_cast<double>(w);
+  std::int64_t mine = 0;
+  for (auto w : work)
+    mine += w;
+  std::int64_t sum = 0, most = 0;
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+  const double mean = static_cast<double>(sum) / ranks;
+  a.emplace_back("work_pairs_total", sum / (ranks / cfg.n_c));
+  a.emplace_back("work_max_over_mean", mean > 0 ? static_cast<double>(most) / mean : NAN);
+  a.emplace_back("pred_efficiency_balance", most > 0 ? mean / static_cast<double>(most) : NAN);
+  a.emplace_back("pred_efficiency_lockstep", lockstep > 0 ? mean / lockstep : NAN);
+  const auto cols = static_cast<std::size_t>(ranks);
+  const RingAttention::BlockCensus census = ring.block_census();
+  const auto rounds = static_cast<std::size_t>(cfg.n_c);
+  rec.int_tables.push_back({"cu_seqlens", 1, d.cu_seqlens().size(), d.cu_seqlens()});
+  if (d.pad_slots() > 0)
+    rec.int_tables.push_back(
+        {"cu_seqlens_padded", 1, d.cu_seqlens_padded().size(), d.cu_seqlens_padded()});
+  // Which global position each rank's rows hold ([rows, ranks]), so an outside checker can
+  // rebuild every block's mask.
+  if (static_cast<std::int64_t>(rows.size()) * ranks <= kMaxSavedRows)
+    rec.int_tables.push_back(
+        {"row_positions", rows.size(), cols, gather_int_columns(rows, ranks, rank)});
+  rec.int_tables.push_back(
+      {"round_blocks_skipped", rounds, cols, gather_int_columns(census.skipped, ranks, rank)});
+  rec.int_tables.push_back(
+      {"round_blocks_masked", rounds, cols, gather_int_columns(census.masked, ranks, rank)});
+}
+
+}  // namespace suite::ring

@@ -1,0 +1,102 @@
+// The ring's work matrix (visible pairs per round and rank) from the layout alone, against a
+// brute-force count over the document mask, token by token, for every layout, causal and full,
+// with and without documents; and striped's closed form at a size only it can reach quickly.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "bench/ring_attention/ring_work.hpp"
+
+namespace suite::ring {
+namespace {
+
+RingConfig config(Layout l, int n_c, std::int64_t c, bool causal, const char* spec,
+                  std::uint64_t seed) {
+  RingConfig cfg;
+  cfg.layout = l;
+  cfg.n_c = n_c;
+  cfg.c = c;
+  cfg.causal = causal;
+  if (spec) attach_documents(cfg, parse_doc_spec(spec), seed);
+  return cfg;
+}
+
+// Round k, rank r: every (query, key) token pair of r and (r - k) mod n_c, visible when both lie
+// in one document (the whole sequence without documents) and, causal, key <= query.
+std::int64_t brute(const RingConfig& cfg, int round, int rank) {
+  auto tokens = [&](int r) {
+    std::vector<std::int64_t> out;
+    for (const Segment& s : token_segments(cfg, r))
+      for (std::int64_t i = 0; i < s.count; ++i)
+        out.push_back(s.position(i));
+    return out;
+  };
+  auto doc = [&](std::int64_t p) { return cfg.docs ? cfg.docs->document_of(p) : 0; };
+  std::int64_t n = 0;
+  for (std::int64_t q : tokens(rank))
+    for (std::int64_t k : tokens(((rank - round) % cfg.n_c + cfg.n_c) % cfg.n_c))
+      n += doc(q) == doc(k) && (!cfg.causal || k <= q);
+  return n;
+}
+
+TEST(RingWork, EqualsABruteForceCountOfTheMaskForEveryLayout) {
+  int checked = 0;
+  for (const char* spec : {static_cast<const char*>(nullptr), "uniform:1:40", "lognormal:24:1",
+                           "pareto:8:1.2", "fixed:7"})
+    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::doc_zigzag,
+                     Layout::balanced})
+      for (int n_c : {1, 2, 3, 4, 8})
+        for (bool causal : {true, false}) {
+          if (is_document_layout(l) && !spec) continue;
+          const RingConfig cfg = config(l, n_c, 48, causal, spec, 3 + n_c);
+          const RingWork w = ring_work(cfg);
+          ASSERT_EQ(w.pairs.size(), static_cast<std::size_t>(n_c * n_c));
+          for (int k = 0; k < n_c; ++k)
+            for (int r = 0; r < n_c; ++r)
+              ASSERT_EQ(w.at(k, r), brute(cfg, k, r))
+                  << layout_name(l) << " " << (spec ? spec : "one document") << " n_c " << n_c
+                  << (causal ? " causal" : " full") << " round " << k << " rank " << r;
+          // Every visible pair of the pack is counted once, on one rank in one round.
+          const std::int64_t all = cfg.docs
+                                       ? cfg.docs->total_visible_pairs(causal)
+                                       : (causal ? cfg.s() * (cfg.s() + 1) / 2 : cfg.s() * cfg.s());
+          EXPECT_EQ(w.total(), all);
+          ++checked;
+        }
+  EXPECT_EQ(checked, 230);
+}
+
+TEST(RingWork, FiguresFollowFromTheMatrixByHand) {
+  // Contiguous causal, one document, 2 ranks of 4 tokens: rank 0 sees 10 pairs in round 0;
+  // rank 1 sees 10 in round 0 and 16 (all of rank 0's keys) in round 1.
+  const RingWork w = ring_work(config(Layout::contiguous, 2, 4, true, nullptr, 1));
+  EXPECT_EQ(w.at(0, 0), 10);
+  EXPECT_EQ(w.at(0, 1), 10);
+  EXPECT_EQ(w.at(1, 0), 0);
+  EXPECT_EQ(w.at(1, 1), 16);
+  EXPECT_EQ(w.lockstep(), 10 + 16);
+  EXPECT_EQ(w.most(), 26);
+  EXPECT_DOUBLE_EQ(w.mean(), 18.0);
+  EXPECT_DOUBLE_EQ(w.max_over_mean(), 26.0 / 18.0);
+  EXPECT_DOUBLE_EQ(w.efficiency_balance(), 18.0 / 26.0);
+  EXPECT_DOUBLE_EQ(w.efficiency_lockstep(), 18.0 / 26.0);
+}
+
+TEST(RingWork, StripedAtAThousandRanksMatchesTheSegmentCountOnSampledRanks) {
+  const RingConfig cfg = config(Layout::striped, 1024, 512, true, "lognormal:1024:1", 5);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RingWork w = ring_work(cfg);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("  striped, N_c 1024, %lld documents: %.3f s\n",
+              static_cast<long long>(cfg.docs->count()), s);
+  EXPECT_EQ(w.total(), cfg.docs->total_visible_pairs(true));
+  for (int r : {0, 1, 511, 1023})
+    for (int k : {0, 1, 700, 1023}) {
+      const Segment q = token_segments(cfg, r)[0];
+      const Segment kk = token_segments(cfg, ((r - k) % 1024 + 1024) % 1024)[0];
+      EXPECT_EQ(w.at(k, r), visible_pairs(q, kk, true, cfg.docs.get())) << r << " " << k;
+    }
+}
+
+}  // namespace
+}  // namespace suite::ring
