@@ -10,6 +10,9 @@
   layout (contiguous vs zig-zag vs striped): the causal imbalance of the contiguous layout is
   visible even on a CPU. `_bwd`: the backward's rounds, the last being the partial sums' home
   hop.
+- `ring_docs_balance_<variant>_<causal|full>_c<c>_<pass>.png` (packed documents, `--docs`): each
+  rank's total work over the mean, one bar group per layout, with the efficiency the exact work
+  predicts (mean / lockstep) and the one measured against the ideal.
 
 `ring_figures` returns {file name: figure}; plot.py titles and saves them.
 """
@@ -116,6 +119,31 @@ def rounds_figure(by_layout: dict[str, Case], label: str, title: Title, prefix: 
     return fig
 
 
+def docs_balance_figure(by_layout: dict[str, Case], label: str, title: Title) -> plt.Figure | None:
+    """Packed documents: each rank's total work over the mean, one bar group per layout, with the
+    efficiency the work predicts (mean / lockstep) beside the one measured against the ideal."""
+    usable = [l for l in by_layout if "round_work_pairs" in by_layout[l].datasets]
+    if not usable:
+        return None
+    fig, ax = plt.subplots(figsize=(2.2 * len(usable) + 4, 4.5))
+    width = 0.8 / len(usable)
+    for i, layout in enumerate(usable):
+        a = by_layout[layout].attrs
+        total = np.atleast_2d(np.asarray(by_layout[layout].datasets["round_work_pairs"], dtype=float)).sum(axis=0)
+        x = np.arange(total.size) + (i - (len(usable) - 1) / 2) * width
+        pad = float(a.get("docs_padding_fraction", 0.0))
+        ax.bar(x, total / total.mean(), width,
+               label=f"{layout}: predicted {float(a.get('pred_efficiency_lockstep', np.nan)):.2f}, measured "
+                     f"{float(a.get('efficiency_vs_ideal_fwd', np.nan)):.2f}" + (f", padding {100 * pad:.1f}%" if pad else ""))
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("total work / mean (visible pairs)")
+    ax.legend(fontsize=8, title="layout: efficiency (mean / lockstep), vs ideal", title_fontsize=8)
+    docs = next(iter(by_layout.values())).attrs.get("docs", "")
+    ax.set_title(title(f"ring_attention {label}, documents {docs}: per-rank work by layout"))
+    return fig
+
+
 def ring_figures(cases: list[Case], title: Title) -> dict[str, plt.Figure]:
     figures: dict[str, plt.Figure] = {}
     keys = ("pass", "variant", "layout", "causal")
@@ -129,6 +157,10 @@ def ring_figures(cases: list[Case], title: Title) -> dict[str, plt.Figure]:
         if variant != "ring":
             continue
         by_layout = {str(m.attrs["layout"]): m for m in members}
+        if any("docs" in m.attrs for m in members):
+            fig = docs_balance_figure(by_layout, f"{variant}, {_mask_name(causal)}, c={c}", title)
+            if fig is not None:
+                figures[f"ring_docs_balance_{variant}_{_mask_name(causal)}_c{c}_{pass_}.png"] = fig
         for prefix in ("",) if pass_ == "fwd" else ("", "bwd_"):
             fig = rounds_figure(by_layout, f"{variant}, {_mask_name(causal)}, c={c}", title, prefix)
             if fig is not None:

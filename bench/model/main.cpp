@@ -8,7 +8,11 @@
 
 #include "bench/model/params.hpp"
 #include "bench/model/planning.hpp"
+#include "bench/model/varlen.hpp"
+#include "common/errors.hpp"
 #include "common/model.hpp"
+#include "common/options.hpp"
+#include "common/size_list.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace m = suite::model;
@@ -231,9 +235,27 @@ int main(int argc, char** argv) {
       "a % u), E % N_e and k <= E (moe); so are rates <= 0 and unknown flags or values.\n"
       "sp, ring and ulysses also print the backward pass and the training step (fwd+bwd).",
       "model");
-  app.add_option("--section", section, "sp, ring, ulysses, moe or all")
-      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe"}))
+  app.add_option("--section", section,
+                 "sp, ring, ulysses, moe or all; varlen (not in all): packed documents (--docs)")
+      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen"}))
       ->capture_default_str();
+  suite::model_cli::VarlenOptions varlen;
+  std::string cp_sweep, layouts = "contiguous,zigzag,striped,doc_zigzag,balanced";
+  app.add_option("--docs", varlen.docs,
+                 "varlen: document lengths of the packed sequence, as ring_attention --docs "
+                 "takes them (fixed:L, uniform:MIN:MAX, lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, "
+                 "file:PATH)");
+  app.add_option("--cp-sweep", cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
+  std::string tokens_per_rank;
+  app.add_option("--tokens-per-rank", tokens_per_rank,
+                 "varlen: c, tokens per rank: s = c N_c for every N_c of the sweep (default: "
+                 "s / N_c)");
+  app.add_option("--layout", layouts, "varlen: ring layouts, a list")->capture_default_str();
+  varlen.seed = suite::CommonOptions{}.seed;
+  app.add_option("--seed", varlen.seed,
+                 "varlen: the seed the documents are drawn with (the benchmarks' --seed)")
+      ->capture_default_str();
+  app.add_option("--csv", varlen.csv, "varlen: also write the table's rows to this CSV file");
   app.add_option("--seq,-s", p.s, "s: sequence length")->capture_default_str();
   app.add_option("--batch,-b", p.b, "b: micro-batch")->capture_default_str();
   app.add_option("--hidden", p.h, "h: hidden size")->capture_default_str();
@@ -296,6 +318,36 @@ int main(int argc, char** argv) {
   }
   double e = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.dtype)));
   double e_grad = static_cast<double>(suite::dtype_size(*suite::parse_dtype(p.grad_dtype)));
+  if (section == "varlen") {
+    try {
+      for (std::int64_t v :
+           cp_sweep.empty() ? std::vector<std::int64_t>{p.n_c} : suite::parse_sweep(cp_sweep)) {
+        if (v < 1 || v > (1 << 20))
+          throw suite::UsageError("--cp-sweep: N_c " + std::to_string(v) +
+                                  " is out of range (1 to 1048576)");
+        varlen.cp.push_back(static_cast<int>(v));
+      }
+      if (varlen.docs.empty()) throw suite::UsageError("--section varlen needs --docs");
+      if (!tokens_per_rank.empty()) {
+        varlen.tokens_per_rank = suite::parse_scaled_int(tokens_per_rank);
+        if (varlen.tokens_per_rank < 1)
+          throw suite::UsageError("--tokens-per-rank " + tokens_per_rank + " must be >= 1");
+      }
+      varlen.layouts = suite::split_list(layouts);
+      varlen.s = p.s;
+      varlen.u = p.u;
+      varlen.causal = p.causal;
+      varlen.h = p.h;
+      varlen.g = p.a / p.kv;
+      varlen.e = e;
+      varlen.b = p.b;
+      suite::model_cli::print_varlen(varlen);
+    } catch (const suite::UsageError& err) {
+      std::fprintf(stderr, "error: model: %s\n", err.what());
+      return 2;
+    }
+    return 0;
+  }
   if (section == "all" || section == "sp") print_sp(p, e);
   if (section == "all" || section == "ring")
     print_ring(p, e, e_grad, p.flops_bwd.value_or(p.flops));

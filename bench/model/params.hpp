@@ -57,7 +57,8 @@ inline std::string params_error(const Params& p, const std::string& section) {
   using detail::num;
   using detail::whole;
   const bool all = section == "all", sp = all || section == "sp", ring = all || section == "ring",
-             ulysses = all || section == "ulysses", moe = all || section == "moe";
+             ulysses = all || section == "ulysses", moe = all || section == "moe",
+             varlen = section == "varlen";
   // Sizes and counts: whole numbers >= 1 (d_ff: 0 means 4h).
   struct Size {
     const char* flag;
@@ -108,9 +109,10 @@ inline std::string params_error(const Params& p, const std::string& section) {
   if (sp || ring || ulysses)
     rule(divides(p.a, p.h), "--hidden " + num(p.h) + " is not divisible by " + a +
                                 " (head dimension d_h = h/a must be whole)");
-  if (ring || ulysses) {
+  if (ring || ulysses || varlen)
     rule(divides(p.kv, p.a),
          a + " is not divisible by " + kv + " (GQA group g = a/n_kv must be whole)");
+  if (ring || ulysses) {
     rule(divides(p.n_c, p.s),
          s + " is not divisible by " + cp + " (each rank holds c = s/N_c tokens: s % N_c == 0)");
   }

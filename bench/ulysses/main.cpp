@@ -1,5 +1,6 @@
 // ulysses: DeepSpeed-Ulysses all-to-all attention and Ulysses x ring hybrids (METHODS.md
 // section 3), side by side with plain ring attention on the same inputs.
+#include "bench/ring_attention/packed_documents.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "bench/ulysses/ulysses_cases.hpp"
 #include "common/bench_main.hpp"
@@ -22,6 +23,7 @@ struct UlyssesOptions {
   std::string attn_kernel = "auto";
   std::string passes = "fwd";
   std::string grad_dtype = "auto";
+  std::string docs;
 };
 
 std::vector<int> parse_ints(const std::string& flag, const std::string& text, int min) {
@@ -45,11 +47,7 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
   s.cp = parse_ints("--cp", o.cp, 0);  // 0 = all ranks
   if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees, 1);
   s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
-  for (auto l : s.layouts)
-    if (suite::ring::is_document_layout(l))
-      throw suite::UsageError("--layout " + std::string(suite::ring::layout_name(l)) +
-                              ": ulysses does not run packed documents yet (ring_attention --docs "
-                              "does)");
+  if (!o.docs.empty()) s.docs = suite::ring::parse_doc_spec(o.docs);
   s.causal = suite::ring::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
@@ -92,9 +90,13 @@ int main(int argc, char** argv) {
                    "counts allow (1 = ring only, N_c = Ulysses only)")
         ->capture_default_str();
     app.add_option("--layout", o.layouts,
-                   "token layouts of the ring across Ulysses groups (contiguous, zigzag, striped); "
-                   "ignored when u = N_c")
+                   "token layouts of the ring across Ulysses groups (contiguous, zigzag, striped; "
+                   "with --docs also doc_zigzag, balanced); ignored when u = N_c")
         ->capture_default_str();
+    app.add_option("--docs", o.docs,
+                   std::string(suite::ring::kDocsHelp) +
+                       ". Plain Ulysses attends over the whole pack for its heads (equal work on "
+                       "every rank); a hybrid's ring part lays the pack out by --layout.");
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();

@@ -48,6 +48,8 @@ class UlyssesAttention {
   // type where --grad-dtype differs from the kernel's accumulation type.
   DType dq_a2a_type() const { return cfg_.dtype; }
   DType dkv_a2a_type() const { return dkv_t_; }
+  // The ring part (u = n_c: one rank's attention over the whole sequence).
+  const ring::RingAttention& ring_part() const { return *ring_; }
   // Global positions of this rank's t tokens.
   const std::vector<std::int64_t>& positions() const { return positions_; }
 

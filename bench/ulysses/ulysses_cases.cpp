@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bench/ring_attention/attention_inputs.hpp"
+#include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/global_order.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
 #include "bench/ulysses/ulysses_attention.hpp"
@@ -72,7 +73,8 @@ class UlyssesCase final : public BenchCase {
     full.batch = cfg_.batch;
     full.dtype = cfg_.dtype;
     full.grad_dtype = cfg_.grad_dtype;
-    auto cmp = ring::compare_with_full_attention(full, ctx_.opts.seed, {{0, 0, 1, full.c}},
+    full.docs = cfg_.docs;  // the reference attends within each document
+    auto cmp = ring::compare_with_full_attention(full, ctx_.opts.seed, token_rows(),
                                                  method_->positions(), method_->output(), {});
     if (cmp.skipped) return {true, 0, cmp.why_skipped, true};
     const double tol = ring::reference_tolerance(cfg_.dtype);
@@ -94,6 +96,21 @@ class UlyssesCase final : public BenchCase {
                     std::to_string(grads_.max_err_dv) + " (tolerance " + std::to_string(gtol) + ")";
     }
     return out;
+  }
+
+  // The runs of this rank's rows that hold tokens (doc_zigzag's padding slots hold none).
+  std::vector<ring::Segment> token_rows() const {
+    const std::vector<std::int64_t>& pos = method_->positions();
+    std::vector<ring::Segment> runs;
+    for (std::size_t i = 0; i < pos.size(); ++i) {
+      if (cfg_.docs && cfg_.docs->is_pad(pos[i])) continue;
+      const auto row = static_cast<std::int64_t>(i);
+      if (!runs.empty() && runs.back().local_offset + runs.back().count == row)
+        ++runs.back().count;
+      else
+        runs.push_back({row, pos[i], 1, 1});
+    }
+    return runs;
   }
 
   void report(const Measurement& m, CaseRecord& rec) override {
@@ -140,6 +157,9 @@ class UlyssesCase final : public BenchCase {
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("check_tolerance", ring::reference_tolerance(cfg_.dtype));
     if (cfg_.backward()) report_backward(m, rec, q_block / e, kv_block / e);
+    // Packed documents: the ring part's balance (plain Ulysses: every rank attends over the
+    // whole pack for its heads, equal work by construction).
+    ring::report_documents(cfg_.ring_config(), method_->ring_part(), method_->positions(), rec);
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
     rec.int_tables.push_back({"ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
                               gather_int(ulysses_bytes_, ranks, rank)});
@@ -320,6 +340,7 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
               cfg.dtype = ctx.dtype;
               cfg.pass = pass;
               cfg.grad_dtype = sweep.grad_dtype;
+              if (sweep.docs) attach_documents(cfg, *sweep.docs, ctx.opts.seed);
               validate(cfg);
               bool seen = false;  // plain Ulysses has no ring layout: one case, not one per layout
               for (const auto& c : configs)
@@ -386,6 +407,10 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
     spec.make = [&ctx, g = groups[key], cfg, k = sweep.attn_kernel] {
       return std::make_unique<UlyssesCase>(ctx, g, cfg, k);
     };
+    if (cfg.docs) {
+      spec.params.emplace_back("docs", cfg.docs_spec);
+      spec.params.emplace_back("docs_count", cfg.docs->count());
+    }
     spec.console_counters = {"bytes_sent_per_rank", "pred_bytes_sent_per_rank"};
     if (cfg.backward()) {
       spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));

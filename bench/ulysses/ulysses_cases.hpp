@@ -3,6 +3,7 @@
 // with bytes per part against METHODS.md and per-phase times.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "bench/ulysses/ulysses_config.hpp"
@@ -25,6 +26,7 @@ struct UlyssesSweep {
   std::vector<Pass> passes{Pass::fwd};
   DType grad_dtype = DType::fp32;
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
+  std::optional<ring::DocSpec> docs;  // --docs: packed documents
 };
 
 std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep);

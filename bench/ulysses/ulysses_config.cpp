@@ -18,7 +18,18 @@ ring::RingConfig UlyssesConfig::ring_config() const {
   r.dtype = dtype;
   r.pass = pass;
   r.grad_dtype = grad_dtype;
+  r.docs = docs;
+  r.docs_spec = docs_spec;
+  r.doc_layout = doc_layout;
   return r;
+}
+
+void attach_documents(UlyssesConfig& cfg, const ring::DocSpec& spec, std::uint64_t seed) {
+  ring::RingConfig r = cfg.ring_config();
+  ring::attach_documents(r, spec, seed);
+  cfg.docs = r.docs;
+  cfg.docs_spec = r.docs_spec;
+  cfg.doc_layout = r.doc_layout;
 }
 
 std::string UlyssesConfig::case_name() const {
@@ -31,6 +42,7 @@ std::string UlyssesConfig::case_name() const {
   n += "_d" + std::to_string(head_dim);
   if (batch != 1) n += "_b" + std::to_string(batch);
   if (backward()) n += "_fwd_bwd_g" + std::string(dtype_name(grad_dtype));
+  if (docs) n += ring::docs_name_suffix(docs_spec);
   return n;
 }
 

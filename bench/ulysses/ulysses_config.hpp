@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/ring_attention/ring_config.hpp"
 
@@ -22,6 +24,11 @@ struct UlyssesConfig {
   DType dtype = DType::fp32;
   Pass pass = Pass::fwd;           // fwd_bwd: forward then backward
   DType grad_dtype = DType::fp32;  // the ring part's travelling dK/dV partial sums
+  // Packed documents over the s tokens (--docs) and, under a document layout, the ring part's
+  // layout of them over the n_c / u groups (set by attach_documents; null: one document).
+  std::shared_ptr<const ring::PackedDocuments> docs;
+  std::string docs_spec;
+  std::shared_ptr<const std::vector<ring::RankLayout>> doc_layout;
 
   bool backward() const { return pass == Pass::fwd_bwd; }
 
@@ -39,5 +46,9 @@ struct UlyssesConfig {
 
 // Throws UsageError for what the method cannot run, naming the limit.
 void validate(const UlyssesConfig& cfg);
+
+// Packs `spec`'s documents over the s tokens and lays them out for the ring part (its layout
+// over n_c / u groups of u t tokens: every member of a group holds t consecutive of its rows).
+void attach_documents(UlyssesConfig& cfg, const ring::DocSpec& spec, std::uint64_t seed);
 
 }  // namespace suite::ulysses

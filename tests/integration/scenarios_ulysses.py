@@ -6,6 +6,7 @@ against attention computed with numpy from the saved inputs.
 """
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, model_prediction, expect_refused, run_cli  # noqa: E402
-from scenarios_ring import attention, attention_backward  # noqa: E402
+from scenarios_ring import Pack, attention, attention_backward  # noqa: E402
 
 BIN = "ulysses"
 
@@ -218,7 +219,134 @@ def scenario_backward_tensors(env: Env) -> None:
                        f"{name}: saved {t} differs from numpy's by {np.abs(got - want).max():.3g}")
 
 
+def scenario_docs_tensors(env: Env) -> None:
+    """Packed documents on 4 ranks, fp64: plain ring, the hybrid (u = 2) with its ring part under
+    every layout (per-document zig-zag with its padding and the balanced one too) and plain
+    Ulysses, causal and full within documents, forward and backward, GQA: the saved O, dQ, dK and
+    dV equal attention numpy computes from the saved inputs and the recorded cu_seqlens (padding
+    rows: no output, no gradient), and plain Ulysses' ranks do equal work."""
+    out = env.workdir / "docs.h5"
+    proc = run_ok(env, 4, out, "--dtype", "fp64", "--seq", "48", "--heads", "4", "--kv-heads", "2",
+                  "--ulysses-degree", "1,2", "--layout", "contiguous,zigzag,striped,doc_zigzag,balanced",
+                  "--causal", "0,1", "--pass", "fwd_bwd", "--docs", "uniform:1:9", "--save-tensors")
+    expect("FAIL" not in proc.stdout, "a check failed", proc)
+    run_ok(env, 4, env.workdir / "docs_u4.h5", "--dtype", "fp64", "--seq", "48", "--heads", "4",
+           "--ulysses-degree", "4", "--causal", "0,1", "--pass", "fwd_bwd", "--docs", "uniform:1:9",
+           "--save-tensors")
+    cases = 0
+    for path in (out, env.workdir / "docs_u4.h5"):
+        with h5py.File(path) as f:
+            for name, g in f[BIN].items():
+                a = g.attrs
+                expect(int(a["check_passed"]) == 1, f"{name}: the benchmark's own check failed")
+                pack = Pack.of(g)
+                s, causal, heads, kv, d = int(a["s"]), bool(a["causal"]), 4, int(a["kv_heads"]), int(a["head_dim"])
+                expect(pack.starts[-1] == s and np.all(pack.lengths[:-1] <= 9), f"{name}: documents {pack.starts}")
+                expect(int(a["docs_count"]) == len(pack.lengths), f"{name}: docs_count")
+                tok = pack.tokens()
+                q = g["tensor_q"][()].reshape(s, 1, heads, d)
+                k = g["tensor_k"][()].reshape(s, 1, kv, d)
+                v = g["tensor_v"][()].reshape(s, 1, kv, d)
+                d_o = g["tensor_d_o"][()].reshape(s, 1, heads, d)
+                o, _ = attention(q[tok], k[tok], v[tok], tok, tok, causal, pack)
+                got_o = g["tensor_o"][()].reshape(q.shape)
+                expect(np.allclose(got_o[tok], o, atol=1e-9), f"{name}: O differs by {np.abs(got_o[tok] - o).max():.3g}")
+                pad = np.setdiff1d(np.arange(s), tok)
+                for t, want in zip(("dq", "dk", "dv"), attention_backward(q[tok], k[tok], v[tok], d_o[tok], tok, tok, causal, pack)):
+                    got = g["tensor_" + t][()].reshape((s,) + want.shape[1:])
+                    expect(np.allclose(got[tok], want, atol=1e-9), f"{name}: {t} differs by {np.abs(got[tok] - want).max():.3g}")
+                    expect(np.all(got[pad] == 0), f"{name}: {t} of padding slots is not 0")
+                if a["layout"] == "doc_zigzag" and int(a["ring_degree"]) > 1:
+                    groups = int(a["ring_degree"])  # TE's rule over the ring part's groups
+                    expect(np.all(np.diff(pack.starts) % (2 * groups) == 0), f"{name}: padding {pack.starts}")
+                if a["method"] == "ulysses":
+                    expect(float(a["work_max_over_mean"]) == 1.0, f"{name}: plain Ulysses' work is not equal")
+                cases += 1
+    # u = 1: 5 layouts; u = 2: 5 layouts; u = 4: one; each causal and full.
+    expect(cases == 22, f"{cases} cases, expected 22")
+    print(f"  ok: {cases} cases against numpy with their documents")
+
+
+def model_varlen_rows(env: Env, *args: str) -> list[dict[str, str]]:
+    path = env.workdir / "varlen.csv"
+    proc = subprocess.run([str(env.bin_dir / "model"), "--section", "varlen", "--csv", str(path), *args],
+                          capture_output=True, text=True, timeout=60)
+    expect(proc.returncode == 0, f"model --section varlen {' '.join(args)}", proc)
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def scenario_docs_model_agrees(env: Env) -> None:
+    """`model --section varlen` predicts from the distribution alone the padding, work max / mean
+    and the predicted efficiencies that ring_attention and ulysses count block by block while they
+    run: every layout, the all-gather variant, the hybrid and plain Ulysses, 4 ranks."""
+    spec, c = "lognormal:40:1", 64
+    ring_out = env.workdir / "ring_docs.h5"
+    proc = env.mpirun(4, "ring_attention", "--backend", "cpu", "--iters", "1", "--warmup", "0", "--check", "0",
+                      "--out", str(ring_out), "--block", str(c), "--layout", "contiguous,zigzag,striped,doc_zigzag,balanced",
+                      "--variant", "ring,allgather", "--docs", spec)
+    expect(proc.returncode == 0, "ring_attention failed", proc)
+    uly_out = env.workdir / "uly_docs.h5"
+    run_ok(env, 4, uly_out, "--check", "0", "--seq-per-rank", str(c), "--ulysses-degree", "2,4",
+           "--layout", "contiguous,zigzag,striped,doc_zigzag,balanced", "--docs", spec)
+    common = ["--docs", spec, "--cp-sweep", "4", "--tokens-per-rank", str(c), "--causal", "--hidden", "512",
+              "--heads", "8", "--kv-heads", "8", "--dtype", "fp32"]
+    ring_rows = {r["layout"]: r for r in model_varlen_rows(env, *common) if r["u"] == "1"}
+    hybrid_rows = {r["layout"]: r for r in model_varlen_rows(env, *common, "--ulysses-degree", "2")}
+
+    def same(row: dict[str, str], a, key: str, attr: str) -> None:
+        expect(abs(float(row[key]) - float(a[attr])) <= 1e-9 * max(1.0, abs(float(a[attr]))),
+               f"{row['layout']} u={row['u']}: model {key} {row[key]} != benchmark {attr} {a[attr]}")
+
+    checked = 0
+    with h5py.File(ring_out) as f:
+        for name, g in f["ring_attention"].items():
+            a, row = g.attrs, ring_rows[g.attrs["layout"]]
+            same(row, a, "padding_fraction", "docs_padding_fraction")
+            same(row, a, "work_max_over_mean", "work_max_over_mean")
+            same(row, a, "pred_efficiency_balance", "pred_efficiency_balance")
+            if a["variant"] == "ring":
+                same(row, a, "pred_efficiency_lockstep", "pred_efficiency_lockstep")
+                same(row, a, "bytes_per_rank", "bytes_sent_per_rank_per_layer")
+            checked += 1
+    with h5py.File(uly_out) as f:
+        for name, g in f[BIN].items():
+            a = g.attrs
+            row = hybrid_rows["ulysses" if a["method"] == "ulysses" else a["layout"]]
+            if a["method"] == "ulysses":
+                expect(float(a["work_max_over_mean"]) == 1.0, f"{name}: imbalance {a['work_max_over_mean']}")
+            else:
+                for key in ("padding_fraction", "work_max_over_mean", "pred_efficiency_lockstep"):
+                    same(row, a, key, "docs_" + key if key == "padding_fraction" else key)
+            checked += 1
+    expect(checked == 10 + 6, f"{checked} cases compared, expected 16")
+    print(f"  ok: {checked} cases, model == benchmark counts")
+
+
+def scenario_docs_bad_input(env: Env) -> None:
+    """Bad --docs for ulysses, and the model's varlen section: one message, exit 2, no file."""
+    expect_refused(env, BIN, {
+        "unknown distribution": (["--docs", "zipf:2"], "unknown distribution"),
+        "document layout without documents": (["--ulysses-degree", "2", "--layout", "balanced"], "give --docs"),
+        "pack too small": (["--docs", "uniform:5000:6000", "--seq", "64"], "cannot hold a document"),
+    })
+    for args, want in ((["--docs", "pareto:0:1"], "pareto"), (["--cp-sweep", "4"], "needs --docs"),
+                       (["--docs", "fixed:8", "--cp-sweep", "0"], "out of range"),
+                       (["--docs", "fixed:8", "--layout", "diagonal"], "unknown layout"),
+                       (["--docs", "fixed:8", "--seq", "100", "--cp-sweep", "8"], "not a multiple")):
+        csv_path = env.workdir / "refused.csv"
+        proc = subprocess.run([str(env.bin_dir / "model"), "--section", "varlen", "--csv", str(csv_path), *args],
+                              capture_output=True, text=True, timeout=30)
+        errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+        expect(proc.returncode == 2 and len(errors) == 1 and want in errors[0],
+               f"model varlen {args}: exit {proc.returncode}, {errors}", proc)
+        expect(not csv_path.exists(), f"model varlen {args}: left {csv_path}")
+
+
 SCENARIOS = {
+    "ulysses_docs_tensors": scenario_docs_tensors,
+    "ulysses_docs_model_agrees": scenario_docs_model_agrees,
+    "ulysses_docs_bad_input": scenario_docs_bad_input,
     "ulysses_bwd_np4": scenario_backward,
     "ulysses_bwd_tensors": scenario_backward_tensors,
     "ulysses_np2_fp64": scenario_np2,
