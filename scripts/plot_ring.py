@@ -136,6 +136,7 @@ def docs_balance_figure(by_layout: dict[str, Case], label: str, title: Title) ->
                label=f"{layout}: predicted {float(a.get('pred_efficiency_lockstep', np.nan)):.2f}, measured "
                      f"{float(a.get('efficiency_vs_ideal_fwd', np.nan)):.2f}" + (f", padding {100 * pad:.1f}%" if pad else ""))
     ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(total.size))
     ax.set_xlabel("rank")
     ax.set_ylabel("total work / mean (visible pairs)")
     ax.legend(fontsize=8, title="layout: efficiency (mean / lockstep), vs ideal", title_fontsize=8)

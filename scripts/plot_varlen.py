@@ -77,7 +77,7 @@ def figure(rows: list[dict[str, str]], measured: dict[str, list[tuple[int, float
     eff.set_ylabel("predicted efficiency (mean work / time in pair units)")
     eff.set_ylim(0, 1.05)
     eff.set_title("ring: mean / lockstep; all-gather: mean / max (stars: measured vs ideal)", fontsize=9)
-    eff.legend(fontsize=7)
+    eff.legend(fontsize=7, loc="lower left")
     imb.set_ylabel("work max / mean over ranks")
     imb.set_title("imbalance of the ranks' total work", fontsize=9)
     imb.legend(fontsize=7)

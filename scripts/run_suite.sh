@@ -61,6 +61,9 @@ run ring_attention ring_attention --block 64:256:x2 --layout contiguous,zigzag -
 # the balanced one among them: imbalance, padding and efficiency side by side.
 run ring_docs ring_attention --block 256 --layout contiguous,zigzag,striped,doc_zigzag,balanced \
   --docs lognormal:96:1 --pass fwd,fwd_bwd --causal 1 --iters 5 --warmup 1
+# The same documents in Ulysses (equal work by construction) and its hybrid's ring part.
+run ulysses_docs ulysses --seq 1K --ulysses-degree all --layout zigzag,balanced --docs lognormal:96:1 \
+  --causal 1 --pass fwd,fwd_bwd --iters 5 --warmup 1
 # Ulysses, the Ulysses x ring hybrid and plain ring on the same inputs (every degree NP allows).
 run ulysses ulysses --seq 256,1K --ulysses-degree all --layout zigzag --causal 1 --pass fwd,fwd_bwd --iters 5 \
   --warmup 1
@@ -83,6 +86,14 @@ echo "== bytes on the wire (Open MPI monitoring) =="
 for f in "$dir"/*.h5; do
   .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
+
+# Packed documents beyond this machine: the model's exact counts for the same lengths at N_c up to
+# 256 (every layout, no run needed), drawn against N_c with this run's measured points.
+echo "== packed documents against N_c (model --section varlen) =="
+"$BUILD/bin/model" --section varlen --docs lognormal:96:1 --cp-sweep 2:256:x2 --tokens-per-rank 256 --causal \
+  --hidden 512 --heads 8 --kv-heads 8 --dtype fp32 --csv "$dir/varlen_lognormal.csv" >"$dir/varlen_lognormal.txt"
+.venv/bin/python scripts/plot_varlen.py "$dir/varlen_lognormal.csv" --measured "$dir/ring_docs.h5" \
+  --out "$dir/plots/varlen"
 
 # A simulated cluster (SimGrid's SMPI, `make sim`): the ring on 4 flat hosts with 50 MB/s links,
 # executed compute. sim_ring_demo.py measures this host's c* there first, then sweeps c*/4 .. 4 c*,

@@ -26,12 +26,14 @@ std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, i
 // 2 n_c - 1 - r of P / (2 n_c) slots each; the document's padding sits at its end.
 RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c);
 
-// balanced: every document of at least 2 n_c tokens is cut into 2 n_c chunks whose sizes differ
+// balanced: every document of at least 2 n_c tokens, or whose work alone exceeds a rank's share
+// of round 0 (where a whole document's work falls), is cut into 2 n_c chunks whose sizes differ
 // by at most one token, rank r taking chunks r and 2 n_c - 1 - r (mirrored, so every rank gets
-// the same causal work of it, in every round: per-document zig-zag without padding); the
-// shorter documents go whole, heaviest first, to the rank with the least work that has room,
-// split only where no rank has room for all of one. Every rank holds exactly c tokens, in two
-// contiguous runs per long document. O(documents x n_c), from the lengths alone.
+// the same causal work of it, in every round: per-document zig-zag without padding); the others
+// go whole, heaviest first, to the rank with the least work that has room, split only where no
+// rank has room for all of one, and then over consecutive ranks (its cross-rank work in round 1,
+// on the rank with the least of it so far). Every rank holds exactly c tokens, in two contiguous
+// runs per cut document. O(documents x n_c), from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
                                         bool causal);
 
