@@ -160,10 +160,7 @@ void RingAttention::Impl::plan_schedule() {
       if (qs.count == 0) continue;
       auto from = order.begin(), to = order.end();
       if (consecutive) {
-        const std::int64_t lo = docs ? docs->start(docs->document_of(qs.first())) : 0;
-        const std::int64_t hi = cfg.causal ? qs.last()
-                                : docs     ? docs->end(docs->document_of(qs.last())) - 1
-                                           : cfg.s() - 1;
+        const auto [lo, hi] = key_window(qs, cfg.causal, docs, cfg.s());
         from = std::partition_point(order.begin(), order.end(),
                                     [&](std::size_t k) { return keys[k].last() < lo; });
         to = std::partition_point(from, order.end(),

@@ -179,6 +179,15 @@ std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal,
   return n;
 }
 
+std::pair<std::int64_t, std::int64_t> key_window(const Segment& q, bool causal,
+                                                 const PackedDocuments* docs, std::int64_t s) {
+  const std::int64_t lo = docs ? docs->start(docs->document_of(q.first())) : 0;
+  const std::int64_t hi = causal ? q.last()
+                          : docs ? docs->end(docs->document_of(q.last())) - 1
+                                 : s - 1;
+  return {lo, hi};
+}
+
 std::optional<BlockMask> classify_pair(const Segment& q, const Segment& k, bool causal,
                                        const PackedDocuments* docs) {
   if (docs == nullptr) return classify_pair(q, k, causal);

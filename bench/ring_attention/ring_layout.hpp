@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/ring_attention/packed_documents.hpp"
@@ -68,6 +69,12 @@ std::optional<kernels::BlockMask> classify_pair(const Segment& q, const Segment&
                                                 const PackedDocuments* docs);
 std::int64_t visible_pairs(const Segment& q, const Segment& k, bool causal,
                            const PackedDocuments* docs);
+
+// The positions [lo, hi] a key run must overlap to hold a key visible to some query of the
+// consecutive run q: from the start of q's first document (0 without documents) to q's last
+// position (causal) or the end of its last document (s - 1 without documents).
+std::pair<std::int64_t, std::int64_t> key_window(const Segment& q, bool causal,
+                                                 const PackedDocuments* docs, std::int64_t s);
 
 // The rank whose K/V block `rank` holds in round `round` of the ring: (rank - round) mod n_c.
 inline int ring_source(int rank, int round, int n_c) {

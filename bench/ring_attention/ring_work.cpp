@@ -57,8 +57,7 @@ struct Run {
 
 // Runs of consecutive tokens (every layout but striped): every token lies on one rank, so the
 // runs sorted by their first position are sorted by their last too, and the key runs a query
-// run can see are the ones overlapping [start of its first document, its last query] (causal)
-// or [.., end of its last document] (full).
+// run can see are the ones overlapping its key_window.
 RingWork consecutive_runs(const RingConfig& cfg, std::vector<Run> runs) {
   const int n = cfg.n_c;
   const PackedDocuments* docs = cfg.documents();
@@ -66,10 +65,7 @@ RingWork consecutive_runs(const RingConfig& cfg, std::vector<Run> runs) {
   std::sort(runs.begin(), runs.end(),
             [](const Run& a, const Run& b) { return a.seg.first() < b.seg.first(); });
   for (const Run& q : runs) {
-    const std::int64_t d0 = docs ? docs->document_of(q.seg.first()) : 0;
-    const std::int64_t d1 = docs ? docs->document_of(q.seg.last()) : 0;
-    const std::int64_t lo = docs ? docs->start(d0) : 0;
-    const std::int64_t hi = cfg.causal ? q.seg.last() : docs ? docs->end(d1) - 1 : cfg.s() - 1;
+    const auto [lo, hi] = key_window(q.seg, cfg.causal, docs, cfg.s());
     auto it = std::partition_point(runs.begin(), runs.end(),
                                    [&](const Run& k) { return k.seg.last() < lo; });
     for (; it != runs.end() && it->seg.first() <= hi; ++it) {
