@@ -1,5 +1,7 @@
 #include "common/model.hpp"
 
+#include <algorithm>
+
 namespace suite::model {
 
 double rs_or_ag_bytes_per_rank(double n, int t) {
@@ -201,11 +203,23 @@ double moe_bwd_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n
                                    bool swiglu) {
   return moe_a2a_to_expert_ratio(flops_per_s, bytes_per_s, n_e, d_ff, swiglu) / 2;
 }
-MoeCollectives moe_collectives_fwd(bool capacity) {
+MoeCollectives moe_collectives_fwd(bool capacity, bool hierarchical) {
+  if (hierarchical) return {2, 5, capacity ? 1 : 0};
   return {1, 2, capacity ? 1 : 0};
 }
-MoeCollectives moe_collectives_bwd() {
-  return {0, 2, 1};
+MoeCollectives moe_collectives_bwd(bool hierarchical) {
+  return {0, hierarchical ? 5 : 2, 1};
+}
+double moe_inter_rows_per_token_flat(int k, int /*experts*/, int nodes) {
+  return static_cast<double>(k) * (nodes - 1) / nodes;
+}
+double moe_inter_rows_per_token_hier(int k, int experts, int nodes) {
+  // P(a given node holds none of the k) = C(E - E/M, k) / C(E, k).
+  const double per_node = static_cast<double>(experts) / nodes;
+  double none = 1;
+  for (int i = 0; i < k; ++i)
+    none *= std::max(0.0, (experts - per_node - i) / (experts - i));
+  return (nodes - 1) * (1 - none);
 }
 double moe_control_bytes_fwd(int experts, int n_e, double k, double tokens, bool capacity) {
   const double per_peer = 8.0 * experts / n_e + (capacity ? 8 * 2 * k * tokens : 0.0);

@@ -159,8 +159,17 @@ struct MoeCollectives {
   int all_to_all = 0, all_to_all_v = 0, all_gather = 0;
   int total() const { return all_to_all + all_to_all_v + all_gather; }
 };
-MoeCollectives moe_collectives_fwd(bool capacity);
-MoeCollectives moe_collectives_bwd();
+// Hierarchical dispatch (section 4.4) adds the rail's counts all-to-all and records
+// all-to-all-v, and makes every row exchange two (rail and node); its backward sends the gate
+// gradients home in one more all-to-all-v.
+MoeCollectives moe_collectives_fwd(bool capacity, bool hierarchical = false);
+MoeCollectives moe_collectives_bwd(bool hierarchical = false);
+// Rows per token that cross nodes in the dispatch (section 4.4), uniform routing of k distinct
+// experts among E spread evenly over M nodes: flat sends one per copy on another node,
+// k (M - 1)/M; hierarchical one per other node holding any of its copies,
+// (M - 1)(1 - C(E - E/M, k) / C(E, k)).
+double moe_inter_rows_per_token_flat(int k, int experts, int nodes);
+double moe_inter_rows_per_token_hier(int k, int experts, int nodes);
 // Control bytes per rank (8-byte counts; exact, independent of the routing). Forward: E/N_e
 // counts to each other rank, and with a capacity 2 k T values ((expert, gate) pairs) to each;
 // backward: the E routed counts to each other rank.

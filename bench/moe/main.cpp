@@ -15,9 +15,9 @@ namespace {
 
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu", pass = "fwd";
+              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat";
   std::int64_t hidden = 512, ffn_hidden = 1024;
-  int top_k = 2, balance_steps = 0, ep = 0;
+  int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
   double balance_rate = 0.05;
 };
 
@@ -67,6 +67,17 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   if (!o.hot.empty()) s.hot_factors = parse_numbers(o.hot, "--hot-factor");  // else per case
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
   s.passes = suite::parse_pass_list("--pass", o.pass);
+  s.dispatches.clear();
+  for (const auto& d : suite::split_list(o.dispatch)) {
+    if (d == "flat")
+      s.dispatches.push_back(suite::moe::Dispatch::flat);
+    else if (d == "hierarchical")
+      s.dispatches.push_back(suite::moe::Dispatch::hierarchical);
+    else
+      throw suite::UsageError("--dispatch: unknown dispatch '" + d + "' (flat, hierarchical)");
+  }
+  if (s.dispatches.empty()) throw suite::UsageError("--dispatch: name at least one");
+  s.ranks_per_node = o.ranks_per_node;
   return s;
 }
 
@@ -141,6 +152,19 @@ int main(int argc, char** argv) {
                    std::string(suite::kPassHelp) +
                        ". A fwd_bwd case is named <forward case>_fwd_bwd and has the parameter "
                        "pass = fwd_bwd")
+        ->capture_default_str();
+    app.add_option("--dispatch", o.dispatch,
+                   "dispatch and combine algorithms (list): flat (one all-to-all-v over the "
+                   "group, a row per kept copy) or hierarchical (a row per (token, destination "
+                   "node) across nodes to the rank with the same local index there, which fans "
+                   "it out inside its node; the combine sums a token's copies inside the node "
+                   "and sends one partial sum home). Cases named _hier<P>; bytes recorded per "
+                   "level (METHODS.md 4.4)")
+        ->capture_default_str();
+    app.add_option("--ranks-per-node", o.ranks_per_node,
+                   "P: ranks per node inside the EP group, consecutive ranks sharing a node "
+                   "(0 = the placement's: ranks on this host, cut to divide N_e); set it to "
+                   "pretend several nodes on one machine. Must divide N_e")
         ->capture_default_str();
     app.add_option("--ep", o.ep,
                    "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "

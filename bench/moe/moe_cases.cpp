@@ -6,11 +6,13 @@
 
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_layer.hpp"
+#include "bench/moe/moe_levels_report.hpp"
 #include "bench/moe/moe_reference.hpp"
 #include "bench/moe/moe_reference_grad.hpp"
 #include "bench/moe/moe_report.hpp"
 #include "common/device_peak.hpp"
 #include "common/errors.hpp"
+#include "common/group_comm.hpp"
 #include "common/mpi_env.hpp"
 #include "common/record_access.hpp"
 #include "common/sim.hpp"
@@ -31,7 +33,15 @@ class MoeCase final : public BenchCase {
     Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
     ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
     first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
-    layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_);
+    NodeComms comms;
+    if (cfg_.dispatch == Dispatch::hierarchical) {
+      // Nodes are P consecutive ranks inside the group; a rail is one local index of a group.
+      const int rank = ctx_.mpi.rank(), P = cfg_.ranks_per_node;
+      node_comm_ = make_split_comm(ctx_, rank / P);
+      rail_comm_ = make_split_comm(ctx_, (rank / cfg_.n_e) * P + rank % P);
+      comms = {node_comm_.get(), rail_comm_.get()};
+    }
+    layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_, comms);
     select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
     balance();
     // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
@@ -118,7 +128,7 @@ class MoeCase final : public BenchCase {
     std::string why = differ("forward", layer_->measured_bytes(), layer_->implied_bytes());
     if (cfg_.backward())
       why += differ("backward", layer_->measured_bwd_bytes(), layer_->implied_bwd_bytes());
-    return why;
+    return why + layer_->level_mismatch();
   }
 
   void report(const Measurement& m, CaseRecord& rec) override {
@@ -146,6 +156,12 @@ class MoeCase final : public BenchCase {
         f.grad_err = {grads_->input_err, grads_->weights_err, grads_->router_err, grads_->gate_err};
     }
     report_case(cfg_, m, f, balance_history_, rec);
+    LevelFacts levels{{layer_->fwd_dispatch_levels(), layer_->fwd_combine_levels(),
+                       layer_->bwd_combine_levels(), layer_->bwd_dispatch_levels()},
+                      layer_->flat_intra_rows(),
+                      layer_->flat_inter_rows(),
+                      layer_->distinct_inter_rows()};
+    report_levels(cfg_, levels, rec);
     rec.attrs.emplace_back(
         "router_logits", std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
                                                       "seeded per (global token, expert), sd 1"
@@ -234,6 +250,7 @@ class MoeCase final : public BenchCase {
   MoeConfig cfg_;
   bool check_rows_ = false;
   std::unique_ptr<MoeOps> ops_;
+  std::unique_ptr<Comm> node_comm_, rail_comm_;  // hierarchical dispatch: its node and rail
   std::unique_ptr<MoeLayer> layer_;
   std::int64_t first_token_ = 0;
   std::vector<float> select_bias_;
@@ -290,7 +307,8 @@ double estimate_bytes(const MoeConfig& c, bool host_is_device) {
                        tensor(T * E * e, passes) +           // logits (and their gradient)
                        tensor(h * w1 * e, local * passes) +  // expert weights (and gradients)
                        tensor(ff * h * e, local * passes);
-  const double steps = tensor(sent * h * e, 2 * passes) +     // rows out and back
+  const double relays = c.dispatch == Dispatch::hierarchical ? 6 : 0;  // rail and node buffers
+  const double steps = tensor(sent * h * e, (2 + relays) * passes) +   // rows out and back
                        tensor(rows * h * e, 4 * passes) +     // received, expert in/out, sent back
                        tensor(rows * (w1 + ff) * e, passes);  // hidden, activation (and grads)
   const double m = std::max(1.0, std::floor(k * T * n_e / E));
@@ -325,6 +343,10 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
                  {"n_e", std::int64_t{cfg.n_e}},
                  {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
   // Forward cases keep the parameters they always had (compare pairs them with baselines).
+  if (cfg.dispatch == Dispatch::hierarchical) {
+    spec.params.emplace_back("dispatch", std::string(dispatch_name(cfg.dispatch)));
+    spec.params.emplace_back("ranks_per_node", std::int64_t{cfg.ranks_per_node});
+  }
   if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
   const bool check_rows = check_transport_limit(ctx, cfg);
   spec.make = [&ctx, cfg, check_rows] { return std::make_unique<MoeCase>(ctx, cfg, check_rows); };
@@ -337,8 +359,29 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
 
 }  // namespace
 
+// Ranks per node inside a group of n_e: --ranks-per-node, or where it is 0 the ranks sharing
+// this rank's host (the largest divisor of n_e among them, so that nodes tile the group).
+int resolve_ranks_per_node(BenchContext& ctx, int requested, int n_e) {
+  if (requested < 0) throw UsageError("moe: --ranks-per-node must be >= 0 (0: the placement's)");
+  if (requested > 0) {
+    if (n_e % requested != 0)
+      throw UsageError(
+          "moe: --ranks-per-node " + std::to_string(requested) +
+          " does not divide the expert-parallel group size N_e = " + std::to_string(n_e));
+    return requested;
+  }
+  int p = std::max(1, std::min(ctx.mpi.local_size(), n_e));
+  while (n_e % p != 0)
+    --p;
+  // Every rank must agree (the nodes are cut the same way everywhere): the smallest.
+  int agreed = p;
+  SUITE_MPI_CHECK(MPI_Allreduce(&p, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return agreed;
+}
+
 std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
   const int n_e = ctx.comm.size();
+  const int ranks_per_node = resolve_ranks_per_node(ctx, sweep.ranks_per_node, n_e);
   std::vector<CaseSpec> specs;
   for (auto T : sweep.tokens)
     for (auto E : sweep.experts)
@@ -361,27 +404,30 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
             if (skew == Skew::hot) cfg.hot_factor = knob;
             cfg.capacity_factor = cf;
             cfg.n_e = n_e;
+            cfg.ranks_per_node = ranks_per_node;
             cfg.dtype = ctx.dtype;
             cfg.seed = ctx.opts.seed;
             if (E > 1 << 20)
               throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
             validate(cfg);
             check_transport_limit(ctx, cfg);
-            for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
-              cfg.pass = pass;
-              const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
-              const double have = static_cast<double>(ctx.device.memory_available());
-              if (need > 0.9 * have)
-                throw UsageError(
-                    "moe: " + case_name(cfg) + " needs about " +
-                    std::to_string(static_cast<std::int64_t>(need) >> 20) +
-                    " MiB per rank but only " +
-                    std::to_string(static_cast<std::int64_t>(have) >> 20) + " MiB are available" +
-                    (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
-                                    : "") +
-                    "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
-              specs.push_back(make_spec(ctx, cfg));
-            }
+            for (Dispatch dispatch : sweep.dispatches)
+              for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
+                cfg.dispatch = dispatch;
+                cfg.pass = pass;
+                const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
+                const double have = static_cast<double>(ctx.device.memory_available());
+                if (need > 0.9 * have)
+                  throw UsageError(
+                      "moe: " + case_name(cfg) + " needs about " +
+                      std::to_string(static_cast<std::int64_t>(need) >> 20) +
+                      " MiB per rank but only " +
+                      std::to_string(static_cast<std::int64_t>(have) >> 20) + " MiB are available" +
+                      (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
+                                      : "") +
+                      "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
+                specs.push_back(make_spec(ctx, cfg));
+              }
           }
       }
   // Knob lists are validated even when no case uses them (a typo must not pass silently).

@@ -19,6 +19,8 @@ struct MoeSweep {
   std::vector<double> alphas, capacity_factors;
   std::vector<double> hot_factors;  // empty: default_hot_factor(E, k) per case
   std::vector<Pass> passes{Pass::fwd};
+  std::vector<Dispatch> dispatches{Dispatch::flat};
+  int ranks_per_node = 0;  // 0: the placement's (ranks sharing this rank's host, within N_e)
 };
 
 // Validates every point (UsageError naming the first bad one) and builds the cases.

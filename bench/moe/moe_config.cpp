@@ -61,6 +61,9 @@ void validate(const MoeConfig& c) {
          "--hot-factor " + num(c.hot_factor) + " must be in [1, E/k = " + num(most) +
              "): an expert takes each token at most once");
   }
+  need(c.ranks_per_node >= 1 && c.n_e % c.ranks_per_node == 0,
+       "--ranks-per-node " + std::to_string(c.ranks_per_node) +
+           " does not divide the expert-parallel group size N_e = " + std::to_string(c.n_e));
   need(c.balance_steps >= 0, "--balance-steps must be >= 0");
   need(c.balance_rate > 0 && std::isfinite(c.balance_rate), "--balance-rate must be > 0");
 }
@@ -159,6 +162,7 @@ std::string case_name(const MoeConfig& c) {
   name += c.dropless() ? "_dropless" : "_cf" + num(c.capacity_factor);
   if (c.balance_steps > 0) name += "_bal" + std::to_string(c.balance_steps);
   name += "_ep" + std::to_string(c.n_e);
+  if (c.dispatch == Dispatch::hierarchical) name += "_hier" + std::to_string(c.ranks_per_node);
   return c.backward() ? name + "_fwd_bwd" : name;
 }
 

@@ -13,9 +13,16 @@ namespace suite::moe {
 
 enum class Mlp { swiglu, gelu };
 enum class Skew { none, zipf, hot };
+// How token rows reach the experts' ranks: one all-to-all-v over the group (flat), or once per
+// (token, destination node) across nodes, then fanned out inside the node (hierarchical,
+// moe_hierarchical.hpp).
+enum class Dispatch { flat, hierarchical };
 
 constexpr const char* mlp_name(Mlp m) {
   return m == Mlp::swiglu ? "swiglu" : "gelu";
+}
+constexpr const char* dispatch_name(Dispatch d) {
+  return d == Dispatch::flat ? "flat" : "hierarchical";
 }
 constexpr const char* skew_name(Skew s) {
   return s == Skew::none ? "none" : s == Skew::zipf ? "zipf" : "hot";
@@ -42,11 +49,16 @@ struct MoeConfig {
   int balance_steps = 0;                  // aux-loss-free balancing steps before the timed steps
   double balance_rate = 0.05;             // bias change per balancing step
   int n_e = 1;                            // EP group size
+  Dispatch dispatch = Dispatch::flat;
+  // Ranks per node inside the group (consecutive ranks share a node): the placement's, or
+  // --ranks-per-node; it divides n_e. Flat dispatch only counts bytes per level with it.
+  int ranks_per_node = 1;
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;  // fwd_bwd: forward then backward of the same step
 
   int experts_per_rank() const { return experts / n_e; }
+  int nodes() const { return n_e / ranks_per_node; }
   // Columns of the first expert matrix: SwiGLU's gate and up halves side by side.
   std::int64_t w1_cols() const { return mlp == Mlp::swiglu ? 2 * d_ff : d_ff; }
   bool dropless() const { return !(capacity_factor > 0); }
@@ -80,7 +92,8 @@ float drawn_logit(const MoeConfig& c, std::int64_t token, std::int64_t expert);
 void drawn_logits(const MoeConfig& c, std::int64_t t0, std::int64_t rows, float* out);
 
 // "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case;
-// the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them).
+// the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them),
+// hierarchical dispatch "_hier<ranks per node>" before it.
 std::string case_name(const MoeConfig& c);
 
 }  // namespace suite::moe

@@ -28,7 +28,7 @@ void MoeLayer::ensure(Buffer& b, std::size_t bytes) {
 }
 
 MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops,
-                   std::int64_t first_token)
+                   std::int64_t first_token, NodeComms comms)
     : cfg_(cfg),
       device_(device),
       comm_(group),
@@ -38,6 +38,14 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
       e_(dtype_size(cfg.dtype)),
       first_token_(first_token) {
   SUITE_CHECK(ranks_ == cfg.n_e, "the group's size must be the case's N_e");
+  if (cfg.dispatch == Dispatch::hierarchical) {
+    SUITE_CHECK(comms.node && comms.rail && comms.node->size() == cfg.ranks_per_node &&
+                    comms.rail->size() == cfg.nodes() &&
+                    rank_ == comms.rail->rank() * cfg.ranks_per_node + comms.node->rank(),
+                "hierarchical dispatch needs the node and rail groups of this rank");
+    hier_ = std::make_unique<HierarchicalExchange>(device, ops, *comms.node, *comms.rail, cfg.dtype,
+                                                   cfg.h);
+  }
   const std::int64_t T = cfg.tokens, h = cfg.h, E = cfg.experts;
   capacity_ = km::expert_capacity(cfg.capacity_factor, cfg.k, T * cfg.n_e, cfg.experts);
   // Modeled compute reads no tensor values: its tensors are allocated (placeholders from 1 MiB
@@ -340,6 +348,7 @@ ExchangeBuffers MoeLayer::lend_exchange_buffers() {
 }
 
 void MoeLayer::permute_in() {
+  if (hier_) return;  // the hierarchical dispatch gathers its rows per node itself
   const std::int64_t rows = static_cast<std::int64_t>(plan_.send_src.size());
   ensure(send_, static_cast<std::size_t>(rows * cfg_.h) * e_);
   ops_.gather_rows(rows, cfg_.h, send_src_.as<std::int64_t>(), x_.data(), send_.data());
@@ -379,6 +388,15 @@ void MoeLayer::dispatch() {
   }
   recv_rows_ = static_cast<std::int64_t>(recv_off) / h;
   ensure(recv_, recv_off * e_);
+  if (hier_) {
+    measured_.control += hier_->plan(plan_, gates_, cfg_.tokens, cfg_.k, per_rank, recv_counts_);
+    ++fwd_calls_.all_to_all;
+    ++fwd_calls_.all_to_all_v;
+    levels_[0] = hier_->dispatch(x_.data(), recv_.data());
+    measured_.dispatch = levels_[0].sent();
+    fwd_calls_.all_to_all_v += 2;
+    return;
+  }
   measured_.dispatch = all_to_all_v_bytes(send_.data(), send_elems_, send_displs_, recv_.data(),
                                           recv_elems_, recv_displs_);
   ++fwd_calls_.all_to_all_v;
@@ -441,6 +459,12 @@ void MoeLayer::combine() {
   ensure(back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), expert_out_.data(),
                    back_send_.data());
+  if (hier_) {
+    levels_[1] = hier_->combine(back_send_.data(), out_.data());
+    measured_.combine = levels_[1].sent();
+    fwd_calls_.all_to_all_v += 2;
+    return;
+  }
   const std::size_t sent_rows = plan_.send_src.size();
   ensure(back_recv_, sent_rows * static_cast<std::size_t>(h) * e_);
   // The reverse exchange: what came from rank r goes back to rank r.
@@ -468,6 +492,14 @@ StepBytes MoeLayer::implied_bytes() const {
   b.control = static_cast<std::int64_t>(ranks_ - 1) * per_rank * 8;
   if (capacity_ >= 0)
     b.control += static_cast<std::int64_t>(ranks_ - 1) * 2 * cfg_.tokens * cfg_.k * 8;
+  if (hier_) {
+    // The rail's counts (rows, records per peer) and the records: 3 doubles per copy.
+    b.control +=
+        static_cast<std::int64_t>(hier_->nodes() - 1) * 2 * 8 + hier_->inter_records_sent() * 3 * 8;
+    b.dispatch = (hier_->inter_rows_sent() + hier_->intra_rows_sent()) * row_bytes;
+    b.combine = (hier_->intra_rows_received() + hier_->inter_rows_returned()) * row_bytes;
+    return b;
+  }
   for (int r = 0; r < ranks_; ++r) {
     if (r == rank_) continue;
     for (int j = 0; j < per_rank; ++j) {
@@ -476,6 +508,81 @@ StepBytes MoeLayer::implied_bytes() const {
     }
   }
   return b;
+}
+
+std::int64_t MoeLayer::flat_intra_rows() const {
+  const int per_rank = cfg_.experts_per_rank(), P = cfg_.ranks_per_node;
+  std::int64_t n = 0;
+  for (int r = (rank_ / P) * P; r < (rank_ / P + 1) * P; ++r)
+    for (int j = 0; r != rank_ && j < per_rank; ++j)
+      n += plan_.send_counts[static_cast<std::size_t>(r * per_rank + j)];
+  return n;
+}
+
+std::int64_t MoeLayer::flat_inter_rows() const {
+  std::int64_t own = 0;
+  for (auto n : plan_.send_counts)
+    own += n;
+  const int per_rank = cfg_.experts_per_rank(), P = cfg_.ranks_per_node;
+  for (int r = (rank_ / P) * P; r < (rank_ / P + 1) * P; ++r)
+    for (int j = 0; j < per_rank; ++j)
+      own -= plan_.send_counts[static_cast<std::size_t>(r * per_rank + j)];
+  return own;
+}
+
+// From the routing table itself (chosen experts and kept flags), not from any plan.
+std::int64_t MoeLayer::distinct_inter_rows() const {
+  const int per_node = cfg_.experts_per_rank() * cfg_.ranks_per_node;
+  const int me = rank_ / cfg_.ranks_per_node;
+  std::int64_t n = 0;
+  std::vector<int> nodes;
+  for (std::int64_t t = 0; t < cfg_.tokens; ++t) {
+    nodes.clear();
+    for (int j = 0; j < cfg_.k; ++j) {
+      const auto c = static_cast<std::size_t>(t * cfg_.k + j);
+      if (!keep_[c]) continue;
+      const int node = chosen_[c] / per_node;
+      if (node != me && std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+        nodes.push_back(node);
+    }
+    n += static_cast<std::int64_t>(nodes.size());
+  }
+  return n;
+}
+
+std::string MoeLayer::level_mismatch() const {
+  if (!hier_) return "";
+  const std::int64_t row = cfg_.h * static_cast<std::int64_t>(e_);
+  const std::int64_t out = hier_->inter_rows_sent() * row, in = hier_->intra_rows_received() * row,
+                     fan = hier_->intra_rows_sent() * row,
+                     back = hier_->inter_rows_returned() * row;
+  std::string why;
+  auto expect = [&](const char* what, std::int64_t got, std::int64_t want) {
+    if (got != want)
+      why += std::string(what) + " " + std::to_string(got) + " bytes, the routing implies " +
+             std::to_string(want) + "; ";
+  };
+  expect("distinct (token, other node) rows", hier_->inter_rows_sent(), distinct_inter_rows());
+  // The dispatch sends rows out over the rail and fans them out; the combine retraces it.
+  expect("dispatch inter-node sent", levels_[0].inter_sent, out);
+  expect("dispatch inter-node received", levels_[0].inter_recv, back);
+  expect("dispatch intra-node sent", levels_[0].intra_sent, fan);
+  expect("dispatch intra-node received", levels_[0].intra_recv, in);
+  expect("combine intra-node sent", levels_[1].intra_sent, in);
+  expect("combine intra-node received", levels_[1].intra_recv, fan);
+  expect("combine inter-node sent", levels_[1].inter_sent, back);
+  expect("combine inter-node received", levels_[1].inter_recv, out);
+  if (!cfg_.backward()) return why;
+  expect("bwd_combine inter-node sent", levels_[2].inter_sent,
+         out + hier_->inter_records_answered() * 4);
+  expect("bwd_combine inter-node received", levels_[2].inter_recv,
+         back + hier_->inter_records_sent() * 4);
+  expect("bwd_combine intra-node sent", levels_[2].intra_sent, fan);
+  expect("bwd_combine intra-node received", levels_[2].intra_recv, in);
+  expect("bwd_dispatch intra-node sent", levels_[3].intra_sent, in);
+  expect("bwd_dispatch inter-node sent", levels_[3].inter_sent, back);
+  expect("bwd_dispatch inter-node received", levels_[3].inter_recv, out);
+  return why;
 }
 
 double MoeLayer::expert_flops() const {

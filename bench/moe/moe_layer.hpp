@@ -35,10 +35,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_config.hpp"
+#include "bench/moe/moe_hierarchical.hpp"
 #include "bench/moe/moe_ops.hpp"
 #include "common/comm.hpp"
 #include "common/phase_timer.hpp"
@@ -63,11 +66,18 @@ struct CollectiveCalls {
   int total() const { return all_to_all + all_to_all_v + all_gather; }
 };
 
+// The node and rail communicators of hierarchical dispatch (moe_hierarchical.hpp).
+struct NodeComms {
+  Comm* node = nullptr;
+  Comm* rail = nullptr;
+};
+
 class MoeLayer {
  public:
   // first_token: global index of this rank's first token (its input rows are keyed by it).
-  MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops,
-           std::int64_t first_token);
+  // comms: required when cfg.dispatch is hierarchical.
+  MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops, std::int64_t first_token,
+           NodeComms comms = {});
 
   // Route only (the "route" phase of forward): fills the routing arrays below.
   void route();
@@ -101,6 +111,19 @@ class MoeLayer {
   // The same for the last backward(): the rows retrace the forward's routes in reverse.
   const StepBytes& measured_bwd_bytes() const { return measured_bwd_; }
   StepBytes implied_bwd_bytes() const;
+  // Hierarchical dispatch: the last forward's and backward's bytes by level (dispatch and
+  // combine each), and what the routing implies for the same counters ("" when they agree).
+  const LevelBytes& fwd_dispatch_levels() const { return levels_[0]; }
+  const LevelBytes& fwd_combine_levels() const { return levels_[1]; }
+  const LevelBytes& bwd_combine_levels() const { return levels_[2]; }
+  const LevelBytes& bwd_dispatch_levels() const { return levels_[3]; }
+  std::string level_mismatch() const;
+  // Rows this rank's routing sends to other ranks of its node and to other nodes under flat
+  // dispatch (one per kept copy), and the distinct (token, other node) pairs hierarchical
+  // dispatch sends across instead.
+  std::int64_t flat_intra_rows() const;
+  std::int64_t flat_inter_rows() const;
+  std::int64_t distinct_inter_rows() const;
   const CollectiveCalls& fwd_calls() const { return fwd_calls_; }
   const CollectiveCalls& bwd_calls() const { return bwd_calls_; }
 
@@ -158,6 +181,8 @@ class MoeLayer {
   void* row(const Buffer& b, std::int64_t r, std::int64_t cols) const;
 
   MoeConfig cfg_;
+  std::unique_ptr<HierarchicalExchange> hier_;
+  LevelBytes levels_[4];
   Device& device_;
   Comm& comm_;
   MoeOps& ops_;

@@ -32,6 +32,13 @@ void MoeLayer::backward(PhaseTimer& phases) {
 // of the dispatch, then to the experts' ranks along the dispatch's route.
 void MoeLayer::combine_backward() {
   const std::int64_t h = cfg_.h;
+  if (hier_) {
+    ensure(grad_recv_, static_cast<std::size_t>(recv_rows_ * h) * e_);
+    levels_[2] = hier_->combine_backward(dy_.data(), grad_recv_.data(), gate_grad_dev_.as<float>());
+    measured_bwd_.combine = levels_[2].sent();
+    bwd_calls_.all_to_all_v += 3;
+    return;
+  }
   const std::size_t sent_rows = plan_.send_src.size();
   ensure(grad_send_, sent_rows * static_cast<std::size_t>(h) * e_);
   ops_.combine_backward(cfg_.tokens, cfg_.k, h, slot_pos_.as<std::int64_t>(),
@@ -101,6 +108,12 @@ void MoeLayer::dispatch_backward() {
   ensure(d_back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), d_expert_in_.data(),
                    d_back_send_.data());
+  if (hier_) {
+    levels_[3] = hier_->dispatch_backward(d_back_send_.data(), dx_.data());
+    measured_bwd_.dispatch = levels_[3].sent();
+    bwd_calls_.all_to_all_v += 2;
+    return;
+  }
   const std::size_t sent_rows = plan_.send_src.size();
   ensure(d_back_recv_, sent_rows * static_cast<std::size_t>(h) * e_);
   measured_bwd_.dispatch = all_to_all_v_bytes(d_back_send_.data(), recv_elems_, recv_displs_,
@@ -153,6 +166,7 @@ StepBytes MoeLayer::implied_bwd_bytes() const {
   b.control = static_cast<std::int64_t>(ranks_ - 1) * cfg_.experts * 8;  // E counts each
   b.combine = fwd.dispatch;  // each kept copy's gradient row to its expert's rank
   b.dispatch = fwd.combine;  // each received row's input gradient back to its source
+  if (hier_) b.combine += hier_->inter_records_answered() * 4;  // gate gradients, fp32
   return b;
 }
 

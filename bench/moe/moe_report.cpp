@@ -149,7 +149,8 @@ void backward_figures(const MoeConfig& c, const Measurement& m, const RankFacts&
             : 0.0);
   const double t_fwd = phase(m, "forward"), t_bwd = phase(m, "backward");
   a.emplace_back("bwd_over_fwd_time", t_fwd > 0 ? t_bwd / t_fwd : 0.0);
-  add_calls("bwd", f.bwd_calls, model::moe_collectives_bwd(), a);
+  add_calls("bwd", f.bwd_calls, model::moe_collectives_bwd(c.dispatch == Dispatch::hierarchical),
+            a);
   // Largest gradient error over ranks (NaN when the check did not run).
   const char* names[] = {"grad_input_max_abs_err", "grad_expert_weights_max_abs_err",
                          "grad_router_max_abs_err", "grad_gate_max_abs_err"};
@@ -328,7 +329,8 @@ void report_case(const MoeConfig& c, const Measurement& m, const RankFacts& f,
   }
   // Collective calls rank 0 made per pass (every rank makes the same): rows fwd[, bwd],
   // columns all-to-all, all-to-all-v, all-gather.
-  add_calls("fwd", f.fwd_calls, model::moe_collectives_fwd(!c.dropless()), a);
+  add_calls("fwd", f.fwd_calls,
+            model::moe_collectives_fwd(!c.dropless(), c.dispatch == Dispatch::hierarchical), a);
   IntTable calls{"collective_calls", 0, 3, {}};
   for (const CollectiveCalls* p : {&f.fwd_calls, &f.bwd_calls}) {
     if (p == &f.bwd_calls && !c.backward()) break;

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Integration scenarios of moe across nodes (CPU backend), one per ctest test.
+
+`--dispatch flat,hierarchical` with `--ranks-per-node` cutting 4 local ranks into 2 nodes of 2,
+1 node of 4 and 4 nodes of 1. Hierarchical dispatch must give what flat gives (output and input
+gradient to fp64 rounding; expert weights and gate gradients exactly, the same products), and
+every byte it counted per level must equal a recount made here from the saved routing alone:
+a row per (token, other node) across nodes, a row per copy inside the node from the relay
+(the rank of the destination node with the sender's local index), the combine the reverse, the
+backward the same plus 4 bytes per copy's gate gradient coming home.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_scenario import Env, expect, run_cli  # noqa: E402
+
+SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
+         "--backend", "cpu", "--dtype", "fp64", "--pass", "fwd_bwd", "--save-tensors"]
+
+
+def recount_levels(chosen: np.ndarray, kept: np.ndarray, experts: int, n_e: int, P: int,
+                   row: int) -> np.ndarray:
+    """[ranks, 16] level bytes of one hierarchical group from its routing: per exchange (fwd
+    dispatch, fwd combine, bwd combine, bwd dispatch) inter sent, inter received, intra sent,
+    intra received."""
+    ranks = chosen.shape[0]
+    per_rank = experts // n_e
+    dest = chosen // per_rank  # [ranks, T k] destination rank of every copy
+    copies = chosen.shape[1]
+    k = copies // TOKENS
+    node = lambda r: r // P  # noqa: E731
+    rows = np.zeros((ranks, ranks), dtype=np.int64)  # rows[s, d]: kept copies of s for d
+    distinct = np.zeros((ranks, ranks // P), dtype=np.int64)  # (token, node) pairs of s
+    for s in range(ranks):
+        for c in range(copies):
+            if kept[s, c]:
+                rows[s, dest[s, c]] += 1
+        for t in range(TOKENS):
+            nodes = {node(dest[s, t * k + j]) for j in range(k) if kept[s, t * k + j]}
+            for n in nodes:
+                distinct[s, n] += 1
+    out = np.zeros((ranks, 16), dtype=np.int64)
+    for r in range(ranks):
+        m, l = node(r), r % P
+        rail = [n * P + l for n in range(ranks // P)]
+        inter_sent = sum(distinct[r, n] for n in range(ranks // P) if n != m) * row
+        inter_recv = sum(distinct[s, m] for s in rail if s != r) * row
+        intra_sent = sum(rows[s, d] for s in rail for d in range(m * P, (m + 1) * P) if d != r) * row
+        intra_recv = sum(rows[s, r] for s in range(ranks) if s % P != l) * row
+        gates_out = sum(rows[s, d] for s in rail if s != r for d in range(m * P, (m + 1) * P)) * 4
+        gates_in = sum(rows[r, d] for d in range(ranks) if node(d) != m) * 4
+        dispatch = [inter_sent, inter_recv, intra_sent, intra_recv]
+        combine = [inter_recv, inter_sent, intra_recv, intra_sent]
+        bwd_combine = [inter_sent + gates_out, inter_recv + gates_in, intra_sent, intra_recv]
+        out[r] = dispatch + combine + bwd_combine + combine
+    return out
+
+
+TOKENS = 64
+
+
+def scenario_hierarchical(env: Env, P: int) -> None:
+    """Flat and hierarchical side by side on 4 ranks as 4 // P nodes of P, under skew and
+    capacity drops: both checked against the host reference by the benchmark; here against
+    each other and their bytes per level against the routing."""
+    out = env.workdir / f"moe_nodes_{P}.h5"
+    proc = env.mpirun(4, "moe", *SMALL, "--skew", "none,hot", "--capacity-factor", "0,0.5",
+                      "--dispatch", "flat,hierarchical", "--ranks-per-node", str(P), "--out", str(out))
+    expect(proc.returncode == 0, "moe failed", proc)
+    with h5py.File(out) as f:
+        cases = f["moe"]
+        expect(len(cases) == 8, f"expected 8 cases, got {len(cases)}")
+        hier = [g for g in cases.values() if g.attrs["dispatch"] == "hierarchical"]
+        expect(len(hier) == 4, f"{len(hier)} hierarchical cases")
+        for g in hier:
+            a = g.attrs
+            name = g.name
+            flat = cases[name.rsplit("/", 1)[1].replace(f"_hier{P}", "")]
+            for c in (g, flat):
+                expect(c.attrs["check_passed"] == 1 and c.attrs["bytes_match"] == 1,
+                       f"{c.name}: check {c.attrs['check_passed']} bytes {c.attrs['bytes_match']}")
+                expect(int(c.attrs["ranks_per_node"]) == P and int(c.attrs["nodes"]) == 4 // P,
+                       f"{c.name}: nodes {c.attrs['nodes']}")
+            for t in ("chosen_expert", "kept", "gate", "grad_gate", "grad_w1", "grad_w2"):
+                expect(np.array_equal(g[f"tensor_{t}"][()], flat[f"tensor_{t}"][()]), f"{name}: {t} differs from flat's")
+            for t in ("output", "grad_input", "grad_router"):
+                x, y = g[f"tensor_{t}"][()], flat[f"tensor_{t}"][()]
+                expect(np.allclose(x, y, rtol=1e-12, atol=1e-12 * np.abs(y).max()), f"{name}: {t} differs from flat's "
+                       f"by {np.abs(x - y).max():.3g}")
+            chosen, kept = g["tensor_chosen_expert"][()].astype(int), g["tensor_kept"][()].astype(bool)
+            row = int(a["h"]) * 8
+            want = recount_levels(chosen, kept, int(a["experts"]), int(a["n_e"]), P, row)
+            got = g["level_bytes"][()].reshape(4, 16)
+            expect(np.array_equal(got, want), f"{name}: level bytes\n{got}\nagainst the routing's\n{want}")
+            # Per token across nodes: flat one row per kept copy on another node, hierarchical
+            # one per other node; both from the routing; and the uniform prediction.
+            k, E, M = int(a["top_k"]), int(a["experts"]), 4 // P
+            per_node = E // M
+            dest_node = chosen // per_node
+            flat_rows = sum(int(np.sum(kept[r] & (dest_node[r] != r // P))) for r in range(4))
+            expect(np.isclose(a["flat_inter_node_rows_per_token"], flat_rows / (4 * TOKENS)),
+                   f"{name}: flat rows per token {a['flat_inter_node_rows_per_token']}")
+            expect(np.isclose(a["hier_inter_node_rows_per_token"], want[:, 0].sum() / row / (4 * TOKENS)),
+                   f"{name}: hierarchical rows per token {a['hier_inter_node_rows_per_token']}")
+            none = 1.0
+            for i in range(k):
+                none *= max(0.0, (E - per_node - i) / (E - i))
+            expect(np.isclose(a["pred_hier_inter_node_rows_per_token"], (M - 1) * (1 - none)), f"{name}: prediction")
+            expect(np.isclose(a["pred_flat_inter_node_rows_per_token"], k * (M - 1) / M), f"{name}: flat prediction")
+            calls = g["collective_calls"][()].reshape(-1, 3).tolist()
+            want_calls = [[2, 5, int(a["capacity"] >= 0)], [0, 5, 1]]
+            expect(calls == want_calls, f"{name}: collective calls {calls} != {want_calls}")
+        print(f"  ok: {len(hier)} hierarchical cases as {4 // P} node(s) of {P}")
+
+
+def scenario_groups(env: Env) -> None:
+    """Two EP groups of 2 on 4 ranks, each cut into 2 nodes of 1: every rank's rail and node
+    stay inside its group."""
+    out = env.workdir / "moe_nodes_groups.h5"
+    proc = env.mpirun(4, "moe", *SMALL, "--ep", "2", "--dispatch", "hierarchical", "--ranks-per-node", "1",
+                      "--out", str(out))
+    expect(proc.returncode == 0, "moe failed", proc)
+    with h5py.File(out) as f:
+        (g,) = f["moe"].values()
+        expect(g.attrs["check_passed"] == 1 and g.attrs["bytes_match"] == 1, f"{g.name}: check")
+        chosen, kept = g["tensor_chosen_expert"][()].astype(int), g["tensor_kept"][()].astype(bool)
+        got = g["level_bytes"][()].reshape(4, 16)
+        for grp in range(2):
+            sl = slice(2 * grp, 2 * grp + 2)
+            want = recount_levels(chosen[sl], kept[sl], int(g.attrs["experts"]), 2, 1, int(g.attrs["h"]) * 8)
+            expect(np.array_equal(got[sl], want), f"group {grp}: level bytes {got[sl]} != {want}")
+
+
+def scenario_bad_input(env: Env) -> None:
+    cases = {
+        "P not dividing N_e": (["--ranks-per-node", "3"], "--ranks-per-node 3"),
+        "P < 0": (["--ranks-per-node", "-1"], "--ranks-per-node"),
+        "unknown dispatch": (["--dispatch", "ring"], "--dispatch: unknown dispatch 'ring'"),
+    }
+    for what, (args, needle) in cases.items():
+        out = env.workdir / "bad_moe_nodes.h5"
+        proc = env.mpirun(4, "moe", "--backend", "cpu", "--tokens", "8", "--hidden", "8", "--ffn-hidden", "8",
+                          *args, "--out", str(out), timeout=120)
+        expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}", proc)
+        expect(proc.stderr.count("error:") == 1 and needle in proc.stderr, f"{what}: message lacks '{needle}'", proc)
+        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: results file left", proc)
+        print(f"  ok: {what}")
+
+
+SCENARIOS = {
+    "moe_hier_2x2": lambda e: scenario_hierarchical(e, 2),
+    "moe_hier_1x4": lambda e: scenario_hierarchical(e, 4),
+    "moe_hier_4x1": lambda e: scenario_hierarchical(e, 1),
+    "moe_hier_groups": scenario_groups,
+    "moe_hier_bad_input": scenario_bad_input,
+}
+
+
+def main() -> None:
+    run_cli(SCENARIOS, __doc__)
+
+
+if __name__ == "__main__":
+    main()
