@@ -15,7 +15,8 @@ namespace {
 
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat";
+              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat",
+              max_nodes = "0";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
   double balance_rate = 0.05;
@@ -78,6 +79,13 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   }
   if (s.dispatches.empty()) throw suite::UsageError("--dispatch: name at least one");
   s.ranks_per_node = o.ranks_per_node;
+  s.max_nodes.clear();
+  for (double m : parse_numbers(o.max_nodes, "--max-nodes-per-token")) {
+    if (m != std::floor(m) || m < 0 || m > 1 << 20)
+      throw suite::UsageError("--max-nodes-per-token: '" + std::to_string(m) +
+                              "' is not a node count (0 = unlimited)");
+    s.max_nodes.push_back(static_cast<int>(m));
+  }
   return s;
 }
 
@@ -165,6 +173,12 @@ int main(int argc, char** argv) {
                    "P: ranks per node inside the EP group, consecutive ranks sharing a node "
                    "(0 = the placement's: ranks on this host, cut to divide N_e); set it to "
                    "pretend several nodes on one machine. Must divide N_e")
+        ->capture_default_str();
+    app.add_option("--max-nodes-per-token", o.max_nodes,
+                   "M (list): node-limited routing (DeepSeek-V3): each token's experts lie on at "
+                   "most M nodes, those whose best max(1, k/M) router scores sum highest; its "
+                   "top-k is taken among their experts. 0 = unlimited; 1 <= M <= nodes of the "
+                   "group (N_e / --ranks-per-node). Cases named _maxnodes<M>")
         ->capture_default_str();
     app.add_option("--ep", o.ep,
                    "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "

@@ -160,7 +160,8 @@ class MoeCase final : public BenchCase {
                        layer_->bwd_combine_levels(), layer_->bwd_dispatch_levels()},
                       layer_->flat_intra_rows(),
                       layer_->flat_inter_rows(),
-                      layer_->distinct_inter_rows()};
+                      layer_->distinct_inter_rows(),
+                      layer_->most_nodes_per_token()};
     report_levels(cfg_, levels, rec);
     rec.attrs.emplace_back(
         "router_logits", std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
@@ -343,10 +344,12 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
                  {"n_e", std::int64_t{cfg.n_e}},
                  {"groups", std::int64_t{ctx.mpi.size() / cfg.n_e}}};
   // Forward cases keep the parameters they always had (compare pairs them with baselines).
-  if (cfg.dispatch == Dispatch::hierarchical) {
-    spec.params.emplace_back("dispatch", std::string(dispatch_name(cfg.dispatch)));
+  if (cfg.dispatch == Dispatch::hierarchical || cfg.max_nodes_per_token > 0)
     spec.params.emplace_back("ranks_per_node", std::int64_t{cfg.ranks_per_node});
-  }
+  if (cfg.dispatch == Dispatch::hierarchical)
+    spec.params.emplace_back("dispatch", std::string(dispatch_name(cfg.dispatch)));
+  if (cfg.max_nodes_per_token > 0)
+    spec.params.emplace_back("max_nodes_per_token", std::int64_t{cfg.max_nodes_per_token});
   if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
   const bool check_rows = check_transport_limit(ctx, cfg);
   spec.make = [&ctx, cfg, check_rows] { return std::make_unique<MoeCase>(ctx, cfg, check_rows); };
@@ -411,9 +414,12 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
               throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
             validate(cfg);
             check_transport_limit(ctx, cfg);
+            for (int max_nodes : sweep.max_nodes)
             for (Dispatch dispatch : sweep.dispatches)
               for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
                 cfg.dispatch = dispatch;
+              cfg.max_nodes_per_token = max_nodes;
+              validate(cfg);
                 cfg.pass = pass;
                 const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
                 const double have = static_cast<double>(ctx.device.memory_available());

@@ -21,6 +21,7 @@ struct MoeSweep {
   std::vector<Pass> passes{Pass::fwd};
   std::vector<Dispatch> dispatches{Dispatch::flat};
   int ranks_per_node = 0;  // 0: the placement's (ranks sharing this rank's host, within N_e)
+  std::vector<int> max_nodes{0};  // node-limited routing per case (0: unlimited)
 };
 
 // Validates every point (UsageError naming the first bad one) and builds the cases.

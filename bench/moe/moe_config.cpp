@@ -64,6 +64,18 @@ void validate(const MoeConfig& c) {
   need(c.ranks_per_node >= 1 && c.n_e % c.ranks_per_node == 0,
        "--ranks-per-node " + std::to_string(c.ranks_per_node) +
            " does not divide the expert-parallel group size N_e = " + std::to_string(c.n_e));
+  if (c.max_nodes_per_token != 0) {
+    need(c.max_nodes_per_token >= 1 && c.max_nodes_per_token <= c.nodes(),
+         "--max-nodes-per-token " + std::to_string(c.max_nodes_per_token) + " must be in [1, " +
+             std::to_string(c.nodes()) + "], the nodes of the group (N_e / --ranks-per-node)");
+    need(c.max_nodes_per_token <= kernels::moe::kMaxTopK,
+         "--max-nodes-per-token above " + std::to_string(kernels::moe::kMaxTopK) +
+             " is not supported");
+    need(static_cast<std::int64_t>(c.max_nodes_per_token) * (c.experts / c.nodes()) >= c.k,
+         "--max-nodes-per-token " + std::to_string(c.max_nodes_per_token) + " leaves fewer than k = " +
+             std::to_string(c.k) + " experts (" + std::to_string(c.experts / c.nodes()) +
+             " per node)");
+  }
   need(c.balance_steps >= 0, "--balance-steps must be >= 0");
   need(c.balance_rate > 0 && std::isfinite(c.balance_rate), "--balance-rate must be > 0");
 }
@@ -162,6 +174,7 @@ std::string case_name(const MoeConfig& c) {
   name += c.dropless() ? "_dropless" : "_cf" + num(c.capacity_factor);
   if (c.balance_steps > 0) name += "_bal" + std::to_string(c.balance_steps);
   name += "_ep" + std::to_string(c.n_e);
+  if (c.max_nodes_per_token > 0) name += "_maxnodes" + std::to_string(c.max_nodes_per_token);
   if (c.dispatch == Dispatch::hierarchical) name += "_hier" + std::to_string(c.ranks_per_node);
   return c.backward() ? name + "_fwd_bwd" : name;
 }

@@ -2,12 +2,14 @@
 // logit bias), and the deterministic values (tokens, weights) every rank derives for itself.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/pass_list.hpp"
 #include "kernels/core/dtype.hpp"
+#include "kernels/moe/moe_index.hpp"
 
 namespace suite::moe {
 
@@ -53,12 +55,20 @@ struct MoeConfig {
   // Ranks per node inside the group (consecutive ranks share a node): the placement's, or
   // --ranks-per-node; it divides n_e. Flat dispatch only counts bytes per level with it.
   int ranks_per_node = 1;
+  // Node-limited routing (DeepSeek-V3): a token's experts lie on at most this many nodes,
+  // chosen by the sum of their best max(1, k / M) scores; 0 = unlimited.
+  int max_nodes_per_token = 0;
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;  // fwd_bwd: forward then backward of the same step
 
   int experts_per_rank() const { return experts / n_e; }
   int nodes() const { return n_e / ranks_per_node; }
+  // The router's group limit: one group per node of the group's experts.
+  kernels::moe::GroupLimit node_limit() const {
+    if (max_nodes_per_token <= 0) return {};
+    return {nodes(), max_nodes_per_token, std::max(1, k / max_nodes_per_token)};
+  }
   // Columns of the first expert matrix: SwiGLU's gate and up halves side by side.
   std::int64_t w1_cols() const { return mlp == Mlp::swiglu ? 2 * d_ff : d_ff; }
   bool dropless() const { return !(capacity_factor > 0); }
@@ -93,7 +103,8 @@ void drawn_logits(const MoeConfig& c, std::int64_t t0, std::int64_t rows, float*
 
 // "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case;
 // the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them),
-// hierarchical dispatch "_hier<ranks per node>" before it.
+// hierarchical dispatch "_hier<ranks per node>" before it, node-limited routing "_maxnodes<M>"
+// before that.
 std::string case_name(const MoeConfig& c);
 
 }  // namespace suite::moe

@@ -130,7 +130,7 @@ void MoeLayer::route() {
     upload(prob_sum_dev_, zeros.data(), bytes_of(zeros));
     ops_.router(T, cfg_.experts, k, logits_.data(), logit_bias_.as<float>(),
                 select_bias_.as<float>(), chosen_dev_.as<std::int32_t>(), gates_dev_.as<float>(),
-                prob_sum_dev_.as<float>());
+                prob_sum_dev_.as<float>(), cfg_.node_limit());
     device_.copy_to_host(chosen_.data(), chosen_dev_.data(), bytes_of(chosen_));
     device_.copy_to_host(gates_.data(), gates_dev_.data(), bytes_of(gates_));
     device_.copy_to_host(prob_sum_.data(), prob_sum_dev_.data(), bytes_of(prob_sum_));
@@ -175,7 +175,7 @@ void MoeLayer::route_drawn() {
     drawn_logits(cfg_, first_token_ + t0, rows, z.data());
     km::cpu::router_topk<float>(rows, cfg_.experts, k, z.data(), logit_bias_host_.data(),
                                 select_bias_host_.data(), chosen_.data() + t0 * k,
-                                gates_.data() + t0 * k, sums.data());
+                                gates_.data() + t0 * k, sums.data(), cfg_.node_limit());
   }
   for (std::size_t e = 0; e < sums.size(); ++e)
     prob_sum_[e] = static_cast<float>(sums[e]);
@@ -548,6 +548,21 @@ std::int64_t MoeLayer::distinct_inter_rows() const {
     n += static_cast<std::int64_t>(nodes.size());
   }
   return n;
+}
+
+int MoeLayer::most_nodes_per_token() const {
+  const int per_node = cfg_.experts_per_rank() * cfg_.ranks_per_node;
+  int most = 0;
+  std::vector<int> nodes;
+  for (std::int64_t t = 0; t < cfg_.tokens; ++t) {
+    nodes.clear();
+    for (int j = 0; j < cfg_.k; ++j)
+      nodes.push_back(chosen_[static_cast<std::size_t>(t * cfg_.k + j)] / per_node);
+    std::sort(nodes.begin(), nodes.end());
+    most = std::max(most,
+                    static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+  }
+  return most;
 }
 
 std::string MoeLayer::level_mismatch() const {

@@ -124,6 +124,8 @@ class MoeLayer {
   std::int64_t flat_intra_rows() const;
   std::int64_t flat_inter_rows() const;
   std::int64_t distinct_inter_rows() const;
+  // The most nodes any of this rank's tokens chose experts on (drops aside).
+  int most_nodes_per_token() const;
   const CollectiveCalls& fwd_calls() const { return fwd_calls_; }
   const CollectiveCalls& bwd_calls() const { return bwd_calls_; }
 

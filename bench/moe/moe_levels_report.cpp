@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@ void report_levels(const MoeConfig& c, const LevelFacts& f, CaseRecord& rec) {
   std::vector<std::int64_t> mine;
   for (const LevelBytes& l : f.levels)
     mine.insert(mine.end(), {l.inter_sent, l.inter_recv, l.intra_sent, l.intra_recv});
-  mine.insert(mine.end(), {f.flat_intra_rows, f.flat_inter_rows, f.distinct_inter_rows});
+  mine.insert(mine.end(), {f.flat_intra_rows, f.flat_inter_rows, f.distinct_inter_rows,
+                           f.most_nodes_per_token});
   const auto width = mine.size();
   std::vector<std::int64_t> all(rank == 0 ? width * static_cast<std::size_t>(ranks) : 0);
   SUITE_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(width), MPI_INT64_T, all.data(),
@@ -28,6 +30,7 @@ void report_levels(const MoeConfig& c, const LevelFacts& f, CaseRecord& rec) {
   const double row = static_cast<double>(c.h) * static_cast<double>(dtype_size(c.dtype));
   const double tokens = static_cast<double>(c.tokens) * ranks;
   double flat_intra = 0, flat_inter = 0, distinct = 0, inter = 0, intra = 0;
+  std::int64_t most_nodes = 0;
   IntTable table{"level_bytes", static_cast<std::size_t>(ranks), 16, {}};
   for (int r = 0; r < ranks; ++r) {
     const std::int64_t* v = all.data() + static_cast<std::size_t>(r) * width;
@@ -37,11 +40,15 @@ void report_levels(const MoeConfig& c, const LevelFacts& f, CaseRecord& rec) {
     flat_intra += static_cast<double>(v[16]);
     flat_inter += static_cast<double>(v[17]);
     distinct += static_cast<double>(v[18]);
+    most_nodes = std::max(most_nodes, v[19]);
   }
   auto& a = rec.attrs;
   a.emplace_back("dispatch", std::string(dispatch_name(c.dispatch)));
   a.emplace_back("ranks_per_node", std::int64_t{c.ranks_per_node});
   a.emplace_back("nodes", std::int64_t{c.nodes()});
+  // Node-limited routing: its limit (0: none) and the most nodes a token used, from the routing.
+  a.emplace_back("max_nodes_per_token", std::int64_t{c.max_nodes_per_token});
+  a.emplace_back("most_nodes_per_token", most_nodes);
   // Per token of the job: what flat dispatch sends across nodes and inside them (one row per
   // kept copy), what hierarchical sends across (one per distinct other node), and the
   // uniform-routing predictions.

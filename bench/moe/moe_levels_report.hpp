@@ -18,6 +18,7 @@ struct LevelFacts {
   // Hierarchical: fwd dispatch, fwd combine, bwd combine, bwd dispatch (zeros under flat).
   std::array<LevelBytes, 4> levels{};
   std::int64_t flat_intra_rows = 0, flat_inter_rows = 0, distinct_inter_rows = 0;
+  std::int64_t most_nodes_per_token = 0;  // over this rank's tokens, drops aside
 };
 
 // Collective over the job (gathers to rank 0); adds to rec on rank 0.

@@ -10,6 +10,7 @@
 #include "common/device.hpp"
 #include "common/sim.hpp"
 #include "kernels/core/dtype.hpp"
+#include "kernels/moe/moe_index.hpp"
 
 namespace suite::moe {
 
@@ -31,10 +32,11 @@ class MoeOps {
                              const void* x, const void* w, void* logits) {
     gemm(tokens, experts, h, x, w, logits);
   }
-  // Softmax + top-k + renormalised gates (kernels/moe); prob_sum[e] += p_e over tokens.
+  // Softmax + top-k + renormalised gates (kernels/moe); prob_sum[e] += p_e over tokens;
+  // limit: node-limited routing (kernels/moe/moe_index.hpp).
   virtual void router(std::int64_t tokens, int experts, int k, const void* logits,
                       const float* logit_bias, const float* select_bias, std::int32_t* chosen,
-                      float* gates, float* prob_sum) = 0;
+                      float* gates, float* prob_sum, kernels::moe::GroupLimit limit) = 0;
   virtual void gather_rows(std::int64_t rows, std::int64_t cols, const std::int64_t* src,
                            const void* in, void* out) = 0;
   // gates == nullptr: each token's kept copies summed (the dispatch's backward).

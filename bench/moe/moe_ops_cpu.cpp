@@ -22,11 +22,11 @@ class CpuMoeOps final : public MoeOps {
                out(c), n);
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
-              const float* select_bias, std::int32_t* chosen, float* gates,
-              float* prob_sum) override {
+              const float* select_bias, std::int32_t* chosen, float* gates, float* prob_sum,
+              km::GroupLimit limit) override {
     std::vector<double> sums(static_cast<std::size_t>(experts), 0.0);
     km::cpu::router_topk<T>(tokens, experts, kk, in(logits), logit_bias, select_bias, chosen, gates,
-                            sums.data());
+                            sums.data(), limit);
     for (int e = 0; e < experts; ++e)
       prob_sum[e] += static_cast<float>(sums[static_cast<std::size_t>(e)]);
   }

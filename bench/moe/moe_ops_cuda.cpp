@@ -26,10 +26,10 @@ class CudaMoeOps final : public MoeOps {
              static_cast<float>(beta), c, n);
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
-              const float* select_bias, std::int32_t* chosen, float* gates,
-              float* prob_sum) override {
+              const float* select_bias, std::int32_t* chosen, float* gates, float* prob_sum,
+              km::GroupLimit limit) override {
     km::router_topk(stream_, dtype_, tokens, experts, kk, logits, logit_bias, select_bias, chosen,
-                    gates, prob_sum);
+                    gates, prob_sum, limit);
   }
   void gather_rows(std::int64_t rows, std::int64_t cols, const std::int64_t* src, const void* x,
                    void* y) override {

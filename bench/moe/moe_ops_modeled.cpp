@@ -22,7 +22,7 @@ class ModeledMoeOps final : public MoeOps {
     gemm_ex(false, false, tokens, experts, h, x, w, 0.0, logits);
   }
   void router(std::int64_t, int, int, const void*, const float*, const float*, std::int32_t*,
-              float*, float*) override {
+              float*, float*, kernels::moe::GroupLimit) override {
     throw std::logic_error("moe: modeled compute routes drawn logits in MoeLayer::route");
   }
   void gather_rows(std::int64_t, std::int64_t, const std::int64_t*, const void*, void*) override {}

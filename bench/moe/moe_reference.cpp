@@ -46,22 +46,70 @@ std::vector<double> reference_probs(const MoeConfig& c, std::int64_t first_token
   return p;
 }
 
-// Whether token t's choice is a valid top-k of the reference scores (within tol) and its
-// gates are the reference probabilities renormalised over that choice.
+// Node-limited routing, written again here (not with the kernels' helper): per node, the sum
+// of its best max(1, k / M) scores. Groups clearly inside the best M (above the M-th sum by more
+// than tol) must be allowed, those clearly below must not; ties within tol may go either way.
+struct AllowedNodes {
+  std::vector<int> state;  // per node: 1 inside, 0 within tol of the M-th, -1 outside
+};
+AllowedNodes allowed_nodes(const MoeConfig& c, const std::vector<double>& score, double tol) {
+  const int nodes = c.nodes(), per_node = c.experts / nodes, M = c.max_nodes_per_token;
+  const int best = std::max(1, c.k / M);
+  std::vector<double> sums;
+  for (int n = 0; n < nodes; ++n) {
+    std::vector<double> s(score.begin() + n * per_node, score.begin() + (n + 1) * per_node);
+    std::sort(s.rbegin(), s.rend());
+    double sum = 0;
+    for (int i = 0; i < best; ++i)
+      sum += s[static_cast<std::size_t>(i)];
+    sums.push_back(sum);
+  }
+  std::vector<double> sorted = sums;
+  std::sort(sorted.rbegin(), sorted.rend());
+  const double mth = sorted[static_cast<std::size_t>(M - 1)];
+  AllowedNodes a;
+  for (double v : sums)
+    a.state.push_back(v > mth + tol ? 1 : v < mth - tol ? -1 : 0);
+  return a;
+}
+
+// Whether token t's choice is a valid top-k of the reference scores (within tol), on at most
+// M nodes chosen by the rule above when the routing is node-limited, and its gates are the
+// reference probabilities renormalised over that choice.
 bool routing_ok(const MoeConfig& c, const double* p, const std::vector<float>& select_bias,
                 const std::int32_t* chosen, const float* gates, double tol) {
   std::vector<bool> picked(static_cast<std::size_t>(c.experts), false);
+  std::vector<double> score(static_cast<std::size_t>(c.experts));
+  for (int e = 0; e < c.experts; ++e)
+    score[static_cast<std::size_t>(e)] = p[e] + select_bias[static_cast<std::size_t>(e)];
   double lowest_chosen = INFINITY, sum = 0;
   for (int s = 0; s < c.k; ++s) {
     const int e = chosen[s];
     if (e < 0 || e >= c.experts || picked[static_cast<std::size_t>(e)]) return false;
     picked[static_cast<std::size_t>(e)] = true;
-    lowest_chosen = std::min(lowest_chosen, p[e] + select_bias[static_cast<std::size_t>(e)]);
+    lowest_chosen = std::min(lowest_chosen, score[static_cast<std::size_t>(e)]);
     sum += p[e];
   }
+  // The experts an unpicked one must not beat: all, or those of the nodes the token may use.
+  std::vector<bool> candidate(static_cast<std::size_t>(c.experts), true);
+  if (c.max_nodes_per_token > 0) {
+    const int per_node = c.experts / c.nodes();
+    const AllowedNodes a = allowed_nodes(c, score, tol);
+    std::vector<bool> used(static_cast<std::size_t>(c.nodes()), false);
+    for (int s = 0; s < c.k; ++s) {
+      const int n = chosen[s] / per_node;
+      if (a.state[static_cast<std::size_t>(n)] < 0) return false;  // a node outside the best M
+      used[static_cast<std::size_t>(n)] = true;
+    }
+    if (std::count(used.begin(), used.end(), true) > c.max_nodes_per_token) return false;
+    for (int e = 0; e < c.experts; ++e) {
+      const auto n = static_cast<std::size_t>(e / per_node);
+      candidate[static_cast<std::size_t>(e)] = a.state[n] > 0 || used[n];
+    }
+  }
   for (int e = 0; e < c.experts; ++e)
-    if (!picked[static_cast<std::size_t>(e)] &&
-        p[e] + select_bias[static_cast<std::size_t>(e)] > lowest_chosen + tol)
+    if (!picked[static_cast<std::size_t>(e)] && candidate[static_cast<std::size_t>(e)] &&
+        score[static_cast<std::size_t>(e)] > lowest_chosen + tol)
       return false;
   // Gates are stored as fp32 whatever the run's type: allow their rounding.
   const double gate_tol = std::max(tol, 1e-6);

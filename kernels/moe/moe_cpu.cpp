@@ -106,10 +106,15 @@ namespace cpu {
 
 template <class T>
 void router_topk(std::int64_t tokens, int experts, int k, const T* logits, const float* logit_bias,
-                 const float* select_bias, std::int32_t* chosen, float* gates, double* prob_sum) {
+                 const float* select_bias, std::int32_t* chosen, float* gates, double* prob_sum,
+                 GroupLimit limit) {
   if (k < 1 || k > experts || k > kMaxTopK)
     throw std::invalid_argument("router_topk: k must be in [1, min(experts, " +
                                 std::to_string(kMaxTopK) + ")]");
+  if (limit.active() && !group_limit_valid(experts, k, limit))
+    throw std::invalid_argument("router_topk: the group limit must split the experts evenly and "
+                                "leave k experts in max_groups groups");
+  int best_group[kMaxTopK];
   std::vector<double> p(static_cast<std::size_t>(experts));
   double best_score[kMaxTopK];
   int best_expert[kMaxTopK];
@@ -123,12 +128,16 @@ void router_topk(std::int64_t tokens, int experts, int k, const T* logits, const
       p[e] = std::exp(static_cast<double>(z[e]) + logit_bias[e] - zmax);
       sum += p[e];
     }
-    int n = 0;
     for (int e = 0; e < experts; ++e) {
       p[e] /= sum;
       prob_sum[e] += p[e];
-      topk_insert(p[e] + (select_bias ? select_bias[e] : 0.0), e, k, n, best_score, best_expert);
     }
+    auto score = [&](int e) { return p[e] + (select_bias ? select_bias[e] : 0.0); };
+    if (limit.active()) top_groups<double>(experts, limit, score, best_group);
+    int n = 0;
+    for (int e = 0; e < experts; ++e)
+      if (!limit.active() || in_groups(e, experts, limit, best_group))
+        topk_insert(score(e), e, k, n, best_score, best_expert);
     double chosen_sum = 0;
     for (int s = 0; s < k; ++s)
       chosen_sum += p[best_expert[s]];
@@ -237,7 +246,7 @@ void swiglu_backward(std::int64_t rows, std::int64_t cols, const T* x, const T* 
 
 #define SUITE_INSTANTIATE_MOE(T)                                                               \
   template void router_topk<T>(std::int64_t, int, int, const T*, const float*, const float*,   \
-                               std::int32_t*, float*, double*);                                \
+                               std::int32_t*, float*, double*, GroupLimit);                    \
   template void gather_rows<T>(std::int64_t, std::int64_t, const std::int64_t*, const T*, T*); \
   template void combine<T>(std::int64_t, int, std::int64_t, const std::int64_t*, const float*, \
                            const T*, T*);                                                      \

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/moe/moe_index.hpp"
+
 namespace suite::kernels::moe {
 
 // Copies an expert accepts under capacity factor cf: ceil(cf * k * tokens / experts), with
@@ -46,7 +48,8 @@ namespace cpu {
 // select_bias may be null (zero).
 template <class T>
 void router_topk(std::int64_t tokens, int experts, int k, const T* logits, const float* logit_bias,
-                 const float* select_bias, std::int32_t* chosen, float* gates, double* prob_sum);
+                 const float* select_bias, std::int32_t* chosen, float* gates, double* prob_sum,
+                 GroupLimit limit = {});
 
 // out[i, :] = in[src[i], :] for i < rows (a row permutation or selection).
 template <class T>

@@ -24,7 +24,8 @@ unsigned blocks_for(std::int64_t n) {
 template <class S>
 __global__ void router_kernel(std::int64_t tokens, int experts, int k, const S* logits,
                               const float* logit_bias, const float* select_bias,
-                              std::int32_t* chosen, float* gates, float* prob_sum) {
+                              std::int32_t* chosen, float* gates, float* prob_sum,
+                              GroupLimit limit) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        t < tokens; t += stride) {
@@ -37,11 +38,18 @@ __global__ void router_kernel(std::int64_t tokens, int experts, int k, const S* 
       sum += expf(load_f32(logits, row + e) + logit_bias[e] - zmax);
     float best_score[kMaxTopK];
     int best_expert[kMaxTopK];
+    int best_group[kMaxTopK];
+    auto score = [&](int e) {
+      return expf(load_f32(logits, row + e) + logit_bias[e] - zmax) / sum +
+             (select_bias ? select_bias[e] : 0.0f);
+    };
+    if (limit.active()) top_groups<float>(experts, limit, score, best_group);
     int n = 0;
     for (int e = 0; e < experts; ++e) {
       const float p = expf(load_f32(logits, row + e) + logit_bias[e] - zmax) / sum;
       atomicAdd(&prob_sum[e], p);
-      topk_insert(p + (select_bias ? select_bias[e] : 0.0f), e, k, n, best_score, best_expert);
+      if (!limit.active() || in_groups(e, experts, limit, best_group))
+        topk_insert(p + (select_bias ? select_bias[e] : 0.0f), e, k, n, best_score, best_expert);
     }
     float chosen_p[kMaxTopK];
     float chosen_sum = 0;
@@ -178,16 +186,18 @@ __global__ void swiglu_backward_kernel(std::int64_t rows, std::int64_t cols, con
 
 void router_topk(cudaStream_t stream, DType dtype, std::int64_t tokens, int experts, int k,
                  const void* logits, const float* logit_bias, const float* select_bias,
-                 std::int32_t* chosen, float* gates, float* prob_sum) {
+                 std::int32_t* chosen, float* gates, float* prob_sum, GroupLimit limit) {
   if (k < 1 || k > experts || k > kMaxTopK)
     throw std::invalid_argument("cuda::router_topk: k must be in [1, min(experts, " +
                                 std::to_string(kMaxTopK) + ")]");
+  if (limit.active() && !group_limit_valid(experts, k, limit))
+    throw std::invalid_argument("cuda::router_topk: invalid group limit");
   if (tokens <= 0) return;
   dispatch_storage(dtype, "moe::cuda::router_topk", [&](auto tag) {
     using S = decltype(tag);
     router_kernel<S><<<blocks_for(tokens), kThreads, 0, stream>>>(
         tokens, experts, k, static_cast<const S*>(logits), logit_bias, select_bias, chosen, gates,
-        prob_sum);
+        prob_sum, limit);
     SUITE_CUDA_CHECK_LAUNCH();
   });
 }

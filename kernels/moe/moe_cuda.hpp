@@ -9,15 +9,16 @@
 #include <cstdint>
 
 #include "kernels/core/dtype.hpp"
+#include "kernels/moe/moe_index.hpp"
 
 namespace suite::kernels::moe::cuda {
 
 // Softmax of logits + logit_bias per token, top-k of p + select_bias, gates renormalised
 // (one thread per token; fp32). prob_sum[e] += p_e over tokens (atomics: the caller zeroes it).
-// select_bias may be null.
+// select_bias may be null. limit: node-limited routing (moe_index.hpp), as the CPU's.
 void router_topk(cudaStream_t stream, DType dtype, std::int64_t tokens, int experts, int k,
                  const void* logits, const float* logit_bias, const float* select_bias,
-                 std::int32_t* chosen, float* gates, float* prob_sum);
+                 std::int32_t* chosen, float* gates, float* prob_sum, GroupLimit limit = {});
 
 // out[i, :] = in[src[i], :].
 void gather_rows(cudaStream_t stream, DType dtype, std::int64_t rows, std::int64_t cols,

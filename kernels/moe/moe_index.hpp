@@ -32,6 +32,51 @@ SUITE_HD inline void topk_insert(S score, int expert, int k, int& n, S* best_sco
   best_expert[pos] = expert;
 }
 
+// Node-limited routing (DeepSeek-V3): the E experts form `groups` equal blocks of consecutive
+// experts (one per node), and a token may use at most `max_groups` of them: those whose best
+// `per_group` selection scores sum highest (equal sums: lower group first); its top-k is then
+// taken among those groups' experts. max_groups >= groups: no limit.
+struct GroupLimit {
+  int groups = 1, max_groups = 1, per_group = 1;
+  SUITE_HD bool active() const { return max_groups < groups; }
+};
+
+// The limit is usable: groups split the experts evenly, max_groups and per_group within the
+// kernels' top-k bound, and the allowed groups hold at least k experts.
+SUITE_HD inline bool group_limit_valid(int experts, int k, GroupLimit g) {
+  return g.groups >= 1 && experts % g.groups == 0 && g.max_groups >= 1 &&
+         g.max_groups <= kMaxTopK && g.per_group >= 1 && g.per_group <= kMaxTopK &&
+         g.per_group <= experts / g.groups && g.max_groups * (experts / g.groups) >= k;
+}
+
+// The token's allowed groups into best_group[0, max_groups), from score(e), its experts'
+// selection scores (max_groups and per_group at most kMaxTopK).
+template <class S, class ScoreFn>
+SUITE_HD inline void top_groups(int experts, GroupLimit g, ScoreFn score, int* best_group) {
+  const int size = experts / g.groups;
+  S group_score[kMaxTopK];
+  int n_groups = 0;
+  for (int gi = 0; gi < g.groups; ++gi) {
+    S top[kMaxTopK];
+    int top_expert[kMaxTopK];
+    int n = 0;
+    for (int e = gi * size; e < (gi + 1) * size; ++e)
+      topk_insert(score(e), e, g.per_group, n, top, top_expert);
+    S sum = 0;
+    for (int i = 0; i < n; ++i)
+      sum += top[i];
+    topk_insert(sum, gi, g.max_groups, n_groups, group_score, best_group);
+  }
+}
+
+// Whether expert e lies in one of the groups best_group[0, max_groups).
+SUITE_HD inline bool in_groups(int expert, int experts, GroupLimit g, const int* best_group) {
+  const int gi = expert / (experts / g.groups);
+  for (int i = 0; i < g.max_groups; ++i)
+    if (best_group[i] == gi) return true;
+  return false;
+}
+
 // The drop rule under a capacity limit: an expert keeps the copies that come first in this
 // order and drops the rest: higher gate first; equal gates: lower global copy index first
 // (copy index = global token * k + slot). So the lowest gates are dropped, deterministically.

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Integration scenarios of moe across nodes (CPU backend), one per ctest test.
 
+Node-limited routing (`--max-nodes-per-token`): no token uses more nodes than allowed.
+
 `--dispatch flat,hierarchical` with `--ranks-per-node` cutting 4 local ranks into 2 nodes of 2,
 1 node of 4 and 4 nodes of 1. Hierarchical dispatch must give what flat gives (output and input
 gradient to fp64 rounding; expert weights and gate gradients exactly, the same products), and
@@ -119,6 +121,38 @@ def scenario_hierarchical(env: Env, P: int) -> None:
         print(f"  ok: {len(hier)} hierarchical cases as {4 // P} node(s) of {P}")
 
 
+def scenario_node_limited(env: Env) -> None:
+    """--max-nodes-per-token 0,1,2 on 4 ranks as 4 nodes of 1 (E 16, k 4), flat and
+    hierarchical: the benchmark checks each token's choice against its reference router (the
+    M nodes of highest top-(k/M) score sums, then the top-k among their experts); here no token
+    uses more than M nodes (from the saved routing), the cross-node rows fall with M, and each
+    limit's flat and hierarchical cases route alike."""
+    out = env.workdir / "moe_nodes_limited.h5"
+    proc = env.mpirun(4, "moe", *SMALL, "--experts", "16", "--top-k", "4", "--ranks-per-node", "1",
+                      "--max-nodes-per-token", "0,1,2", "--dispatch", "flat,hierarchical", "--out", str(out))
+    expect(proc.returncode == 0, "moe failed", proc)
+    with h5py.File(out) as f:
+        cases = list(f["moe"].values())
+        expect(len(cases) == 6, f"expected 6 cases, got {len(cases)}")
+        rows_per_token = {}
+        for g in cases:
+            a = g.attrs
+            M = int(a["max_nodes_per_token"])
+            expect(a["check_passed"] == 1 and a["bytes_match"] == 1, f"{g.name}: check")
+            expect((f"_maxnodes{M}" in g.name) == (M > 0), f"{g.name}: name and limit {M}")
+            chosen = g["tensor_chosen_expert"][()].astype(int).reshape(4, TOKENS, 4)
+            used = max(len(set((chosen[r, t] // 4).tolist())) for r in range(4) for t in range(TOKENS))
+            expect(used == int(a["most_nodes_per_token"]), f"{g.name}: most nodes {a['most_nodes_per_token']} vs {used}")
+            if M:
+                expect(used <= M, f"{g.name}: a token used {used} nodes, limit {M}")
+            key = (M, a["dispatch"])
+            rows_per_token[key] = float(a["hier_inter_node_rows_per_token"])
+        for M in (0, 1, 2):
+            expect(rows_per_token[(M, "flat")] == rows_per_token[(M, "hierarchical")], f"M {M}: routing differs")
+        expect(rows_per_token[(1, "flat")] < rows_per_token[(2, "flat")] < rows_per_token[(0, "flat")],
+               f"cross-node rows per token do not fall with the limit: {rows_per_token}")
+
+
 def scenario_groups(env: Env) -> None:
     """Two EP groups of 2 on 4 ranks, each cut into 2 nodes of 1: every rank's rail and node
     stay inside its group."""
@@ -142,6 +176,10 @@ def scenario_bad_input(env: Env) -> None:
         "P not dividing N_e": (["--ranks-per-node", "3"], "--ranks-per-node 3"),
         "P < 0": (["--ranks-per-node", "-1"], "--ranks-per-node"),
         "unknown dispatch": (["--dispatch", "ring"], "--dispatch: unknown dispatch 'ring'"),
+        "M above the nodes": (["--ranks-per-node", "2", "--max-nodes-per-token", "3"], "must be in [1, 2]"),
+        "M leaving fewer than k": (["--ranks-per-node", "1", "--top-k", "4", "--max-nodes-per-token", "1"],
+                                   "leaves fewer than k = 4"),
+        "M not a count": (["--max-nodes-per-token", "1.5"], "--max-nodes-per-token"),
     }
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad_moe_nodes.h5"
@@ -158,6 +196,7 @@ SCENARIOS = {
     "moe_hier_1x4": lambda e: scenario_hierarchical(e, 4),
     "moe_hier_4x1": lambda e: scenario_hierarchical(e, 1),
     "moe_hier_groups": scenario_groups,
+    "moe_node_limited": scenario_node_limited,
     "moe_hier_bad_input": scenario_bad_input,
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "kernels/moe/moe_cpu.hpp"
 #include "kernels/moe/moe_grad.hpp"
@@ -135,6 +136,63 @@ TEST(MoeRouter, SelectBiasChangesTheChoiceNotTheGateFormula) {
   EXPECT_THROW(
       cpu::router_topk<double>(1, 3, 4, logits, none, nullptr, &chosen, &gate, sums.data()),
       std::invalid_argument);
+}
+
+// Node-limited routing against a brute force written here: the M groups of highest
+// top-(k/M) score sums (ties: lower group), then the top-k among their experts.
+TEST(MoeRouter, NodeLimitedAgainstBruteForce) {
+  const int T = 200, E = 16, groups = 4;
+  for (int k : {2, 4, 6})
+    for (int M : {1, 2, 3}) {
+      if (M * E / groups < k) continue;
+      const GroupLimit limit{groups, M, std::max(1, k / M)};
+      auto logits = test::random_vector<double>(T * E, 7 + k * 10 + M, -3, 3);
+      std::vector<float> bias(E, 0.0f), select(E, 0.0f);
+      select[3] = 0.05f;
+      std::vector<std::int32_t> chosen(T * k);
+      std::vector<float> gates(T * k);
+      std::vector<double> sums(E, 0.0);
+      cpu::router_topk<double>(T, E, k, logits.data(), bias.data(), select.data(), chosen.data(),
+                               gates.data(), sums.data(), limit);
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> p(E), score(E);
+        double z = 0;
+        for (int e = 0; e < E; ++e)
+          z += p[e] = std::exp(logits[t * E + e]);
+        for (int e = 0; e < E; ++e)
+          score[e] = p[e] / z + select[e];
+        std::vector<double> group_sum(groups);
+        for (int g = 0; g < groups; ++g) {
+          std::vector<double> in(score.begin() + g * 4, score.begin() + (g + 1) * 4);
+          std::sort(in.rbegin(), in.rend());
+          group_sum[g] = std::accumulate(in.begin(), in.begin() + limit.per_group, 0.0);
+        }
+        std::vector<int> order(groups);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int a, int b) { return group_sum[a] > group_sum[b]; });
+        std::vector<int> allowed;
+        for (int e = 0; e < E; ++e)
+          if (std::find(order.begin(), order.begin() + M, e / 4) != order.begin() + M)
+            allowed.push_back(e);
+        std::stable_sort(allowed.begin(), allowed.end(),
+                         [&](int a, int b) { return score[a] > score[b]; });
+        std::set<int> nodes;
+        for (int s = 0; s < k; ++s) {
+          ASSERT_EQ(chosen[t * k + s], allowed[s]) << "k " << k << " M " << M << " token " << t;
+          nodes.insert(chosen[t * k + s] / 4);
+        }
+        EXPECT_LE(static_cast<int>(nodes.size()), M);
+      }
+    }
+  // A limit that leaves fewer than k experts is refused.
+  std::vector<double> logits(16, 0.0);
+  std::vector<float> bias(16, 0.0f), gates(8);
+  std::vector<std::int32_t> chosen(8);
+  std::vector<double> sums(16, 0.0);
+  EXPECT_THROW(cpu::router_topk<double>(1, 16, 8, logits.data(), bias.data(), nullptr,
+                                        chosen.data(), gates.data(), sums.data(), {4, 1, 8}),
+               std::invalid_argument);
 }
 
 TEST(MoePlan, DispatchOrderCountsAndDrops) {

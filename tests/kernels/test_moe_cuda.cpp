@@ -53,6 +53,33 @@ TEST_P(MoeCuda, RouterMatchesCpu) {
     EXPECT_NEAR(p[e], sums[e], 1e-3 * T);
 }
 
+TEST_P(MoeCuda, NodeLimitedRouterMatchesCpu) {
+  SUITE_REQUIRE_CUDA_DEVICE();
+  const DType t = GetParam();
+  const int T = 300, E = 32, k = 8;
+  const GroupLimit limit{8, 4, 2};  // 8 nodes of 4 experts, at most 4 per token
+  std::vector<float> logits(T * E);
+  for (int tok = 0; tok < T; ++tok)
+    for (int e = 0; e < E; ++e)
+      logits[tok * E + e] = 0.125f * static_cast<float>((e * 13 + tok * 5) % E);
+  std::vector<float> bias(E, 0.0f), select(E, 0.0f);
+  DeviceBuffer dl = test::upload(t, logits), db = test::upload_raw(bias),
+               ds = test::upload_raw(select), dc(T * k * 4), dg(T * k * 4),
+               dp = test::upload_raw(std::vector<float>(E, 0.0f));
+  cuda::router_topk(nullptr, t, T, E, k, dl.get(), db.as<float>(), ds.as<float>(),
+                    dc.as<std::int32_t>(), dg.as<float>(), dp.as<float>(), limit);
+  SUITE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::int32_t> chosen(T * k);
+  std::vector<float> gates(T * k);
+  std::vector<double> sums(E, 0.0);
+  cpu::router_topk<float>(T, E, k, logits.data(), bias.data(), select.data(), chosen.data(),
+                          gates.data(), sums.data(), limit);
+  EXPECT_EQ(test::download_raw<std::int32_t>(dc, T * k), chosen);
+  const auto g = test::download_raw<float>(dg, T * k);
+  for (int i = 0; i < T * k; ++i)
+    ASSERT_NEAR(g[i], gates[i], 1e-5) << i;
+}
+
 TEST_P(MoeCuda, GatherCombineSiluMulMatchCpu) {
   SUITE_REQUIRE_CUDA_DEVICE();
   const DType t = GetParam();
