@@ -15,8 +15,7 @@ namespace {
 
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat",
-              max_nodes = "0";
+              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat", max_nodes = "0";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
   double balance_rate = 0.05;

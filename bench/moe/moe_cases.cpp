@@ -415,25 +415,26 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
             validate(cfg);
             check_transport_limit(ctx, cfg);
             for (int max_nodes : sweep.max_nodes)
-            for (Dispatch dispatch : sweep.dispatches)
-              for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
-                cfg.dispatch = dispatch;
-              cfg.max_nodes_per_token = max_nodes;
-              validate(cfg);
-                cfg.pass = pass;
-                const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
-                const double have = static_cast<double>(ctx.device.memory_available());
-                if (need > 0.9 * have)
-                  throw UsageError(
-                      "moe: " + case_name(cfg) + " needs about " +
-                      std::to_string(static_cast<std::int64_t>(need) >> 20) +
-                      " MiB per rank but only " +
-                      std::to_string(static_cast<std::int64_t>(have) >> 20) + " MiB are available" +
-                      (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
-                                      : "") +
-                      "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
-                specs.push_back(make_spec(ctx, cfg));
-              }
+              for (Dispatch dispatch : sweep.dispatches)
+                for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
+                  cfg.dispatch = dispatch;
+                  cfg.max_nodes_per_token = max_nodes;
+                  validate(cfg);
+                  cfg.pass = pass;
+                  const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
+                  const double have = static_cast<double>(ctx.device.memory_available());
+                  if (need > 0.9 * have)
+                    throw UsageError(
+                        "moe: " + case_name(cfg) + " needs about " +
+                        std::to_string(static_cast<std::int64_t>(need) >> 20) +
+                        " MiB per rank but only " +
+                        std::to_string(static_cast<std::int64_t>(have) >> 20) +
+                        " MiB are available" +
+                        (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
+                                        : "") +
+                        "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
+                  specs.push_back(make_spec(ctx, cfg));
+                }
           }
       }
   // Knob lists are validated even when no case uses them (a typo must not pass silently).

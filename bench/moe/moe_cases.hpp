@@ -20,7 +20,7 @@ struct MoeSweep {
   std::vector<double> hot_factors;  // empty: default_hot_factor(E, k) per case
   std::vector<Pass> passes{Pass::fwd};
   std::vector<Dispatch> dispatches{Dispatch::flat};
-  int ranks_per_node = 0;  // 0: the placement's (ranks sharing this rank's host, within N_e)
+  int ranks_per_node = 0;         // 0: the placement's (ranks sharing this rank's host, within N_e)
   std::vector<int> max_nodes{0};  // node-limited routing per case (0: unlimited)
 };
 

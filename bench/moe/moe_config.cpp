@@ -72,9 +72,9 @@ void validate(const MoeConfig& c) {
          "--max-nodes-per-token above " + std::to_string(kernels::moe::kMaxTopK) +
              " is not supported");
     need(static_cast<std::int64_t>(c.max_nodes_per_token) * (c.experts / c.nodes()) >= c.k,
-         "--max-nodes-per-token " + std::to_string(c.max_nodes_per_token) + " leaves fewer than k = " +
-             std::to_string(c.k) + " experts (" + std::to_string(c.experts / c.nodes()) +
-             " per node)");
+         "--max-nodes-per-token " + std::to_string(c.max_nodes_per_token) +
+             " leaves fewer than k = " + std::to_string(c.k) + " experts (" +
+             std::to_string(c.experts / c.nodes()) + " per node)");
   }
   need(c.balance_steps >= 0, "--balance-steps must be >= 0");
   need(c.balance_rate > 0 && std::isfinite(c.balance_rate), "--balance-rate must be > 0");

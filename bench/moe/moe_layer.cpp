@@ -559,8 +559,8 @@ int MoeLayer::most_nodes_per_token() const {
     for (int j = 0; j < cfg_.k; ++j)
       nodes.push_back(chosen_[static_cast<std::size_t>(t * cfg_.k + j)] / per_node);
     std::sort(nodes.begin(), nodes.end());
-    most = std::max(most,
-                    static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+    most =
+        std::max(most, static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
   }
   return most;
 }

@@ -112,8 +112,9 @@ void router_topk(std::int64_t tokens, int experts, int k, const T* logits, const
     throw std::invalid_argument("router_topk: k must be in [1, min(experts, " +
                                 std::to_string(kMaxTopK) + ")]");
   if (limit.active() && !group_limit_valid(experts, k, limit))
-    throw std::invalid_argument("router_topk: the group limit must split the experts evenly and "
-                                "leave k experts in max_groups groups");
+    throw std::invalid_argument(
+        "router_topk: the group limit must split the experts evenly and "
+        "leave k experts in max_groups groups");
   int best_group[kMaxTopK];
   std::vector<double> p(static_cast<std::size_t>(experts));
   double best_score[kMaxTopK];
