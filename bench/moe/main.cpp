@@ -3,19 +3,23 @@
 // and backward (--pass).
 #include <cmath>
 
+#include "bench/moe/a2a_case.hpp"
 #include "bench/moe/moe_cases.hpp"
 #include "bench/moe/moe_report.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
 #include "common/pass_list.hpp"
+#include "common/record_access.hpp"
 #include "common/size_list.hpp"
 
 namespace {
 
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat", max_nodes = "0";
+              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat", max_nodes = "0",
+              mode = "layer", traffic = "uniform", bytes = "1M",
+              a2a_algo = "flat,pairwise,hierarchical";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
   double balance_rate = 0.05;
@@ -179,6 +183,26 @@ int main(int argc, char** argv) {
                    "top-k is taken among their experts. 0 = unlimited; 1 <= M <= nodes of the "
                    "group (N_e / --ranks-per-node). Cases named _maxnodes<M>")
         ->capture_default_str();
+    app.add_option("--mode", o.mode,
+                   "layer (the MoE layer, default) or a2a: one all-to-all-v over a traffic "
+                   "matrix (--traffic, --bytes, --a2a-algo), nccl-tests style, no layer")
+        ->capture_default_str();
+    app.add_option("--traffic", o.traffic,
+                   "a2a mode, traffic matrices (list): uniform (--bytes / N to every rank), "
+                   "zipf[:ALPHA] (destinations hot by a seeded power law, default 1.2), incast "
+                   "(every rank sends all to rank 0), pair (node 0 and node 1 exchange, rank to "
+                   "the rank with its local index), file:PATH (N rows of N comma-separated bytes, "
+                   "or fractions of --bytes when all are at most 1)")
+        ->capture_default_str();
+    app.add_option("--bytes", o.bytes,
+                   "a2a mode: bytes a rank sends in all, the patterns' total (list or range, "
+                   "e.g. 64K:64M:x4); pairs are rounded down to whole elements of --dtype")
+        ->capture_default_str();
+    app.add_option("--a2a-algo", o.a2a_algo,
+                   "a2a mode, algorithms (list): flat (one all-to-all-v), pairwise (N steps, "
+                   "rank + i each, timed per pair), hierarchical (one message per other node to "
+                   "the rail peer there, then forwarded inside the node)")
+        ->capture_default_str();
     app.add_option("--ep", o.ep,
                    "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "
                    "groups run the case at once, step time is the max over all ranks")
@@ -186,10 +210,26 @@ int main(int argc, char** argv) {
   };
   def.group_size = [&](int world) { return suite::resolve_group_size(o.ep, world, "--ep"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
-    return suite::moe::moe_cases(ctx, make_sweep(o));
+    // The layer's flags are parsed in every mode, so a typo never passes silently.
+    const suite::moe::MoeSweep layer = make_sweep(o);
+    if (o.mode == "layer") return suite::moe::moe_cases(ctx, layer);
+    if (o.mode != "a2a")
+      throw suite::UsageError("--mode: unknown mode '" + o.mode + "' (layer, a2a)");
+    suite::moe::A2aSweep a;
+    for (const auto& t : suite::split_list(o.traffic))
+      a.traffic.push_back(suite::moe::parse_traffic(t));
+    if (a.traffic.empty()) throw suite::UsageError("--traffic: name at least one pattern");
+    a.bytes = suite::parse_sweep(o.bytes);
+    a.algos = suite::moe::parse_a2a_algos(o.a2a_algo);
+    a.ranks_per_node = suite::moe::resolve_ranks_per_node(ctx, o.ranks_per_node, ctx.comm.size());
+    return suite::moe::a2a_cases(ctx, a);
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
-    suite::moe::print_moe_table(records);
+    std::vector<suite::CaseRecord> layer, a2a;
+    for (const auto& r : records)
+      (suite::param_text(r, "mode") == "a2a" ? a2a : layer).push_back(r);
+    suite::moe::print_moe_table(layer);
+    suite::moe::print_a2a_table(a2a);
   };
   return suite::run_benchmark(argc, argv, def);
 }

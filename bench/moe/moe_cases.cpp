@@ -105,6 +105,17 @@ class MoeCase final : public BenchCase {
             out.detail + grads_->detail};
   }
 
+  // The node and rail communicators of hierarchical dispatch carry most of its traffic.
+  ByteCounts own_comm_bytes() const override {
+    ByteCounts b;
+    for (const Comm* c : {node_comm_.get(), rail_comm_.get()})
+      if (c) {
+        b.sent += c->lifetime_bytes().sent;
+        b.recv += c->lifetime_bytes().recv;
+      }
+    return b;
+  }
+
   LayerGrads layer_grads() const {
     LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
     const auto gate = layer_->gate_grad();
@@ -362,8 +373,6 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
 
 }  // namespace
 
-// Ranks per node inside a group of n_e: --ranks-per-node, or where it is 0 the ranks sharing
-// this rank's host (the largest divisor of n_e among them, so that nodes tile the group).
 int resolve_ranks_per_node(BenchContext& ctx, int requested, int n_e) {
   if (requested < 0) throw UsageError("moe: --ranks-per-node must be >= 0 (0: the placement's)");
   if (requested > 0) {

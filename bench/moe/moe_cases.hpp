@@ -24,6 +24,10 @@ struct MoeSweep {
   std::vector<int> max_nodes{0};  // node-limited routing per case (0: unlimited)
 };
 
+// Ranks per node inside a group of n_e: `requested`, or where it is 0 the ranks sharing this
+// rank's host (cut to divide n_e), the same on every rank. Collective over the job.
+int resolve_ranks_per_node(BenchContext& ctx, int requested, int n_e);
+
 // Validates every point (UsageError naming the first bad one) and builds the cases.
 std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep);
 

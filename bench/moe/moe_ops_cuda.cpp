@@ -27,7 +27,7 @@ class CudaMoeOps final : public MoeOps {
   }
   void router(std::int64_t tokens, int experts, int kk, const void* logits, const float* logit_bias,
               const float* select_bias, std::int32_t* chosen, float* gates, float* prob_sum,
-              km::GroupLimit limit) override {
+              kernels::moe::GroupLimit limit) override {
     km::router_topk(stream_, dtype_, tokens, experts, kk, logits, logit_bias, select_bias, chosen,
                     gates, prob_sum, limit);
   }

@@ -115,6 +115,9 @@ def scenario_hierarchical(env: Env, P: int) -> None:
                 none *= max(0.0, (E - per_node - i) / (E - i))
             expect(np.isclose(a["pred_hier_inter_node_rows_per_token"], (M - 1) * (1 - none)), f"{name}: prediction")
             expect(np.isclose(a["pred_flat_inter_node_rows_per_token"], k * (M - 1) / M), f"{name}: flat prediction")
+            # The harness's counters (group, node and rail communicators) saw what the layer counted.
+            expect(np.array_equal(g["bytes_sent"][()].ravel(), g["moe_bytes_sent"][()].ravel()),
+                   f"{name}: bytes_sent {g['bytes_sent'][()]} != moe_bytes_sent {g['moe_bytes_sent'][()]}")
             calls = g["collective_calls"][()].reshape(-1, 3).tolist()
             want_calls = [[2, 5, int(a["capacity"] >= 0)], [0, 5, 1]]
             expect(calls == want_calls, f"{name}: collective calls {calls} != {want_calls}")
