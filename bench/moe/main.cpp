@@ -18,7 +18,7 @@ namespace {
 struct MoeOptions {
   std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
               capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat", max_nodes = "0",
-              mode = "layer", traffic = "uniform", bytes = "1M",
+              mode = "layer", traffic = "uniform", bytes = "1M", redundant = "0",
               a2a_algo = "flat,pairwise,hierarchical";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
@@ -88,6 +88,13 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
       throw suite::UsageError("--max-nodes-per-token: '" + std::to_string(m) +
                               "' is not a node count (0 = unlimited)");
     s.max_nodes.push_back(static_cast<int>(m));
+  }
+  s.redundant.clear();
+  for (double r : parse_numbers(o.redundant, "--redundant-experts")) {
+    if (r != std::floor(r) || r < 0 || r > 1 << 20)
+      throw suite::UsageError("--redundant-experts: '" + std::to_string(r) +
+                              "' is not a count of experts (0 = none)");
+    s.redundant.push_back(static_cast<int>(r));
   }
   return s;
 }
@@ -182,6 +189,14 @@ int main(int argc, char** argv) {
                    "most M nodes, those whose best max(1, k/M) router scores sum highest; its "
                    "top-k is taken among their experts. 0 = unlimited; 1 <= M <= nodes of the "
                    "group (N_e / --ranks-per-node). Cases named _maxnodes<M>")
+        ->capture_default_str();
+    app.add_option("--redundant-experts", o.redundant,
+                   "R (list): EPLB's redundant experts: the R most loaded experts (the routing "
+                   "after --balance-steps) get one more replica, all E + R replicas packed onto "
+                   "the ranks by load ((E + R) / N_e slots each, never two replicas of one expert "
+                   "on a rank); the n-th copy a rank routes to a replicated expert goes to its "
+                   "replica n mod 2; the backward all-reduces the two replicas' weight gradients. "
+                   "Needs dropless routing and N_e >= 2. Cases named _red<R>")
         ->capture_default_str();
     app.add_option("--mode", o.mode,
                    "layer (the MoE layer, default) or a2a: one all-to-all-v over a traffic "

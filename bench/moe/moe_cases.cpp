@@ -4,7 +4,10 @@
 #include <cmath>
 #include <optional>
 
+#include <mpi.h>
+
 #include "bench/moe/moe_calibrate.hpp"
+#include "bench/moe/moe_eplb.hpp"
 #include "bench/moe/moe_layer.hpp"
 #include "bench/moe/moe_levels_report.hpp"
 #include "bench/moe/moe_reference.hpp"
@@ -44,6 +47,7 @@ class MoeCase final : public BenchCase {
     layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_, comms);
     select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
     balance();
+    if (cfg_.redundant_experts > 0) place_replicas();
     // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
     // and the rows of the largest exchange where only the routing tells them. The routing is
     // the same every step (fixed inputs and biases).
@@ -98,9 +102,9 @@ class MoeCase final : public BenchCase {
                                                    select_bias_, routing, layer_->local_output());
     CheckOutcome out{ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
     if (!cfg_.backward()) return out;
-    grads_ =
-        check_gradients(cfg_, layer_->group_rank(),
-                        first_token_ - layer_->group_rank() * cfg_.tokens, routing, layer_grads());
+    grads_ = check_gradients(cfg_, layer_->group_rank(),
+                             first_token_ - layer_->group_rank() * cfg_.tokens, routing,
+                             layer_grads(), layer_->local_experts());
     return {out.passed && grads_->passed, std::max(out.max_abs_err, grads_->max_abs_err()),
             out.detail + grads_->detail};
   }
@@ -108,7 +112,10 @@ class MoeCase final : public BenchCase {
   // The node and rail communicators of hierarchical dispatch carry most of its traffic.
   ByteCounts own_comm_bytes() const override {
     ByteCounts b;
-    for (const Comm* c : {node_comm_.get(), rail_comm_.get()})
+    std::vector<const Comm*> own = {node_comm_.get(), rail_comm_.get()};
+    for (const auto& c : replica_comms_)
+      own.push_back(c.get());
+    for (const Comm* c : own)
       if (c) {
         b.sent += c->lifetime_bytes().sent;
         b.recv += c->lifetime_bytes().recv;
@@ -120,9 +127,9 @@ class MoeCase final : public BenchCase {
     LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
     const auto gate = layer_->gate_grad();
     g.dgate.assign(gate.begin(), gate.end());
-    for (int j = 0; j < cfg_.experts_per_rank(); ++j) {
-      g.dw1.push_back(layer_->expert_w1_grad(j));
-      g.dw2.push_back(layer_->expert_w2_grad(j));
+    for (std::size_t j = 0; j < layer_->local_experts().size(); ++j) {
+      g.dw1.push_back(layer_->expert_w1_grad(static_cast<int>(j)));
+      g.dw2.push_back(layer_->expert_w2_grad(static_cast<int>(j)));
     }
     return g;
   }
@@ -174,6 +181,7 @@ class MoeCase final : public BenchCase {
                       layer_->distinct_inter_rows(),
                       layer_->most_nodes_per_token()};
     report_levels(cfg_, levels, rec);
+    report_placement(rec);
     rec.attrs.emplace_back(
         "router_logits", std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
                                                       "seeded per (global token, expert), sd 1"
@@ -202,7 +210,8 @@ class MoeCase final : public BenchCase {
     }
     if (sim::modeled()) return {};
     if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
-    const std::int64_t expert_weights = cfg_.experts_per_rank() * cfg_.h * cfg_.w1_cols();
+    const std::int64_t expert_weights =
+        static_cast<std::int64_t>(layer_->local_experts().size()) * cfg_.h * cfg_.w1_cols();
     if (cfg_.backward() && (cfg_.h * cfg_.experts > kMaxSaved || expert_weights > kMaxSaved))
       return {};
     const auto& c = layer_->chosen();
@@ -217,7 +226,7 @@ class MoeCase final : public BenchCase {
     if (!cfg_.backward()) return out;
     const LayerGrads grads = layer_grads();
     std::vector<double> w1, w2;  // local experts' gradients, concatenated
-    for (int j = 0; j < cfg_.experts_per_rank(); ++j) {
+    for (std::size_t j = 0; j < grads.dw1.size(); ++j) {
       w1.insert(w1.end(), grads.dw1[j].begin(), grads.dw1[j].end());
       w2.insert(w2.end(), grads.dw2[j].begin(), grads.dw2[j].end());
     }
@@ -242,6 +251,61 @@ class MoeCase final : public BenchCase {
     return {kept, routed};
   }
 
+  // Rank loads (max / mean, the worst group) of the block placement and of EPLB's, from the
+  // group's loads before timing (each expert's load split evenly over its replicas); the
+  // measured one after is rank_load_max_over_mean. Collective over the job.
+  void report_placement(CaseRecord& rec) {
+    double mm[2] = {0, 0};
+    if (cfg_.redundant_experts > 0) {
+      for (int i = 0; i < 2; ++i) {
+        const auto loads = rank_loads(
+            i == 0 ? block_placement(cfg_.experts, cfg_.n_e) : layer_->placement(), group_load_);
+        double sum = 0, most = 0;
+        for (double l : loads) {
+          sum += l;
+          most = std::max(most, l);
+        }
+        mm[i] = sum > 0 ? most * static_cast<double>(loads.size()) / sum : 0;
+      }
+    }
+    double worst[2] = {0, 0};
+    SUITE_MPI_CHECK(MPI_Allreduce(mm, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (cfg_.redundant_experts == 0 || ctx_.mpi.rank() != 0) return;
+    rec.attrs.emplace_back("redundant_experts", std::int64_t{cfg_.redundant_experts});
+    rec.attrs.emplace_back("block_rank_load_max_over_mean", worst[0]);
+    rec.attrs.emplace_back("pred_rank_load_max_over_mean", worst[1]);
+    const ExpertPlacement& p = layer_->placement();
+    rec.int_tables.push_back(
+        {"slot_expert", 1, p.slot_expert.size(),
+         std::vector<std::int64_t>(p.slot_expert.begin(), p.slot_expert.end())});
+  }
+
+  // EPLB: the group's loads under the routing of the timed steps (fixed inputs and biases, so
+  // what the balancing left), one more replica for the R most loaded experts, packed by load;
+  // a two-rank group per replicated expert for its gradients' all-reduce. Collective over the
+  // job: every group has R replicated experts, so every rank makes R splits.
+  void place_replicas() {
+    layer_->route();
+    group_load_ = layer_->group_sum(local_loads().second);
+    const ExpertPlacement p = eplb_placement(group_load_, cfg_.redundant_experts, cfg_.n_e);
+    const int world = ctx_.mpi.rank(), group = world / cfg_.n_e, me = ctx_.comm.rank();
+    std::vector<ReplicaSync> sync;
+    int i = 0;
+    for (int e = 0; e < cfg_.experts; ++e) {
+      const auto& reps = p.replicas[static_cast<std::size_t>(e)];
+      if (reps.size() < 2) continue;
+      int slot = -1;
+      for (int s : reps)
+        if (p.owner(s) == me) slot = s - me * p.slots_per_rank;
+      const int color = slot >= 0 ? group * cfg_.redundant_experts + i
+                                  : ctx_.mpi.size() * cfg_.redundant_experts + world;
+      replica_comms_.push_back(make_split_comm(ctx_, color));
+      if (slot >= 0) sync.push_back({slot, replica_comms_.back().get()});
+      ++i;
+    }
+    layer_->set_placement(p, std::move(sync));
+  }
+
   // Aux-loss-free balancing (DeepSeek-V3): after each routing step, lower the selection bias of
   // experts above the mean load and raise it for those below, by a fixed rate.
   void balance() {
@@ -262,7 +326,9 @@ class MoeCase final : public BenchCase {
   MoeConfig cfg_;
   bool check_rows_ = false;
   std::unique_ptr<MoeOps> ops_;
-  std::unique_ptr<Comm> node_comm_, rail_comm_;  // hierarchical dispatch: its node and rail
+  std::unique_ptr<Comm> node_comm_, rail_comm_;       // hierarchical dispatch: its node and rail
+  std::vector<std::unique_ptr<Comm>> replica_comms_;  // redundant experts: one per replicated one
+  std::vector<double> group_load_;                    // redundant experts: the loads placed by
   std::unique_ptr<MoeLayer> layer_;
   std::int64_t first_token_ = 0;
   std::vector<float> select_bias_;
@@ -305,7 +371,7 @@ double estimate_bytes(const MoeConfig& c, bool host_is_device) {
                h = static_cast<double>(c.h), E = static_cast<double>(c.experts),
                k = static_cast<double>(c.k), ff = static_cast<double>(c.d_ff),
                w1 = static_cast<double>(c.w1_cols()), n_e = static_cast<double>(c.n_e),
-               local = static_cast<double>(c.experts_per_rank());
+               local = static_cast<double>((c.experts + c.redundant_experts) / c.n_e);
   const std::int64_t capacity =
       kernels::moe::expert_capacity(c.capacity_factor, c.k, c.tokens * c.n_e, c.experts);
   const double sent = k * T,
@@ -361,6 +427,8 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
     spec.params.emplace_back("dispatch", std::string(dispatch_name(cfg.dispatch)));
   if (cfg.max_nodes_per_token > 0)
     spec.params.emplace_back("max_nodes_per_token", std::int64_t{cfg.max_nodes_per_token});
+  if (cfg.redundant_experts > 0)
+    spec.params.emplace_back("redundant_experts", std::int64_t{cfg.redundant_experts});
   if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
   const bool check_rows = check_transport_limit(ctx, cfg);
   spec.make = [&ctx, cfg, check_rows] { return std::make_unique<MoeCase>(ctx, cfg, check_rows); };
@@ -423,27 +491,30 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
               throw UsageError("moe: --experts " + std::to_string(E) + " is too large");
             validate(cfg);
             check_transport_limit(ctx, cfg);
-            for (int max_nodes : sweep.max_nodes)
-              for (Dispatch dispatch : sweep.dispatches)
-                for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
-                  cfg.dispatch = dispatch;
-                  cfg.max_nodes_per_token = max_nodes;
-                  validate(cfg);
-                  cfg.pass = pass;
-                  const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
-                  const double have = static_cast<double>(ctx.device.memory_available());
-                  if (need > 0.9 * have)
-                    throw UsageError(
-                        "moe: " + case_name(cfg) + " needs about " +
-                        std::to_string(static_cast<std::int64_t>(need) >> 20) +
-                        " MiB per rank but only " +
-                        std::to_string(static_cast<std::int64_t>(have) >> 20) +
-                        " MiB are available" +
-                        (sim::modeled() ? " (modeled compute: the routing and buffers under 1 MiB)"
-                                        : "") +
-                        "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
-                  specs.push_back(make_spec(ctx, cfg));
-                }
+            for (int redundant : sweep.redundant)
+              for (int max_nodes : sweep.max_nodes)
+                for (Dispatch dispatch : sweep.dispatches)
+                  for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
+                    cfg.dispatch = dispatch;
+                    cfg.max_nodes_per_token = max_nodes;
+                    cfg.redundant_experts = redundant;
+                    validate(cfg);
+                    cfg.pass = pass;
+                    const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
+                    const double have = static_cast<double>(ctx.device.memory_available());
+                    if (need > 0.9 * have)
+                      throw UsageError(
+                          "moe: " + case_name(cfg) + " needs about " +
+                          std::to_string(static_cast<std::int64_t>(need) >> 20) +
+                          " MiB per rank but only " +
+                          std::to_string(static_cast<std::int64_t>(have) >> 20) +
+                          " MiB are available" +
+                          (sim::modeled()
+                               ? " (modeled compute: the routing and buffers under 1 MiB)"
+                               : "") +
+                          "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
+                    specs.push_back(make_spec(ctx, cfg));
+                  }
           }
       }
   // Knob lists are validated even when no case uses them (a typo must not pass silently).

@@ -76,6 +76,18 @@ void validate(const MoeConfig& c) {
              " leaves fewer than k = " + std::to_string(c.k) + " experts (" +
              std::to_string(c.experts / c.nodes()) + " per node)");
   }
+  if (c.redundant_experts != 0) {
+    const int R = c.redundant_experts;
+    need(R >= 1 && R <= c.experts, "--redundant-experts " + std::to_string(R) +
+                                       " must be in [0, E = " + std::to_string(c.experts) + "]");
+    need((c.experts + R) % c.n_e == 0,
+         "--redundant-experts " + std::to_string(R) + ": E + R = " + std::to_string(c.experts + R) +
+             " slots do not divide over N_e = " + std::to_string(c.n_e) + " ranks");
+    need(c.n_e >= 2, "--redundant-experts needs N_e >= 2 (a replica on another rank)");
+    need(c.dropless(),
+         "--redundant-experts needs dropless routing (--capacity-factor 0): "
+         "capacity is per expert, replicas would split it");
+  }
   need(c.balance_steps >= 0, "--balance-steps must be >= 0");
   need(c.balance_rate > 0 && std::isfinite(c.balance_rate), "--balance-rate must be > 0");
 }
@@ -174,6 +186,7 @@ std::string case_name(const MoeConfig& c) {
   name += c.dropless() ? "_dropless" : "_cf" + num(c.capacity_factor);
   if (c.balance_steps > 0) name += "_bal" + std::to_string(c.balance_steps);
   name += "_ep" + std::to_string(c.n_e);
+  if (c.redundant_experts > 0) name += "_red" + std::to_string(c.redundant_experts);
   if (c.max_nodes_per_token > 0) name += "_maxnodes" + std::to_string(c.max_nodes_per_token);
   if (c.dispatch == Dispatch::hierarchical) name += "_hier" + std::to_string(c.ranks_per_node);
   return c.backward() ? name + "_fwd_bwd" : name;

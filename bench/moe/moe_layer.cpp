@@ -62,13 +62,9 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
   init(x_, Tensor::input, 0, first_token, T, h);
   w_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
   init(w_router_, Tensor::router, 0, 0, h, E);
-  for (int j = 0; j < cfg.experts_per_rank(); ++j) {
-    const int expert = rank_ * cfg.experts_per_rank() + j;
-    w1_.push_back(device.alloc(static_cast<std::size_t>(h * cfg.w1_cols()) * e_));
-    init(w1_.back(), Tensor::w1, expert, 0, h, cfg.w1_cols());
-    w2_.push_back(device.alloc(static_cast<std::size_t>(cfg.d_ff * h) * e_));
-    init(w2_.back(), Tensor::w2, expert, 0, cfg.d_ff, h);
-  }
+  placement_ = block_placement(cfg.experts, ranks_);
+  slots_ = placement_.slots_per_rank;
+  init_experts();
   logits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
   out_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
   {
@@ -78,8 +74,11 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
     logit_bias_ = device.alloc(bytes_of(logit_bias_host_));
     upload(logit_bias_, logit_bias_host_.data(), bytes_of(logit_bias_host_));
     set_select_bias(std::vector<float>(static_cast<std::size_t>(E), 0.0f));
-    counts_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
-    counts_recv_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
+    // One count per slot: E, or E + R under redundant experts.
+    counts_send_ =
+        device.alloc(static_cast<std::size_t>(E + cfg.redundant_experts) * sizeof(double));
+    counts_recv_ =
+        device.alloc(static_cast<std::size_t>(E + cfg.redundant_experts) * sizeof(double));
     if (cfg.backward()) {
       routed_send_ = device.alloc(static_cast<std::size_t>(E) * sizeof(double));
       routed_recv_ = device.alloc(static_cast<std::size_t>(E * ranks_) * sizeof(double));
@@ -104,10 +103,44 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
   dx_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
   dw_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
   dlogits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
-  for (std::size_t j = 0; j < w1_.size(); ++j) {
-    dw1_.push_back(device.alloc(w1_[j].bytes()));
-    dw2_.push_back(device.alloc(w2_[j].bytes()));
+}
+
+// The weights (and their gradients) of this rank's slots, each the weights of its expert.
+void MoeLayer::init_experts() {
+  const std::int64_t h = cfg_.h;
+  w1_.clear();
+  w2_.clear();
+  dw1_.clear();
+  dw2_.clear();
+  for (int j = 0; j < slots_; ++j) {
+    const int expert = placement_.slot_expert[static_cast<std::size_t>(rank_ * slots_ + j)];
+    w1_.push_back(device_.alloc(static_cast<std::size_t>(h * cfg_.w1_cols()) * e_));
+    w2_.push_back(device_.alloc(static_cast<std::size_t>(cfg_.d_ff * h) * e_));
+    if (sim::modeled()) {
+      device_.fill_zero(w1_.back().data(), w1_.back().bytes());
+      device_.fill_zero(w2_.back().data(), w2_.back().bytes());
+    } else {
+      upload_values(w1_.back(), init_block(cfg_, Tensor::w1, expert, 0, h, cfg_.w1_cols()));
+      upload_values(w2_.back(), init_block(cfg_, Tensor::w2, expert, 0, cfg_.d_ff, h));
+    }
+    if (cfg_.backward()) {
+      dw1_.push_back(device_.alloc(w1_.back().bytes()));
+      dw2_.push_back(device_.alloc(w2_.back().bytes()));
+    }
   }
+}
+
+void MoeLayer::set_placement(const ExpertPlacement& p, std::vector<ReplicaSync> sync) {
+  SUITE_CHECK(p.experts == cfg_.experts && p.ranks == ranks_, "a placement of this group");
+  placement_ = p;
+  slots_ = p.slots_per_rank;
+  replica_sync_ = std::move(sync);
+  init_experts();
+}
+
+std::vector<int> MoeLayer::local_experts() const {
+  return {placement_.slot_expert.begin() + rank_ * slots_,
+          placement_.slot_expert.begin() + (rank_ + 1) * slots_};
 }
 
 void MoeLayer::set_select_bias(const std::vector<float>& bias) {
@@ -148,7 +181,15 @@ void MoeLayer::route() {
     ++fwd_calls_.all_gather;
     std::copy_n(all_keep.begin() + rank_ * copies, copies, keep_.begin());
   }
-  plan_ = km::plan_dispatch(T, k, cfg_.experts, ranks_, chosen_.data(), keep_.data());
+  // Each copy's slot: its expert's own, or under redundant experts one of its replicas by the
+  // split rule (the n-th copy this rank routes to an expert goes to replica n mod replicas).
+  phys_chosen_.assign(chosen_.begin(), chosen_.end());
+  if (placement_.redundant() > 0) {
+    std::vector<std::int64_t> seen(static_cast<std::size_t>(cfg_.experts), 0);
+    for (auto& e : phys_chosen_)
+      e = replica_for_copy(placement_, e, seen[static_cast<std::size_t>(e)]++);
+  }
+  plan_ = km::plan_dispatch(T, k, placement_.slots(), ranks_, phys_chosen_.data(), keep_.data());
   ensure(send_src_, bytes_of(plan_.send_src));
   upload_index(send_src_, plan_.send_src.data(), bytes_of(plan_.send_src));
   ensure(slot_pos_, bytes_of(plan_.slot_pos));
@@ -329,7 +370,7 @@ std::int64_t MoeLayer::max_exchange_rows() {
   // [receiving rank] rows this rank sends it, then [rank] rows it sends in all: summed over
   // the group, every rank's receive and send totals.
   std::vector<double> rows(static_cast<std::size_t>(2 * ranks_), 0.0);
-  const int per_rank = cfg_.experts_per_rank();
+  const int per_rank = slots_;
   for (int r = 0; r < ranks_; ++r)
     for (int j = 0; j < per_rank; ++j)
       rows[static_cast<std::size_t>(r)] +=
@@ -355,7 +396,7 @@ void MoeLayer::permute_in() {
 }
 
 void MoeLayer::dispatch() {
-  const int per_rank = cfg_.experts_per_rank();
+  const int per_rank = slots_;
   const std::int64_t h = cfg_.h;
   // Counts first: block (destination, local expert) -> how many rows follow.
   std::vector<double> counts(plan_.send_counts.begin(), plan_.send_counts.end());
@@ -418,7 +459,7 @@ std::int64_t MoeLayer::all_to_all_v_bytes(const void* send,
 }
 
 void MoeLayer::regroup() {
-  regroup_ = km::plan_regroup(ranks_, cfg_.experts_per_rank(), recv_counts_.data());
+  regroup_ = km::plan_regroup(ranks_, slots_, recv_counts_.data());
   ensure(regroup_gather_, bytes_of(regroup_.gather));
   upload_index(regroup_gather_, regroup_.gather.data(), bytes_of(regroup_.gather));
   ensure(regroup_scatter_, bytes_of(regroup_.scatter));
@@ -486,7 +527,7 @@ void MoeLayer::forward(PhaseTimer& phases) {
 }
 
 StepBytes MoeLayer::implied_bytes() const {
-  const int per_rank = cfg_.experts_per_rank();
+  const int per_rank = slots_;
   const std::int64_t row_bytes = cfg_.h * static_cast<std::int64_t>(e_);
   StepBytes b;
   b.control = static_cast<std::int64_t>(ranks_ - 1) * per_rank * 8;
@@ -511,7 +552,7 @@ StepBytes MoeLayer::implied_bytes() const {
 }
 
 std::int64_t MoeLayer::flat_intra_rows() const {
-  const int per_rank = cfg_.experts_per_rank(), P = cfg_.ranks_per_node;
+  const int per_rank = slots_, P = cfg_.ranks_per_node;
   std::int64_t n = 0;
   for (int r = (rank_ / P) * P; r < (rank_ / P + 1) * P; ++r)
     for (int j = 0; r != rank_ && j < per_rank; ++j)
@@ -523,7 +564,7 @@ std::int64_t MoeLayer::flat_inter_rows() const {
   std::int64_t own = 0;
   for (auto n : plan_.send_counts)
     own += n;
-  const int per_rank = cfg_.experts_per_rank(), P = cfg_.ranks_per_node;
+  const int per_rank = slots_, P = cfg_.ranks_per_node;
   for (int r = (rank_ / P) * P; r < (rank_ / P + 1) * P; ++r)
     for (int j = 0; j < per_rank; ++j)
       own -= plan_.send_counts[static_cast<std::size_t>(r * per_rank + j)];
@@ -532,7 +573,7 @@ std::int64_t MoeLayer::flat_inter_rows() const {
 
 // From the routing table itself (chosen experts and kept flags), not from any plan.
 std::int64_t MoeLayer::distinct_inter_rows() const {
-  const int per_node = cfg_.experts_per_rank() * cfg_.ranks_per_node;
+  const int per_node = slots_ * cfg_.ranks_per_node;
   const int me = rank_ / cfg_.ranks_per_node;
   std::int64_t n = 0;
   std::vector<int> nodes;
@@ -541,7 +582,7 @@ std::int64_t MoeLayer::distinct_inter_rows() const {
     for (int j = 0; j < cfg_.k; ++j) {
       const auto c = static_cast<std::size_t>(t * cfg_.k + j);
       if (!keep_[c]) continue;
-      const int node = chosen_[c] / per_node;
+      const int node = phys_chosen_[c] / per_node;
       if (node != me && std::find(nodes.begin(), nodes.end(), node) == nodes.end())
         nodes.push_back(node);
     }
@@ -551,13 +592,13 @@ std::int64_t MoeLayer::distinct_inter_rows() const {
 }
 
 int MoeLayer::most_nodes_per_token() const {
-  const int per_node = cfg_.experts_per_rank() * cfg_.ranks_per_node;
+  const int per_node = slots_ * cfg_.ranks_per_node;
   int most = 0;
   std::vector<int> nodes;
   for (std::int64_t t = 0; t < cfg_.tokens; ++t) {
     nodes.clear();
     for (int j = 0; j < cfg_.k; ++j)
-      nodes.push_back(chosen_[static_cast<std::size_t>(t * cfg_.k + j)] / per_node);
+      nodes.push_back(phys_chosen_[static_cast<std::size_t>(t * cfg_.k + j)] / per_node);
     std::sort(nodes.begin(), nodes.end());
     most =
         std::max(most, static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));

@@ -41,6 +41,7 @@
 
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_config.hpp"
+#include "bench/moe/moe_eplb.hpp"
 #include "bench/moe/moe_hierarchical.hpp"
 #include "bench/moe/moe_ops.hpp"
 #include "common/comm.hpp"
@@ -72,6 +73,13 @@ struct NodeComms {
   Comm* rail = nullptr;
 };
 
+// A slot of this rank whose expert has a replica on another rank, and the two-rank group of the
+// replicas: the backward all-reduces the slot's weight gradients there.
+struct ReplicaSync {
+  int slot = 0;
+  Comm* comm = nullptr;
+};
+
 class MoeLayer {
  public:
   // first_token: global index of this rank's first token (its input rows are keyed by it).
@@ -92,6 +100,12 @@ class MoeLayer {
   void forward(PhaseTimer& phases);
   // The backward of the last forward (cfg.pass == fwd_bwd), on its buffers.
   void backward(PhaseTimer& phases);
+  // Where the experts live (default: the block placement): the weights of this rank's slots
+  // are made anew; sync lists the slots whose gradients the backward all-reduces.
+  void set_placement(const ExpertPlacement& p, std::vector<ReplicaSync> sync);
+  const ExpertPlacement& placement() const { return placement_; }
+  // The expert of each of this rank's slots (the weights and gradients below, in order).
+  std::vector<int> local_experts() const;
   // Bias added to routing scores for the choice only (aux-loss-free balancing).
   void set_select_bias(const std::vector<float>& bias);
 
@@ -101,7 +115,7 @@ class MoeLayer {
   const std::vector<std::uint8_t>& keep() const { return keep_; }
   // Sum over this rank's tokens of each expert's router probability [E].
   const std::vector<float>& prob_sum() const { return prob_sum_; }
-  // Rows received per [source rank][local expert] in the last forward().
+  // Rows received per [source rank][local slot] in the last forward().
   const std::vector<std::int64_t>& recv_counts() const { return recv_counts_; }
   const std::vector<std::int64_t>& send_counts() const { return plan_.send_counts; }
 
@@ -157,6 +171,8 @@ class MoeLayer {
   int group_rank() const { return rank_; }
 
  private:
+  void init_experts();
+  void sync_replicas();
   void route_drawn();
   void modeled_drops();
   void settle_drops();
@@ -184,6 +200,10 @@ class MoeLayer {
 
   MoeConfig cfg_;
   std::unique_ptr<HierarchicalExchange> hier_;
+  ExpertPlacement placement_;
+  int slots_ = 1;  // slots (expert weights) per rank: E / N_e, or (E + R) / N_e with replicas
+  std::vector<ReplicaSync> replica_sync_;
+  std::vector<std::int32_t> phys_chosen_;  // per copy: its slot (= its expert without replicas)
   LevelBytes levels_[4];
   Device& device_;
   Comm& comm_;
@@ -213,6 +233,7 @@ class MoeLayer {
       d_expert_out_, d_act_, d_hidden_, d_expert_in_, d_back_send_, d_back_recv_, dlogits_,
       routed_send_, routed_recv_;
   std::vector<Buffer> dw1_, dw2_;
+  Buffer replica_tmp_;  // a replica's all-reduced gradient, before it is copied back
 
   // Host copies of the routing and plans of the last step.
   std::vector<std::int32_t> chosen_;

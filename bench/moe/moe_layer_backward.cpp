@@ -24,6 +24,7 @@ void MoeLayer::backward(PhaseTimer& phases) {
   phases.time("bwd_combine", [&] { combine_backward(); });
   phases.time("bwd_permute", [&] { regroup_backward(); });
   phases.time("bwd_expert", [&] { experts_backward(); });
+  if (!replica_sync_.empty()) phases.time("bwd_replicas", [&] { sync_replicas(); });
   phases.time("bwd_dispatch", [&] { dispatch_backward(); });
   phases.time("bwd_router", [&] { router_backward(); });
 }
@@ -101,6 +102,21 @@ void MoeLayer::experts_backward() {
   }
 }
 
+// Redundant experts: each replicated slot's weight gradients are its rows' share; the two
+// replicas all-reduce them (sum) in their two-rank group, so both hold the expert's gradient.
+// The bytes go with the backward's control bytes.
+void MoeLayer::sync_replicas() {
+  for (const ReplicaSync& r : replica_sync_)
+    for (Buffer* g :
+         {&dw1_[static_cast<std::size_t>(r.slot)], &dw2_[static_cast<std::size_t>(r.slot)]}) {
+      ensure(replica_tmp_, g->bytes());
+      const std::int64_t before = r.comm->bytes().sent;
+      r.comm->all_reduce(g->data(), replica_tmp_.data(), g->bytes() / e_, cfg_.dtype);
+      measured_bwd_.control += r.comm->bytes().sent - before;
+      device_.copy_on_device(g->data(), replica_tmp_.data(), g->bytes());
+    }
+}
+
 // Input gradients back to received order, home along the combine's route, and each token's
 // kept copies summed (the dispatch sent one row per kept copy).
 void MoeLayer::dispatch_backward() {
@@ -138,7 +154,7 @@ void MoeLayer::router_backward() {
   // An all-gather (each rank's E counts to every other rank, summed here) rather than an
   // all-reduce: its payload is exact, where an all-reduce's depends on the algorithm.
   comm_.all_gather(routed_send_.data(), routed_recv_.data(), routed.size(), DType::fp64);
-  measured_bwd_.control = comm_.bytes().sent - before;
+  measured_bwd_.control += comm_.bytes().sent - before;
   ++bwd_calls_.all_gather;
   std::vector<double> all(routed.size() * static_cast<std::size_t>(ranks_));
   device_.copy_to_host(all.data(), routed_recv_.data(), bytes_of(all));
@@ -164,6 +180,9 @@ StepBytes MoeLayer::implied_bwd_bytes() const {
   const StepBytes fwd = implied_bytes();
   StepBytes b;
   b.control = static_cast<std::int64_t>(ranks_ - 1) * cfg_.experts * 8;  // E counts each
+  for (const ReplicaSync& r : replica_sync_)  // two ranks: an all-reduce sends its whole buffer
+    b.control += static_cast<std::int64_t>(dw1_[static_cast<std::size_t>(r.slot)].bytes() +
+                                           dw2_[static_cast<std::size_t>(r.slot)].bytes());
   b.combine = fwd.dispatch;  // each kept copy's gradient row to its expert's rank
   b.dispatch = fwd.combine;  // each received row's input gradient back to its source
   if (hier_) b.combine += hier_->inter_records_answered() * 4;  // gate gradients, fp32

@@ -199,7 +199,8 @@ double grad_tolerance(DType t) {
 }
 
 GradOutcome check_gradients(const MoeConfig& c, int group_rank, std::int64_t group_first_token,
-                            const GroupRouting& routing, const LayerGrads& got) {
+                            const GroupRouting& routing, const LayerGrads& got,
+                            const std::vector<int>& local_experts) {
   const std::int64_t N = c.tokens * c.n_e, h = c.h, E = c.experts;
   RefLayer l;
   l.c = c;
@@ -214,10 +215,16 @@ GradOutcome check_gradients(const MoeConfig& c, int group_rank, std::int64_t gro
                      device_values(c, Tensor::w2, e, 0, c.d_ff, c.h)};
   };
   const RefRouting r{routing.chosen, routing.keep};
-  const int per_rank = c.experts_per_rank();
   const std::int64_t t0 = group_rank * c.tokens;
-  const RefGrads want = ref_grads(l, r, routed_fractions(r, c.experts), t0, t0 + c.tokens,
-                                  group_rank * per_rank, (group_rank + 1) * per_rank);
+  const int e0 =
+      local_experts.empty() ? 0 : *std::min_element(local_experts.begin(), local_experts.end());
+  const int e1 =
+      local_experts.empty() ? 0 : *std::max_element(local_experts.begin(), local_experts.end()) + 1;
+  const RefGrads span = ref_grads(l, r, routed_fractions(r, c.experts), t0, t0 + c.tokens, e0, e1);
+  RefGrads want = span;
+  want.dw.clear();
+  for (int e : local_experts)
+    want.dw.push_back(span.dw[static_cast<std::size_t>(e - e0)]);
   GradOutcome out;
   const double tol = grad_tolerance(c.dtype);
   auto note = [&out, tol](bool ok, const char* what, double err) {

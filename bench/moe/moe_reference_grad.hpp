@@ -71,7 +71,9 @@ double grad_tolerance(DType t);
 
 // This rank's gradients against the reference of its group: the device's routing (gathered,
 // group order) held fixed; the group's tokens start at global index group_first_token.
+// local_experts: the expert of each of got's weight gradients (its slots, in order).
 GradOutcome check_gradients(const MoeConfig& c, int group_rank, std::int64_t group_first_token,
-                            const GroupRouting& routing, const LayerGrads& got);
+                            const GroupRouting& routing, const LayerGrads& got,
+                            const std::vector<int>& local_experts);
 
 }  // namespace suite::moe

@@ -488,7 +488,7 @@ def scenario_help(env: Env) -> None:
     for flag in ("--tokens", "--hidden", "--ffn-hidden", "--experts", "--top-k", "--mlp", "--skew", "--alpha",
                  "--hot-factor", "--capacity-factor", "--balance-steps", "--ep", "--save-tensors", "--pass",
                  "--dispatch", "--ranks-per-node", "--max-nodes-per-token", "--mode", "--traffic", "--bytes",
-                 "--a2a-algo",
+                 "--a2a-algo", "--redundant-experts",
                  "fwd_bwd"):
         expect(flag in proc.stdout, f"--help does not explain {flag}", proc)
     expect("(1 + E/k)/2" in proc.stdout, "--help does not give the default hot factor", proc)

@@ -2,6 +2,8 @@
 """Integration scenarios of moe across nodes (CPU backend), one per ctest test.
 
 Node-limited routing (`--max-nodes-per-token`): no token uses more nodes than allowed.
+Redundant experts (`--redundant-experts`, EPLB): replicas where the loads say, outputs and
+gradients unchanged, the replicas' gradient all-reduce counted.
 
 `--dispatch flat,hierarchical` with `--ranks-per-node` cutting 4 local ranks into 2 nodes of 2,
 1 node of 4 and 4 nodes of 1. Hierarchical dispatch must give what flat gives (output and input
@@ -156,6 +158,65 @@ def scenario_node_limited(env: Env) -> None:
                f"cross-node rows per token do not fall with the limit: {rows_per_token}")
 
 
+def scenario_redundant(env: Env) -> None:
+    """--redundant-experts 0,4 under hot and zipf skew, flat and hierarchical: the 4 most loaded
+    experts get a second replica on another rank, rank loads follow the placement, outputs and
+    gradients equal the unreplicated case's, the replicas' weight-gradient all-reduce is
+    counted."""
+    out = env.workdir / "moe_redundant.h5"
+    proc = env.mpirun(4, "moe", *SMALL, "--skew", "hot,zipf", "--redundant-experts", "0,4",
+                      "--dispatch", "flat,hierarchical", "--ranks-per-node", "2", "--out", str(out))
+    expect(proc.returncode == 0, "moe failed", proc)
+    with h5py.File(out) as f:
+        cases = f["moe"]
+        red = [g for g in cases.values() if "_red4" in g.name]
+        expect(len(red) == 4 and len(cases) == 8, f"{len(cases)} cases")
+        for g in red:
+            a = g.attrs
+            name = g.name
+            base = cases[name.rsplit("/", 1)[1].replace("_red4", "")]
+            for c in (g, base):
+                expect(c.attrs["check_passed"] == 1 and c.attrs["bytes_match"] == 1, f"{c.name}: check")
+            E, h, d_ff = int(a["experts"]), int(a["h"]), int(a["d_ff"])
+            load = g["expert_load_routed"][()].ravel().astype(float)
+            slots = g["slot_expert"][()].ravel()
+            per = len(slots) // 4
+            hottest = sorted(range(E), key=lambda e: (-load[e], e))[:4]
+            counts = np.bincount(slots, minlength=E)
+            expect(all(counts[e] == (2 if e in hottest else 1) for e in range(E)), f"{name}: replicas {counts}")
+            for r in range(4):
+                held = slots[r * per:(r + 1) * per]
+                expect(len(set(held)) == per, f"{name}: rank {r} holds an expert twice: {held}")
+            # Rank loads: the block placement's and EPLB's from the loads, and what was received.
+            block = np.array([load[r * (E // 4):(r + 1) * (E // 4)].sum() for r in range(4)])
+            eplb = np.array([sum(load[e] / counts[e] for e in slots[r * per:(r + 1) * per]) for r in range(4)])
+            expect(np.isclose(a["block_rank_load_max_over_mean"], block.max() / block.mean()), f"{name}: block load")
+            expect(np.isclose(a["pred_rank_load_max_over_mean"], eplb.max() / eplb.mean()), f"{name}: EPLB load")
+            got = g["rank_load"][()].ravel()
+            expect(np.abs(got - eplb).max() <= 4 * per, f"{name}: received rows {got} vs the placement's {eplb}")
+            expect(eplb.max() < block.max(), f"{name}: EPLB's busiest rank {eplb.max()} not below {block.max()}")
+            # Same layer: output and gradients; each slot's weight gradient is its expert's.
+            for t in ("output", "grad_input", "grad_router", "grad_gate"):
+                x, y = g[f"tensor_{t}"][()], base[f"tensor_{t}"][()]
+                expect(np.allclose(x, y, rtol=1e-12, atol=1e-12 * np.abs(y).max()), f"{name}: {t} differs")
+            w1c = 2 * d_ff
+            for t, size in (("grad_w1", h * w1c), ("grad_w2", d_ff * h)):
+                x = g[f"tensor_{t}"][()].reshape(4 * per, size)
+                y = base[f"tensor_{t}"][()].reshape(E, size)
+                for s_, e in enumerate(slots):
+                    expect(np.allclose(x[s_], y[e], rtol=1e-12, atol=1e-12 * np.abs(y[e]).max()),
+                           f"{name}: slot {s_} (expert {e}) {t}")
+            # Backward control: the routed counts' all-gather plus each held replica's gradients.
+            ctrl = g["bwd_control_bytes"][()].ravel()
+            for r in range(4):
+                mine = [e for e in slots[r * per:(r + 1) * per] if counts[e] == 2]
+                want = 3 * E * 8 + len(mine) * (h * w1c + d_ff * h) * 8
+                expect(ctrl[r] == want, f"{name}: rank {r} backward control {ctrl[r]} != {want}")
+            expect(np.array_equal(g["bytes_sent"][()].ravel(), g["moe_bytes_sent"][()].ravel()),
+                   f"{name}: bytes_sent != moe_bytes_sent")
+        print(f"  ok: {len(red)} cases with redundant experts")
+
+
 def scenario_groups(env: Env) -> None:
     """Two EP groups of 2 on 4 ranks, each cut into 2 nodes of 1: every rank's rail and node
     stay inside its group."""
@@ -183,6 +244,9 @@ def scenario_bad_input(env: Env) -> None:
         "M leaving fewer than k": (["--ranks-per-node", "1", "--top-k", "4", "--max-nodes-per-token", "1"],
                                    "leaves fewer than k = 4"),
         "M not a count": (["--max-nodes-per-token", "1.5"], "--max-nodes-per-token"),
+        "R above E": (["--redundant-experts", "9"], "--redundant-experts 9 must be in"),
+        "E + R not dividing": (["--redundant-experts", "3"], "do not divide over N_e = 4"),
+        "R with a capacity": (["--redundant-experts", "4", "--capacity-factor", "1"], "needs dropless"),
     }
     for what, (args, needle) in cases.items():
         out = env.workdir / "bad_moe_nodes.h5"
@@ -200,6 +264,7 @@ SCENARIOS = {
     "moe_hier_4x1": lambda e: scenario_hierarchical(e, 1),
     "moe_hier_groups": scenario_groups,
     "moe_node_limited": scenario_node_limited,
+    "moe_redundant": scenario_redundant,
     "moe_hier_bad_input": scenario_bad_input,
 }
 
