@@ -102,6 +102,15 @@ step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --
 step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
   --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
   --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --pass fwd,fwd_bwd --iters 10 --out "$R/moe2.h5"
+# MoE across (pretended) nodes on NCCL: hierarchical dispatch, node-limited routing, redundant
+# experts (all checked against the host reference), and the all-to-all-v over traffic matrices.
+step moe_nodes_nccl_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local \
+  --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 \
+  --experts 8 --top-k 2 --skew hot --ranks-per-node 1 --dispatch flat,hierarchical \
+  --max-nodes-per-token 0,1 --redundant-experts 0,2 --pass fwd,fwd_bwd --out "$R/moe_nodes2.h5"
+step moe_a2a_nccl_2ranks 120 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 100 --link local \
+  --warmup 2 --iters 10 --transport nccl --mode a2a --traffic uniform,zipf,pair --bytes 1M,64M \
+  --ranks-per-node 1 --out "$R/moe_a2a2.h5"
 # One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
 step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
   --out "$R/sp_tp_nccl1.h5"

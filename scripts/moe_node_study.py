@@ -83,8 +83,9 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         d = DEEPEP.get(r["ep"])
-        deepep = f"{d[0]} / {d[1]} ({d[2]})" if d and r["dispatch"] == "hierarchical" and r["max_nodes"] in (0, 4) \
-            and (r["nodes"] == 1 or r["max_nodes"] == min(4, r["nodes"])) else ""
+        # DeepEP's runs: node-limited to 4 nodes (all of them below 4 nodes), hierarchical.
+        limited = r["nodes"] == 1 or r["max_nodes"] == min(4, r["nodes"])
+        deepep = f"{d[0]} / {d[1]} ({d[2]})" if d and r["dispatch"] == "hierarchical" and limited else ""
         print(f"| {r['ep']} | {r['nodes']} | {r['max_nodes'] or '-'} | {r['dispatch']} | {r['dispatch_ms']:.2f} "
               f"| {r['combine_ms']:.2f} | {r['inter_MB']:.1f} | {r['intra_MB']:.1f} "
               f"| {r['inter_rows_per_token']:.2f} "

@@ -71,6 +71,14 @@ run harness_overhead harness_overhead --sizes 4K:16M:x4 --iters 30
 # MoE: a small skew sweep (uniform, zipf, hot; dropless and CF 1.25), a few seconds on the CPU.
 run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --skew none,zipf,hot \
   --alpha 0.6,1.2 --hot-factor 3 --capacity-factor 0,1.25 --pass fwd,fwd_bwd --iters 5 --warmup 1
+# MoE across nodes, pretended on this machine (--ranks-per-node): flat and hierarchical dispatch,
+# node-limited routing and EPLB's redundant experts under hot skew; then the all-to-all-v alone
+# over generated traffic matrices by the three algorithms.
+run moe_nodes moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 16 --top-k 4 --skew hot \
+  --ranks-per-node 2 --dispatch flat,hierarchical --max-nodes-per-token 0,1 --redundant-experts 0,4 \
+  --pass fwd,fwd_bwd --iters 5 --warmup 1
+run moe_a2a moe --mode a2a --traffic uniform,zipf,incast,pair --bytes 64K,4M --ranks-per-node 2 \
+  --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
   "$BUILD/bin/kernel_bench" --out="$dir/kernel_bench.h5" --benchmark_out="$dir/kernel_bench.json" \

@@ -150,8 +150,42 @@ def scenario_modeled_memory(env: Env) -> None:
     expect(0 < pss < 0.1 * tensors, f"peak PSS {pss} B for {tensors} B of tensors")
 
 
+def scenario_hierarchical(env: Env) -> None:
+    """Flat against hierarchical dispatch on 16 simulated ranks (2 nodes of 8, nvlink-ib: 50 GB/s
+    a NIC, 450 GB/s NVLink), modeled compute, forward and backward: bytes equal the routing's
+    per level, a token crosses nodes once in hierarchical dispatch, and the simulated dispatch
+    times follow the links: flat about its bytes across over 50 GB/s, hierarchical its bytes
+    across over 50 GB/s plus its fan-out over 450 GB/s (the two stages run one after the
+    other), so hierarchical is the faster (modeled time: the same on any host)."""
+    ranks, T, h, E, k = 16, 1024, 4096, 64, 4
+    out = env.workdir / "moe_hier.h5"
+    with run_ok(env, "moe", out, "--platform", "fattree", "--nodes", "2", "--ranks", str(ranks),
+                "--sim-flops", "5e14",
+                flags=["--tokens", str(T), "--hidden", str(h), "--ffn-hidden", "1024", "--experts", str(E),
+                       "--top-k", str(k), "--dtype", "bf16", "--dispatch", "flat,hierarchical", "--ranks-per-node",
+                       "8", "--pass", "fwd,fwd_bwd", "--iters", "1", "--warmup", "0"]) as f:
+        check_sim_attrs(f, "fattree", "modeled", ranks)
+        cases = {(g.attrs["dispatch"], str(g.attrs.get("pass", "fwd"))): g for g in f["moe"].values()}
+        expect(len(cases) == 4, f"cases {list(cases)}")
+        for g in cases.values():
+            expect(g.attrs["bytes_match"] == 1, f"{g.name}: bytes differ from the routing's")
+        flat, hier = cases[("flat", "fwd")], cases[("hierarchical", "fwd")]
+        expect(hier.attrs["hier_inter_node_rows_per_token"] <= 1, "a token crossed to the other node twice")
+        across_f = flat.attrs["dispatch_inter_node_bytes_per_rank"]
+        across_h = hier.attrs["dispatch_inter_node_bytes_per_rank"]
+        inside_h = hier.attrs["dispatch_intra_node_bytes_per_rank"]
+        t_f, t_h = flat.attrs["phase_dispatch_median_s"], hier.attrs["phase_dispatch_median_s"]
+        model_f, model_h = across_f / 50e9, across_h / 50e9 + inside_h / 450e9
+        expect(0.9 < t_f / model_f < 1.15, f"flat dispatch {t_f:.3g} s against {model_f:.3g} s")
+        expect(0.9 < t_h / model_h < 1.15, f"hierarchical dispatch {t_h:.3g} s against {model_h:.3g} s")
+        expect(t_h < t_f, f"hierarchical dispatch {t_h:.3g} s is not below flat's {t_f:.3g} s")
+        print(f"  flat {t_f * 1e3:.2f} ms ({across_f / 1e6:.1f} MB across), hierarchical {t_h * 1e3:.2f} ms "
+              f"({across_h / 1e6:.1f} MB across, {inside_h / 1e6:.1f} MB inside)")
+
+
 SCENARIOS = {
     "sim_moe_modeled_memory": scenario_modeled_memory,
+    "sim_moe_hierarchical": scenario_hierarchical,
 }
 
 
