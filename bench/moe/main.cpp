@@ -42,6 +42,17 @@ std::vector<double> parse_numbers(const std::string& text, const char* flag) {
   return out;
 }
 
+// A list of whole numbers >= 0 (counts), each named `what` in the error.
+std::vector<int> parse_counts(const std::string& text, const char* flag, const char* what) {
+  std::vector<int> out;
+  for (double v : parse_numbers(text, flag)) {
+    if (v != std::floor(v) || v < 0 || v > 1 << 20)
+      throw suite::UsageError(std::string(flag) + ": '" + std::to_string(v) + "' is not " + what);
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   suite::moe::MoeSweep s;
   s.base.h = o.hidden;
@@ -82,20 +93,8 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   }
   if (s.dispatches.empty()) throw suite::UsageError("--dispatch: name at least one");
   s.ranks_per_node = o.ranks_per_node;
-  s.max_nodes.clear();
-  for (double m : parse_numbers(o.max_nodes, "--max-nodes-per-token")) {
-    if (m != std::floor(m) || m < 0 || m > 1 << 20)
-      throw suite::UsageError("--max-nodes-per-token: '" + std::to_string(m) +
-                              "' is not a node count (0 = unlimited)");
-    s.max_nodes.push_back(static_cast<int>(m));
-  }
-  s.redundant.clear();
-  for (double r : parse_numbers(o.redundant, "--redundant-experts")) {
-    if (r != std::floor(r) || r < 0 || r > 1 << 20)
-      throw suite::UsageError("--redundant-experts: '" + std::to_string(r) +
-                              "' is not a count of experts (0 = none)");
-    s.redundant.push_back(static_cast<int>(r));
-  }
+  s.max_nodes = parse_counts(o.max_nodes, "--max-nodes-per-token", "a node count (0 = unlimited)");
+  s.redundant = parse_counts(o.redundant, "--redundant-experts", "a count of experts (0 = none)");
   return s;
 }
 
