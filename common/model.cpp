@@ -229,4 +229,47 @@ double moe_control_bytes_bwd(int experts, int n_e) {
   return (n_e - 1) * 8.0 * experts;
 }
 
+double TpOverlapOp::gemm_s() const {
+  return t * step_gemm_s;
+}
+
+std::vector<TpOverlapOp> tp_overlap_ops(double s, double b, double h, double a, double n_kv,
+                                        double d_ff, bool swiglu, int t, double e, double F,
+                                        double W) {
+  const double rows = s * b / t;
+  const double qkv = 1 + 2 * n_kv / a, fc1 = (swiglu ? 2 : 1) * d_ff / h, fc2 = d_ff / h;
+  struct Def {
+    const char* name;
+    const char* collective;
+    double c;
+  };
+  const Def defs[] = {{"qkv", "all-gather", qkv},
+                      {"out_proj", "reduce-scatter", 1},
+                      {"fc1", "all-gather", fc1},
+                      {"fc2", "reduce-scatter", fc2},
+                      {"bwd_qkv_dx", "reduce-scatter", qkv},
+                      {"bwd_qkv_dw", "all-gather", qkv},
+                      {"bwd_out_proj_dy", "all-gather", 1},
+                      {"bwd_fc1_dx", "reduce-scatter", fc1},
+                      {"bwd_fc1_dw", "all-gather", fc1},
+                      {"bwd_fc2_dy", "all-gather", fc2}};
+  std::vector<TpOverlapOp> out;
+  for (const Def& d : defs) {
+    TpOverlapOp op;
+    op.name = d.name;
+    op.collective = d.collective;
+    op.c = d.c;
+    op.t = t;
+    op.flops_per_step = 2 * rows * h * (d.c * h / t);
+    op.bytes_per_step = rows * h * e;
+    op.threshold = e * F / (2 * d.c * W);
+    op.step_gemm_s = op.flops_per_step / F;
+    op.step_comm_s = op.bytes_per_step / W;
+    op.serial_s = t * op.step_gemm_s + (t - 1) * op.step_comm_s;
+    op.overlapped_s = op.step_gemm_s + (t - 1) * std::max(op.step_gemm_s, op.step_comm_s);
+    out.push_back(op);
+  }
+  return out;
+}
+
 }  // namespace suite::model

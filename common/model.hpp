@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace suite::model {
 
@@ -15,6 +16,35 @@ double all_reduce_bytes_per_rank(double n, int t);
 // busbw = algbw * factor: all-reduce 2(t-1)/t; reduce-scatter, all-gather, all-to-all (t-1)/t.
 double busbw_factor_all_reduce(int t);
 double busbw_factor_rs_ag_a2a(int t);
+
+// ---- 1.1 TP+SP with its collectives hidden behind the GEMMs (ring decomposition) ----
+// Each collective of the TP+SP layer cut into t ring steps of one shard (r = s b / t rows),
+// each step beside the GEMM of the shard it has: the GEMM does 2 r h (c h / t) FLOPs while one
+// shard of r h e bytes travels, c the GEMM's width over h (QKV 1 + 2 n_kv/a, output projection
+// 1, fc1 d_ff/h, or 2 d_ff/h for SwiGLU's gate and up, fc2 d_ff/h). It hides the transfer iff
+//   h / t >= e F / (2 c W),
+// whatever s. Time of the op: serial t G + (t - 1) C, overlapped G + (t - 1) max(G, C), with
+// G the GEMM step (FLOPs / F) and C the transfer step (bytes / W).
+struct TpOverlapOp {
+  const char* name;        // "qkv", "out_proj", "fc1", "fc2", and their backward ops
+  const char* collective;  // "all-gather" or "reduce-scatter"
+  double c = 1;            // GEMM width / h
+  double flops_per_step = 0, bytes_per_step = 0;
+  double threshold = 0;  // the least h / t that hides the transfer: e F / (2 c W)
+  double serial_s = 0, overlapped_s = 0;
+  double exposed_s() const { return overlapped_s - gemm_s(); }  // what the GEMMs leave showing
+  double gemm_s() const;                                        // t G: the op's GEMM alone
+  int t = 1;
+  double step_gemm_s = 0, step_comm_s = 0;
+};
+// The forward's four ops (all-gathers before QKV and fc1, reduce-scatters after the output
+// projection and fc2), then the backward's: the input gradients' reduce-scatters (QKV, fc1),
+// the output gradients' all-gathers (output projection, fc2) and the all-gathers of the
+// sequence-sharded inputs for the weight gradients (QKV, fc1), each beside the GEMM that uses
+// or makes it, with its forward op's width.
+std::vector<TpOverlapOp> tp_overlap_ops(double s, double b, double h, double a, double n_kv,
+                                        double d_ff, bool swiglu, int t, double e, double F,
+                                        double W);
 
 // ---- 1. Megatron TP vs SP ----
 // Per layer and forward pass, bytes each rank sends: TP's 2 all-reduces = SP's 2 RS + 2 AG

@@ -31,6 +31,28 @@ void counts(const char* what, int fwd, int bwd) {
   std::printf("  %-52s %16s\n", what, v.c_str());
 }
 
+// TP+SP with each collective cut into t ring steps beside its GEMM (METHODS.md 1.1).
+void print_tp_overlap(const Params& p, double e) {
+  const double d_ff = p.d_ff > 0 ? p.d_ff : 4 * p.h;
+  std::printf("TP+SP comm-GEMM overlap (s=%g b=%g h=%g a=%g n_kv=%g d_ff=%g t=%d, %s, F=%g W=%g)\n",
+              p.s, p.b, p.h, p.a, p.kv, d_ff, p.t, p.dtype.c_str(), p.flops, p.bw);
+  std::printf("  h/t = %g; an op hides its transfer iff h/t >= e F / (2 c W)\n", p.h / p.t);
+  std::printf("  %-16s %-15s %6s %10s %7s %11s %11s %11s %11s %11s\n", "op", "collective", "c",
+              "threshold", "hidden", "gemm_us", "comm_us", "serial_us", "overlap_us", "exposed_us");
+  double serial = 0, overlapped = 0;
+  for (const m::TpOverlapOp& op :
+       m::tp_overlap_ops(p.s, p.b, p.h, p.a, p.kv, d_ff, p.swiglu, p.t, e, p.flops, p.bw)) {
+    std::printf("  %-16s %-15s %6.3g %10.1f %7s %11.2f %11.2f %11.2f %11.2f %11.2f\n", op.name,
+                op.collective, op.c, op.threshold, p.h / p.t >= op.threshold ? "yes" : "no",
+                op.gemm_s() * 1e6, (p.t - 1) * op.step_comm_s * 1e6, op.serial_s * 1e6,
+                op.overlapped_s * 1e6, op.exposed_s() * 1e6);
+    serial += op.serial_s;
+    overlapped += op.overlapped_s;
+  }
+  line("the ten ops, fwd+bwd, x L layers, serial", serial * p.layers, "s");
+  line("the ten ops, fwd+bwd, x L layers, overlapped", overlapped * p.layers, "s");
+}
+
 void print_sp(const Params& p, double e) {
   std::printf("Megatron TP vs SP (s=%g b=%g h=%g a=%g t=%d, %s)\n", p.s, p.b, p.h, p.a, p.t,
               p.dtype.c_str());
@@ -236,8 +258,10 @@ int main(int argc, char** argv) {
       "sp, ring and ulysses also print the backward pass and the training step (fwd+bwd).",
       "model");
   app.add_option("--section", section,
-                 "sp, ring, ulysses, moe or all; varlen (not in all): packed documents (--docs)")
-      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen"}))
+                 "sp, ring, ulysses, moe or all; varlen (not in all): packed documents (--docs); "
+                 "tp_overlap (not in all): TP+SP collectives cut into t ring steps beside their "
+                 "GEMMs, each op's threshold on h/t and its serial and overlapped time at F, W")
+      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap"}))
       ->capture_default_str();
   suite::model_cli::VarlenOptions varlen;
   std::string cp_sweep, layouts = "contiguous,zigzag,striped,doc_zigzag,balanced";
@@ -346,6 +370,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: model: %s\n", err.what());
       return 2;
     }
+    return 0;
+  }
+  if (section == "tp_overlap") {
+    print_tp_overlap(p, e);
     return 0;
   }
   if (section == "all" || section == "sp") print_sp(p, e);

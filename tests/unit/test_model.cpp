@@ -30,6 +30,28 @@ TEST(ModelSpTp, SpCostsNoExtraBandwidth) {
   EXPECT_DOUBLE_EQ(m::sp_layer_comm_bytes_per_rank(2048, 2, 1024, 4, 2), 25165824);
 }
 
+// The thresholds of METHODS.md 1.1, by hand: h/t >= e F / (2 c W).
+TEST(ModelSpTp, OverlapThresholdsAndTimes) {
+  const double F = 7e14, W = 3.7e11, e = 2;
+  using suite::model::tp_overlap_ops;
+  const auto ops = tp_overlap_ops(4096, 1, 8192, 64, 64, 4 * 8192, false, 8, e, F, W);
+  ASSERT_EQ(ops.size(), 10u);
+  EXPECT_STREQ(ops[0].name, "qkv");
+  EXPECT_NEAR(ops[0].threshold, 2 * 7e14 / (6 * 3.7e11), 1e-9);  // MHA: eF/(6W)
+  EXPECT_NEAR(ops[1].threshold, 2 * 7e14 / (2 * 3.7e11), 1e-9);  // out_proj: eF/(2W) = 1891.9
+  EXPECT_NEAR(ops[1].threshold, 1891.89, 0.01);
+  EXPECT_NEAR(ops[2].threshold, 2 * 7e14 / (8 * 3.7e11), 1e-9);  // fc1
+  EXPECT_NEAR(ops[3].threshold, 2 * 7e14 / (8 * 3.7e11), 1e-9);  // fc2
+  // GQA narrows QKV: c = 1 + 2 * 8 / 64 = 1.25.
+  EXPECT_NEAR(tp_overlap_ops(4096, 1, 8192, 64, 8, 4 * 8192, false, 8, e, F, W)[0].c, 1.25, 1e-12);
+  // Times of t = 2 steps, by hand: out_proj on s b = 1024 rows, h 1024.
+  const auto small = tp_overlap_ops(1024, 1, 1024, 8, 8, 4096, false, 2, e, 1e12, 1e9);
+  const double G = 2 * 512.0 * 1024 * (1024 / 2.0) / 1e12, C = 512.0 * 1024 * 2 / 1e9;
+  EXPECT_NEAR(small[1].serial_s, 2 * G + C, 1e-15);
+  EXPECT_NEAR(small[1].overlapped_s, G + std::max(G, C), 1e-15);
+  EXPECT_NEAR(small[1].exposed_s(), std::max(G, C) - G, 1e-15);
+}
+
 TEST(ModelSpTp, ActivationMemory) {
   // s=1024 b=1 h=512 a=8 t=4: sbh = 524288, 5as/h = 80
   m::Activation x{1024, 1, 512, 8, 4};
