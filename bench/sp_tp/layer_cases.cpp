@@ -55,6 +55,25 @@ class LayerCase final : public BenchCase {
     report_layer({cfg_, variant_, *layer_, *ops_, check_, exchanges_, bwd_peak_,
                   ctx_.backend == Backend::cpu},
                  m, rec);
+    if (ctx_.mpi.rank() == 0 && cfg_.tp_overlap == TpOverlap::ring) report_ring_overlap(rec);
+  }
+
+  // --tp-overlap ring (METHODS.md 1.1): h/t beside each op's GEMM width c, whose threshold is
+  // h/t >= e F / (2 c W) for the rates F and W of the machine (model --section tp_overlap
+  // prints it); the forward's exposed communication is the phase fwd_exposed_comm.
+  void report_ring_overlap(CaseRecord& rec) const {
+    const double h = static_cast<double>(cfg_.h), ffn = static_cast<double>(cfg_.ffn());
+    rec.attrs.emplace_back("h_over_t", h / cfg_.t);
+    rec.attrs.emplace_back("overlap_c_qkv", 3.0);  // the layer is multi-head: n_kv = a
+    rec.attrs.emplace_back("overlap_c_out_proj", 1.0);
+    rec.attrs.emplace_back("overlap_c_fc1", ffn / h);
+    rec.attrs.emplace_back("overlap_c_fc2", ffn / h);
+    if (ctx_.backend == Backend::cpu)
+      rec.attrs.emplace_back(
+          "tp_overlap_note",
+          std::string("CPU ranks exchange through shared memory: the cores that run the GEMMs "
+                      "also copy the blocks, and MPI progresses only inside its calls, so the "
+                      "ring cannot hide its transfers here; it shows the schedule, not the gain"));
   }
 
   // Input and output rows of this rank; every weight as the whole global tensor (the same on
@@ -121,6 +140,8 @@ std::string case_name(const LayerConfig& cfg, Variant v) {
                      std::to_string(cfg.b) + "_h" + std::to_string(cfg.h) + "_a" +
                      std::to_string(cfg.heads) + "_ff" + std::to_string(cfg.ffn()) +
                      (cfg.fused_attention ? "_flash" : "_unfused") + (cfg.causal ? "_causal" : "");
+  if (v == Variant::tp_sp && cfg.tp_overlap != TpOverlap::none)
+    name += "_ov" + std::string(tp_overlap_name(cfg.tp_overlap));
   if (cfg.backward())
     name += v == Variant::tp_sp && !cfg.bwd_overlap ? "_fwd_bwd_nooverlap" : "_fwd_bwd";
   return name;
@@ -144,6 +165,8 @@ CaseSpec make_spec(BenchContext& ctx, const LayerConfig& cfg, Variant v) {
                  {"attn_choice", std::string(kernels::attn_kernel_choice_name(cfg.attn_kernel))}};
   spec.console_counters = {"activation_bytes", "pred_activation_bytes",
                            "layer_comm_bytes_per_rank"};
+  if (v == Variant::tp_sp && cfg.tp_overlap != TpOverlap::none)
+    spec.params.emplace_back("tp_overlap", std::string(tp_overlap_name(cfg.tp_overlap)));
   // Forward cases keep the parameters they always had (compare pairs them with baselines).
   if (cfg.backward()) {
     spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
@@ -176,30 +199,34 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
   for (bool fused : sweep.fused)
     for (Pass pass : sweep.passes)
       for (Variant v : sweep.variants)
-        for (bool overlap : sweep.bwd_overlap) {
-          // Overlap concerns TP+SP's backward only: one case otherwise.
-          if ((pass == Pass::fwd || v == Variant::tp) && overlap != sweep.bwd_overlap.front())
-            continue;
-          LayerConfig cfg = sweep.base;
-          cfg.t = ctx.comm.size();
-          cfg.dtype = ctx.dtype;
-          cfg.seed = ctx.opts.seed;
-          cfg.fused_attention = fused;
-          cfg.pass = pass;
-          cfg.bwd_overlap = overlap;
-          validate(cfg);
-          check_attn_kernel(ctx, cfg);
-          if (auto why = backward_unavailable(ctx, cfg))
-            throw UsageError("--pass fwd_bwd: the " + std::string(fused ? "fused" : "unfused") +
-                             " attention path cannot run its backward here: " + *why);
-          const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
-          if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
-            throw UsageError("layer: one collective of " + std::to_string(per_call) +
-                             " elements is above this transport's limit of " +
-                             std::to_string(ctx.comm.max_count()) +
-                             "; use --transport nccl or a smaller s*b*h");
-          specs.push_back(make_spec(ctx, cfg, v));
-        }
+        for (TpOverlap tp_overlap : sweep.tp_overlap)
+          for (bool overlap : sweep.bwd_overlap) {
+            // Overlap concerns TP+SP's backward only: one case otherwise.
+            if ((pass == Pass::fwd || v == Variant::tp) && overlap != sweep.bwd_overlap.front())
+              continue;
+            // So does the forward's (TP has no collective beside a GEMM to cut): one TP case.
+            if (v == Variant::tp && tp_overlap != sweep.tp_overlap.front()) continue;
+            LayerConfig cfg = sweep.base;
+            cfg.t = ctx.comm.size();
+            cfg.dtype = ctx.dtype;
+            cfg.seed = ctx.opts.seed;
+            cfg.fused_attention = fused;
+            cfg.pass = pass;
+            cfg.bwd_overlap = overlap;
+            cfg.tp_overlap = v == Variant::tp ? TpOverlap::none : tp_overlap;
+            validate(cfg);
+            check_attn_kernel(ctx, cfg);
+            if (auto why = backward_unavailable(ctx, cfg))
+              throw UsageError("--pass fwd_bwd: the " + std::string(fused ? "fused" : "unfused") +
+                               " attention path cannot run its backward here: " + *why);
+            const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
+            if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
+              throw UsageError("layer: one collective of " + std::to_string(per_call) +
+                               " elements is above this transport's limit of " +
+                               std::to_string(ctx.comm.max_count()) +
+                               "; use --transport nccl or a smaller s*b*h");
+            specs.push_back(make_spec(ctx, cfg, v));
+          }
   return specs;
 }
 

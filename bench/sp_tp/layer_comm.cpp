@@ -106,6 +106,61 @@ void LayerComm::all_gather_with(
   record(Coll::all_gather, before);
 }
 
+void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
+                                  std::size_t send_count, DType t, const std::string& exposed_phase,
+                                  const std::function<void(int block)>& gemm) {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::int64_t before = comm_.bytes().sent;
+  const std::size_t block = send_count * dtype_size(t);
+  auto at = [&](int b) {
+    return static_cast<std::byte*>(recv) + static_cast<std::size_t>(b) * block;
+  };
+  device_.copy_on_device(at(r), send, block);
+  // Step k: block (r - k) mod n is here (this rank's own at k = 0); it goes on to rank r + 1
+  // while its GEMM runs, and block (r - k - 1) mod n arrives from rank r - 1 for the next step.
+  for (int k = 0; k < n; ++k) {
+    const int here = ((r - k) % n + n) % n, next = ((r - k - 1) % n + n) % n;
+    const bool more = k < n - 1;
+    if (more)
+      ph.time(exposed_phase, [&] {
+        ph.time(comm_phase_, [&] {
+          comm_.start_exchange(at(here), (r + 1) % n, at(next), (r - 1 + n) % n, send_count, t);
+        });
+      });
+    ph.time(compute_phase_, [&] { gemm(here); });
+    if (more)
+      ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+  }
+  record(Coll::all_gather, before);
+}
+
+void LayerComm::matmul_reduce_scatter(
+    PhaseTimer& ph, void* blocks, void* in, void* recv, std::size_t recv_count, DType t,
+    const std::string& exposed_phase, const std::function<void(int block, void* out)>& partial,
+    const std::function<void(const void* a, const void* b, void* out)>& add) {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::int64_t before = comm_.bytes().sent;
+  const std::size_t block = recv_count * dtype_size(t);
+  auto at = [&](int b) {
+    return static_cast<std::byte*>(blocks) + static_cast<std::size_t>(b) * block;
+  };
+  auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
+  ph.time(compute_phase_, [&] { partial(chunk(0), at(chunk(0))); });
+  for (int k = 1; k < n; ++k) {
+    // The sum so far of step k-1's block goes to r + 1; r - 1's sum of this step's block comes.
+    ph.time(exposed_phase, [&] {
+      ph.time(comm_phase_, [&] {
+        comm_.start_exchange(at(chunk(k - 1)), (r + 1) % n, in, (r - 1 + n) % n, recv_count, t);
+      });
+    });
+    ph.time(compute_phase_, [&] { partial(chunk(k), at(chunk(k))); });
+    ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+    ph.time(compute_phase_, [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k))); });
+  }
+  if (n == 1) device_.copy_on_device(recv, at(0), block);
+  record(Coll::reduce_scatter, before);
+}
+
 std::vector<Comm::ExchangeTiming> LayerComm::take_exchanges() {
   std::vector<Comm::ExchangeTiming> out = comm_.exchange_log();
   comm_.clear_exchange_log();

@@ -64,6 +64,21 @@ class LayerComm {
       PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t,
       bool overlapped, int chunks, const std::string& exposed_phase,
       const std::function<void(int chunk, const std::function<void()>& progress)>& compute);
+  // Collective matmul (METHODS.md 1.1, --tp-overlap ring): recv = all_gather(send) as a ring of
+  // t-1 exchanges, gemm(block) running on each block of recv as soon as it is there (its own
+  // block first, while that travels to rank + 1). Counted as one all-gather.
+  void all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count,
+                         DType t, const std::string& exposed_phase,
+                         const std::function<void(int block)>& gemm);
+  // recv = the reduce-scatter of the t blocks of partial products partial(block, out) makes,
+  // as a ring: step k makes block (rank - k - 1) mod t into blocks[that block] while the sum
+  // so far of the previous block travels to rank + 1 and that of this one arrives from rank - 1
+  // (into `in`, one block); add(a, b, out) sums them. The last block is this rank's: its sum
+  // goes to recv. blocks holds t blocks of recv_count elements. Counted as one reduce-scatter.
+  void matmul_reduce_scatter(
+      PhaseTimer& ph, void* blocks, void* in, void* recv, std::size_t recv_count, DType t,
+      const std::string& exposed_phase, const std::function<void(int block, void* out)>& partial,
+      const std::function<void(const void* a, const void* b, void* out)>& add);
   // The ring exchanges since the last call (the overlapped all-gathers): seconds from start to
   // completion, and whether completion was seen while the GEMM still ran; clears the log.
   std::vector<Comm::ExchangeTiming> take_exchanges();

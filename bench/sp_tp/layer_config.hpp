@@ -14,6 +14,14 @@ namespace suite::sp_tp {
 
 enum class Variant { tp, tp_sp };
 
+// TP+SP's forward collectives: blocking (none), or each cut into t ring steps beside the GEMM
+// that consumes or produces its blocks (ring: METHODS.md 1.1, the collective matmul).
+enum class TpOverlap { none, ring };
+
+constexpr const char* tp_overlap_name(TpOverlap o) {
+  return o == TpOverlap::none ? "none" : "ring";
+}
+
 constexpr const char* variant_name(Variant v) {
   return v == Variant::tp ? "tp" : "tp_sp";
 }
@@ -29,6 +37,7 @@ struct LayerConfig {
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;    // fwd_bwd: a training step, the backward after the forward
   bool bwd_overlap = true;  // TP+SP backward: LayerNorm-output all-gathers overlap GEMMs
+  TpOverlap tp_overlap = TpOverlap::none;  // TP+SP forward: collectives beside their GEMMs
 
   bool backward() const { return pass == Pass::fwd_bwd; }
   std::int64_t ffn() const { return d_ff > 0 ? d_ff : 4 * h; }

@@ -27,6 +27,7 @@ struct SpTpOptions {
   std::string attn_kernel = "auto";
   std::string pass = "fwd";
   std::string bwd_overlap = "1";
+  std::string tp_overlap = "none";
   int tp = 0;  // TP group size; 0 = all ranks
 };
 
@@ -74,6 +75,26 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
           sweep.passes.end())
     throw suite::UsageError("--bwd-overlap " + o.bwd_overlap +
                             ": the overlap is the training step's; add --pass fwd_bwd");
+  sweep.tp_overlap.clear();
+  for (const auto& v : suite::split_list(o.tp_overlap)) {
+    if (v == "none")
+      add_once(sweep.tp_overlap, suite::sp_tp::TpOverlap::none);
+    else if (v == "ring")
+      add_once(sweep.tp_overlap, suite::sp_tp::TpOverlap::ring);
+    else if (v.rfind("chunks:", 0) == 0)
+      throw suite::UsageError("--tp-overlap " + v +
+                              ": chunked overlap is not written yet (none, ring)");
+    else
+      throw suite::UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring)");
+  }
+  if (sweep.tp_overlap.empty()) throw suite::UsageError("--tp-overlap names nothing (none, ring)");
+  const bool wants_ring = std::find(sweep.tp_overlap.begin(), sweep.tp_overlap.end(),
+                                    suite::sp_tp::TpOverlap::ring) != sweep.tp_overlap.end();
+  if (wants_ring && std::find(sweep.variants.begin(), sweep.variants.end(),
+                              suite::sp_tp::Variant::tp_sp) == sweep.variants.end())
+    throw suite::UsageError(
+        "--tp-overlap ring overlaps TP+SP's all-gathers and reduce-scatters; "
+        "--variants tp has none to overlap: add tp_sp");
   return sweep;
 }
 
@@ -177,6 +198,13 @@ int main(int argc, char** argv) {
                    std::string("layer mode: ") + suite::kPassHelp +
                        ". Forward cases keep their names; training-step cases end in _fwd_bwd")
         ->capture_default_str();
+    app.add_option("--tp-overlap", o.tp_overlap,
+                   "layer mode, TP+SP forward (list): none (blocking collectives), ring (each "
+                   "all-gather cut into t ring steps, the QKV / fc1 GEMM running on each block as "
+                   "it arrives; each reduce-scatter cut into t steps, the output-projection / fc2 "
+                   "GEMM making one block's partial sum while the previous travels). Cases named "
+                   "_ovring; the overlap condition per op is model --section tp_overlap's")
+        ->capture_default_str();
     app.add_option("--bwd-overlap", o.bwd_overlap,
                    "layer mode, TP+SP training step: 1 overlaps the backward's LayerNorm-output "
                    "all-gathers with the input-gradient GEMMs (as Megatron does; NCCL: its "
@@ -200,6 +228,9 @@ int main(int argc, char** argv) {
                                              suite::Pass::fwd_bwd) != sweep.passes.end())
       throw suite::UsageError(
           "--pass fwd_bwd: the training step is the layer's; add --mode layer (or all)");
+    if (o.mode == "collectives" && sweep.tp_overlap != std::vector{suite::sp_tp::TpOverlap::none})
+      throw suite::UsageError(
+          "--tp-overlap: the overlap is the layer's GEMMs'; add --mode layer (or all)");
     if (o.mode != "layer") specs = collective_specs(ctx, o);
     if (o.mode != "collectives") {
       if (suite::sim::modeled())
