@@ -46,10 +46,13 @@ class Backward {
     // MLP block: out = dropout2(fc2(gelu(fc1(ln2(h1))))) + h1.
     void* g2 = acquire("grad_fc2_reduced", {L_, h_});
     compute([&] { s_.ops.dropout_backward(L_ * h_, p, mask("dropout2_mask"), d_out_, g2); });
-    const void* g2_full = full_rows(g2, "grad_fc2_output");
     void* d_fc1 = acquire("grad_fc1_output", {R_, fl_});
+    // dgelu = dY W_fc2^T, row block by row block (ring: each as its block of dY arrives).
+    const void* g2_full = full_rows_into(
+        g2, "grad_fc2_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
+          gemm(false, true, rows, fl_, h_, dy, h_, w_.w_fc2, h_, at(d_fc1, r0 * fl_), fl_);
+        });
     compute([&] {
-      gemm(false, true, R_, fl_, h_, g2_full, h_, w_.w_fc2, h_, d_fc1, fl_);  // dgelu
       gemm(true, false, fl_, h_, R_, saved("gelu_output"), fl_, g2_full, h_, g_.w_fc2, h_);
       s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1);
     });
@@ -65,10 +68,12 @@ class Backward {
     // Attention block: h1 = dropout1(proj(attention(qkv(ln1(x))))) + x.
     void* g1 = acquire("grad_proj_reduced", {L_, h_});
     compute([&] { s_.ops.dropout_backward(L_ * h_, p, mask("dropout1_mask"), d_h1, g1); });
-    const void* g1_full = full_rows(g1, "grad_proj_output");
     void* d_ctx = acquire("grad_attn_output", {R_, hl_});
+    const void* g1_full = full_rows_into(
+        g1, "grad_proj_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
+          gemm(false, true, rows, hl_, h_, dy, h_, w_.w_out, h_, at(d_ctx, r0 * hl_), hl_);
+        });
     compute([&] {
-      gemm(false, true, R_, hl_, h_, g1_full, h_, w_.w_out, h_, d_ctx, hl_);
       gemm(true, false, hl_, h_, R_, saved("attn_output"), hl_, g1_full, h_, g_.w_out, h_);
     });
     release_rows("grad_proj_output");
@@ -128,6 +133,24 @@ class Backward {
     s_.comm.all_gather(ph_, local, full, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype);
     return full;
   }
+  // g_bar's backward followed by the GEMM over its rows: rows(r0, count, dY rows) runs over all
+  // s*b rows. Blocking: the all-gather (tp_sp), then the GEMM at once. --tp-overlap ring: the
+  // all-gather as a ring, the GEMM on each block of rows as it arrives (METHODS.md 1.1).
+  const void* full_rows_into(
+      const void* local, const std::string& name,
+      const std::function<void(std::int64_t r0, std::int64_t count, const void* dy)>& rows) {
+    if (!ring()) {
+      const void* full = full_rows(local, name);
+      compute([&] { rows(0, R_, full); });
+      return full;
+    }
+    void* full = acquire(name, {R_, h_});
+    s_.comm.all_gather_matmul(ph_, local, full, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
+                              "bwd_exposed_comm",
+                              [&](int j) { rows(j * L_, L_, at(full, j * L_ * h_)); });
+    return full;
+  }
+  bool ring() const { return sp_ && s_.cfg.tp_overlap == TpOverlap::ring; }
   void release_rows(const std::string& name) {
     if (sp_) release(name);
   }
@@ -139,6 +162,7 @@ class Backward {
   void* column_parallel(const void* dY, std::int64_t n, const void* Wc, const char* ln_name,
                         void* dW, const std::string& tag) {
     void* partial = acquire("grad_" + tag + "_input_partial", {R_, h_});
+    if (ring()) return column_parallel_ring(dY, n, Wc, ln_name, dW, tag, partial);
     const int chunks = gemm_row_chunks(s_.t);
     auto input_grad = [&](int i, const std::function<void()>& progress) {
       const auto [r0, r1] = chunk_rows(R_, chunks, i);
@@ -165,6 +189,34 @@ class Backward {
                              s_.cfg.dtype);
     else
       s_.comm.all_reduce(ph_, partial, reduced, static_cast<std::size_t>(R_ * h_), s_.cfg.dtype);
+    release("grad_" + tag + "_input_partial");
+    return reduced;
+  }
+
+  // --tp-overlap ring: the LayerNorm output's all-gather feeds the weight gradient block by
+  // block (dW = sum over blocks of ln_j^T dY_j), and the input gradient's reduce-scatter is made
+  // of the per-block products dY_j Wc^T, each made while the previous block's sum travels.
+  void* column_parallel_ring(const void* dY, std::int64_t n, const void* Wc, const char* ln_name,
+                             void* dW, const std::string& tag, void* partial) {
+    void* gathered = acquire(std::string(ln_name) + "_gathered", {R_, h_});
+    s_.comm.all_gather_matmul(ph_, saved(ln_name), gathered, static_cast<std::size_t>(L_ * h_),
+                              s_.cfg.dtype, "bwd_exposed_comm", [&, first = true](int j) mutable {
+                                s_.ops.gemm_ex(true, false, h_, n, L_, 1.0,
+                                               at(gathered, j * L_ * h_), h_, at(dY, j * L_ * n), n,
+                                               first ? 0.0 : 1.0, dW, n);
+                                first = false;
+                              });
+    release(std::string(ln_name) + "_gathered");
+    void* reduced = acquire("grad_" + tag + "_input_reduced", {L_, h_});
+    void* incoming = acquire("grad_" + tag + "_input_incoming", {L_, h_});
+    s_.comm.matmul_reduce_scatter(
+        ph_, partial, incoming, reduced, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
+        "bwd_exposed_comm",
+        [&](int j, void* out) {
+          gemm(false, true, L_, h_, n, at(dY, j * L_ * n), n, Wc, n, out, h_);
+        },
+        [&](const void* a, const void* b, void* out) { s_.ops.residual_add(L_ * h_, a, b, out); });
+    release("grad_" + tag + "_input_incoming");
     release("grad_" + tag + "_input_partial");
     return reduced;
   }

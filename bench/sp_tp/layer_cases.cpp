@@ -206,6 +206,8 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
               continue;
             // So does the forward's (TP has no collective beside a GEMM to cut): one TP case.
             if (v == Variant::tp && tp_overlap != sweep.tp_overlap.front()) continue;
+            // Under ring the backward's collectives have their own schedule: --bwd-overlap moot.
+            if (tp_overlap == TpOverlap::ring && overlap != sweep.bwd_overlap.front()) continue;
             LayerConfig cfg = sweep.base;
             cfg.t = ctx.comm.size();
             cfg.dtype = ctx.dtype;

@@ -223,8 +223,11 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
         "%-8s %-8s %-4s %10.1f %10.1f %10.1f %10.1f %10.1f %6s %14.0f %14.0f %12.0f %12.0f %9.1e "
         "%6s\n",
         param_text(r, "variant").c_str(), param_text(r, "attention").c_str(),
-        std::isnan(ovl) ? "-" : (ovl == 1 ? "on" : "off"), attr_number(r, "time_median_s") * 1e6,
-        attr_number(r, "phase_fwd_median_s") * 1e6, attr_number(r, "phase_bwd_median_s") * 1e6,
+        param_text(r, "tp_overlap") == "ring" ? "ring"
+        : std::isnan(ovl)                     ? "-"
+                                              : (ovl == 1 ? "on" : "off"),
+        attr_number(r, "time_median_s") * 1e6, attr_number(r, "phase_fwd_median_s") * 1e6,
+        attr_number(r, "phase_bwd_median_s") * 1e6,
         attr_number(r, "phase_bwd_compute_median_s") * 1e6,
         attr_number(r, "phase_bwd_comm_median_s") * 1e6, calls,
         attr_number(r, "fwd_bwd_comm_bytes_per_rank"),

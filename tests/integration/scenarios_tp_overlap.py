@@ -6,7 +6,8 @@ its reduce-scatters built from the output projection's and fc2's per-block parti
 (the ring of METHODS.md 1.1), forward and training step, fused and unfused attention, on 2 and
 4 ranks in fp64: each case passes the layer's own check; its output and every gradient equal
 the blocking TP+SP case's to fp64 rounding (the sums run in another order); it sends the same
-bytes in the same count of collectives; its exposed communication is timed.
+bytes in the same count of collectives; its exposed communication is timed, the backward's
+(whose output-gradient all-gathers and input-gradient reduce-scatters run as rings too) apart.
 """
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ def scenario_ring(env: Env, ranks: int) -> None:
             exposed = a["phase_fwd_exposed_comm_median_s" if step else "phase_exposed_comm_median_s"]
             forward = a["phase_fwd_median_s"] if step else a["time_median_s"]
             expect(0 < exposed <= forward * 1.0001, f"{name}: exposed {exposed} against the forward's {forward}")
+            if step:  # the backward's rings: its own exposed communication, within the pass
+                bwd = a["phase_bwd_exposed_comm_median_s"]
+                expect(0 < bwd <= a["phase_bwd_median_s"] * 1.0001, f"{name}: backward exposed {bwd}")
+                block = 128 * 256 // ranks * 8  # the ring's one incoming block of partial sums
+                expect(a["bwd_peak_bytes"] <= b["bwd_peak_bytes"] + block,
+                       f"{name}: backward peak {a['bwd_peak_bytes']} against {b['bwd_peak_bytes']}")
             expect(a["h_over_t"] == 256 / ranks and a["overlap_c_out_proj"] == 1, f"{name}: h/t and widths")
             expect("cannot hide" in a["tp_overlap_note"], f"{name}: the CPU note is missing")
         print(f"  ok: {len(ring)} ring cases on {ranks} ranks")
