@@ -117,9 +117,11 @@ step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 
 # Two ranks sharing the GPU through MPI (host-staged or CUDA-aware): the real t = 2 algorithms.
 step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1M:64M:x8 --iters 10 \
   --out "$R/sp_tp_mpi2.h5"
-# TP vs TP+SP on two ranks sharing the GPU.
+# TP vs TP+SP on two ranks sharing the GPU, TP+SP also with its collectives as rings beside the
+# GEMMs (--tp-overlap ring), checked against the blocking layer.
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
-  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --iters 5 --out "$R/layer2.h5"
+  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --tp-overlap none,ring \
+  --iters 5 --out "$R/layer2.h5"
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged
 # shapes, where the CPU emulator's checks stand in on machines without a GPU (the emulator does
