@@ -37,4 +37,14 @@ Comm::~Comm() {
   if (!finalized) MPI_Comm_free(&comm_);
 }
 
+ByteCounts lifetime_bytes_of(const std::vector<const Comm*>& comms) {
+  ByteCounts b;
+  for (const Comm* c : comms)
+    if (c) {
+      b.sent += c->lifetime_bytes().sent;
+      b.recv += c->lifetime_bytes().recv;
+    }
+  return b;
+}
+
 }  // namespace suite

@@ -146,6 +146,10 @@ class Comm {
   std::vector<int> world_ranks_;  // of this communicator's ranks
 };
 
+// Lifetime bytes of several communicators summed (null ones skipped): the traffic of the
+// sub-groups a case makes itself (BenchCase::own_comm_bytes).
+ByteCounts lifetime_bytes_of(const std::vector<const Comm*>& comms);
+
 // The MPI transport on `device`'s buffers: direct on host memory, CUDA-aware when the MPI
 // library supports it, else staged through pinned host memory.
 std::unique_ptr<Comm> make_mpi_comm(Device& device, MPI_Comm comm);

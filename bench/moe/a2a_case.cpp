@@ -86,8 +86,19 @@ class A2aCase final : public BenchCase {
       if (d != me_) (d / P_ == me_ / P_ ? want_intra_ : want_inter_) += at(me_, d);
     if (algo_ == A2aAlgo::hierarchical) plan_hierarchy();
     if (algo_ == A2aAlgo::pairwise) {
-      for (int i = 0; i < N_; ++i)
+      // Step i: one non-empty peer each way, to rank + i and from rank - i (made here, not in
+      // the timed step).
+      for (int i = 0; i < N_; ++i) {
+        const auto to = static_cast<std::size_t>((me_ + i) % N_),
+                   from = static_cast<std::size_t>((me_ - i + N_) % N_);
+        Split s = send_, r = recv_;
+        std::fill(s.counts.begin(), s.counts.end(), 0);
+        std::fill(r.counts.begin(), r.counts.end(), 0);
+        s.counts[to] = send_.counts[to];
+        r.counts[from] = recv_.counts[from];
+        steps_.emplace_back(std::move(s), std::move(r));
         timers_.push_back(ctx_.device.make_timer());
+      }
       step_times_.assign(N, {});
     }
   }
@@ -104,19 +115,12 @@ class A2aCase final : public BenchCase {
       });
     } else if (algo_ == A2aAlgo::pairwise) {
       phases.time("exchange", [&] {
-        const auto N = static_cast<std::size_t>(N_);
-        for (int i = 0; i < N_; ++i) {
-          const auto to = static_cast<std::size_t>((me_ + i) % N_),
-                     from = static_cast<std::size_t>((me_ - i + N_) % N_);
-          Split s(N), r(N);
-          s.counts[to] = send_.counts[to];
-          r.counts[from] = recv_.counts[from];
-          s.displs = send_.displs;
-          r.displs = recv_.displs;
-          timers_[static_cast<std::size_t>(i)]->start();
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+          const auto& [s, r] = steps_[i];
+          timers_[i]->start();
           c.all_to_all_v(sbuf_.data(), s.counts, s.displs, rbuf_.data(), r.counts, r.displs,
                          ctx_.dtype);
-          timers_[static_cast<std::size_t>(i)]->stop();
+          timers_[i]->stop();
         }
       });
       for (int i = 0; i < N_; ++i)
@@ -224,13 +228,7 @@ class A2aCase final : public BenchCase {
   }
 
   ByteCounts own_comm_bytes() const override {
-    ByteCounts b;
-    for (const Comm* c : {node_.get(), rail_.get()})
-      if (c) {
-        b.sent += c->lifetime_bytes().sent;
-        b.recv += c->lifetime_bytes().recv;
-      }
-    return b;
+    return lifetime_bytes_of({node_.get(), rail_.get()});
   }
 
  private:
@@ -332,6 +330,7 @@ class A2aCase final : public BenchCase {
   std::vector<std::int64_t> m_;
   Split send_, recv_, rail_send_, rail_recv_, node_send_, node_recv_;
   std::vector<Block> pack_, unpack_;
+  std::vector<std::pair<Split, Split>> steps_;  // pairwise: each step's send and receive splits
   Buffer sbuf_, rbuf_, rail_buf_, node_send_buf_, node_recv_buf_;
   std::unique_ptr<Comm> node_, rail_;
   std::vector<std::unique_ptr<IntervalTimer>> timers_;
@@ -395,19 +394,13 @@ void print_a2a_table(const std::vector<CaseRecord>& records) {
       "ranks per rank, mean; busbw = algbw (N-1)/N)\n");
   std::printf("%-18s %12s %-13s %12s %10s %10s %14s %14s %6s\n", "traffic", "bytes", "algo",
               "step_us", "algbw", "busbw", "bytes/rank", "pred", "check");
-  for (const CaseRecord* r : [&] {
-         std::vector<const CaseRecord*> v;
-         for (const auto& x : records)
-           v.push_back(&x);
-         return v;
-       }()) {
+  for (const CaseRecord& r : records)
     std::printf("%-18s %12.0f %-13s %12.1f %10.3f %10.3f %14.0f %14.0f %6s\n",
-                param_text(*r, "traffic").c_str(), attr_number(*r, "bytes"),
-                param_text(*r, "algo").c_str(), attr_number(*r, "time_median_s") * 1e6,
-                attr_number(*r, "algbw_GBps"), attr_number(*r, "busbw_GBps"),
-                attr_number(*r, "a2a_bytes_per_rank"), attr_number(*r, "pred_a2a_bytes_per_rank"),
-                attr_number(*r, "check_passed") > 0 ? "ok" : "FAIL");
-  }
+                param_text(r, "traffic").c_str(), attr_number(r, "bytes"),
+                param_text(r, "algo").c_str(), attr_number(r, "time_median_s") * 1e6,
+                attr_number(r, "algbw_GBps"), attr_number(r, "busbw_GBps"),
+                attr_number(r, "a2a_bytes_per_rank"), attr_number(r, "pred_a2a_bytes_per_rank"),
+                attr_number(r, "check_passed") > 0 ? "ok" : "FAIL");
 }
 
 }  // namespace suite::moe

@@ -111,23 +111,18 @@ class MoeCase final : public BenchCase {
 
   // The node and rail communicators of hierarchical dispatch carry most of its traffic.
   ByteCounts own_comm_bytes() const override {
-    ByteCounts b;
     std::vector<const Comm*> own = {node_comm_.get(), rail_comm_.get()};
     for (const auto& c : replica_comms_)
       own.push_back(c.get());
-    for (const Comm* c : own)
-      if (c) {
-        b.sent += c->lifetime_bytes().sent;
-        b.recv += c->lifetime_bytes().recv;
-      }
-    return b;
+    return lifetime_bytes_of(own);
   }
 
   LayerGrads layer_grads() const {
     LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
     const auto gate = layer_->gate_grad();
     g.dgate.assign(gate.begin(), gate.end());
-    for (std::size_t j = 0; j < layer_->local_experts().size(); ++j) {
+    const std::size_t slots = layer_->local_experts().size();
+    for (std::size_t j = 0; j < slots; ++j) {
       g.dw1.push_back(layer_->expert_w1_grad(static_cast<int>(j)));
       g.dw2.push_back(layer_->expert_w2_grad(static_cast<int>(j)));
     }

@@ -1,25 +1,19 @@
 #include "bench/moe/moe_hierarchical.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "bench/moe/moe_buffers.hpp"
 #include "common/errors.hpp"
 #include "common/sim.hpp"
 
 namespace suite::moe {
 namespace {
 
-template <class T>
-std::size_t bytes_of(const std::vector<T>& v) {
-  return v.size() * sizeof(T);
-}
-
 std::int64_t sum(const std::vector<std::int64_t>& v) {
-  std::int64_t s = 0;
-  for (auto x : v)
-    s += x;
-  return s;
+  return std::accumulate(v.begin(), v.end(), std::int64_t{0});
 }
 
 constexpr int kRecordFields = 3;  // relay row (within the peer's rows), destination, gate
@@ -39,14 +33,12 @@ HierarchicalExchange::HierarchicalExchange(Device& device, MoeOps& ops, Comm& no
       M_(rail.size()) {}
 
 void HierarchicalExchange::ensure(Buffer& b, std::size_t bytes) {
-  bytes = std::max<std::size_t>(bytes, 64);
-  if (b.bytes() < bytes) b = device_.alloc(bytes);
+  grow(device_, b, bytes);
 }
 
-// Index arrays only the kernels read: modeled compute skips the kernels and leaves them unwritten.
 void HierarchicalExchange::upload_index(Buffer& dst, const std::vector<std::int64_t>& v) {
   ensure(dst, bytes_of(v));
-  if (!sim::modeled() && !v.empty()) device_.copy_from_host(dst.data(), v.data(), bytes_of(v));
+  moe::upload_index(device_, dst, v.data(), bytes_of(v));
 }
 
 std::int64_t HierarchicalExchange::plan(const kernels::moe::DispatchPlan& flat,
@@ -110,7 +102,8 @@ std::int64_t HierarchicalExchange::plan(const kernels::moe::DispatchPlan& flat,
     home_records_[static_cast<std::size_t>(n)] =
         send_off[static_cast<std::size_t>(n + 1) * P_] - send_off[static_cast<std::size_t>(n) * P_];
   }
-  inter_rows_ = sum(home_rows_) - home_rows_[static_cast<std::size_t>(me_node)];
+  home_total_ = sum(home_rows_);
+  inter_rows_ = home_total_ - home_rows_[static_cast<std::size_t>(me_node)];
   inter_records_ = sum(home_records_) - home_records_[static_cast<std::size_t>(me_node)];
   intra_rows_ = 0;
   for (int s = 0; s < ranks; ++s)
@@ -137,22 +130,15 @@ std::int64_t HierarchicalExchange::plan(const kernels::moe::DispatchPlan& flat,
       relay_rows_[n] = static_cast<std::int64_t>(got[2 * n]);
       relay_records_[n] = static_cast<std::int64_t>(got[2 * n + 1]);
     }
-    std::vector<std::size_t> se(Mz), sd(Mz), re(Mz), rd(Mz);
-    std::size_t so = 0, ro = 0;
-    for (std::size_t n = 0; n < Mz; ++n) {
-      se[n] = static_cast<std::size_t>(home_records_[n]) * kRecordFields;
-      re[n] = static_cast<std::size_t>(relay_records_[n]) * kRecordFields;
-      sd[n] = so;
-      rd[n] = ro;
-      so += se[n];
-      ro += re[n];
-    }
-    relay_records.resize(ro);
-    Buffer rs = device_.alloc(std::max<std::size_t>(so, 1) * sizeof(double)),
-           rr = device_.alloc(std::max<std::size_t>(ro, 1) * sizeof(double));
-    if (so > 0) device_.copy_from_host(rs.data(), records.data(), bytes_of(records));
-    rail_.all_to_all_v(rs.data(), se, sd, rr.data(), re, rd, DType::fp64);
-    if (ro > 0) device_.copy_to_host(relay_records.data(), rr.data(), bytes_of(relay_records));
+    relay_records.resize(static_cast<std::size_t>(sum(relay_records_)) * kRecordFields);
+    Buffer rs = device_.alloc(std::max<std::size_t>(records.size(), 1) * sizeof(double)),
+           rr = device_.alloc(std::max<std::size_t>(relay_records.size(), 1) * sizeof(double));
+    if (!records.empty()) device_.copy_from_host(rs.data(), records.data(), bytes_of(records));
+    LevelBytes control_bytes;  // counted below from the rail's total, with the counts
+    a2av(rail_, rs.data(), home_records_, rr.data(), relay_records_, kRecordFields, DType::fp64,
+         control_bytes, true);
+    if (!relay_records.empty())
+      device_.copy_to_host(relay_records.data(), rr.data(), bytes_of(relay_records));
   }
   const std::int64_t control = rail_.bytes().sent - before;
 
@@ -240,16 +226,15 @@ std::int64_t HierarchicalExchange::plan(const kernels::moe::DispatchPlan& flat,
   return control;
 }
 
-void HierarchicalExchange::rows_a2av(Comm& c, const void* send,
-                                     const std::vector<std::int64_t>& send_rows, void* recv,
-                                     const std::vector<std::int64_t>& recv_rows, LevelBytes& b,
-                                     bool inter) {
-  const std::size_t n = send_rows.size();
+void HierarchicalExchange::a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_n,
+                                void* recv, const std::vector<std::int64_t>& recv_n,
+                                std::int64_t elems, DType t, LevelBytes& b, bool inter) {
+  const std::size_t n = send_n.size();
   std::vector<std::size_t> se(n), sd(n), re(n), rd(n);
   std::size_t so = 0, ro = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    se[i] = static_cast<std::size_t>(send_rows[i] * h_);
-    re[i] = static_cast<std::size_t>(recv_rows[i] * h_);
+    se[i] = static_cast<std::size_t>(send_n[i] * elems);
+    re[i] = static_cast<std::size_t>(recv_n[i] * elems);
     sd[i] = so;
     rd[i] = ro;
     so += se[i];
@@ -260,17 +245,23 @@ void HierarchicalExchange::rows_a2av(Comm& c, const void* send,
                              std::to_string(std::max(so, ro)) +
                              " elements is above this transport's limit");
   const ByteCounts before = c.bytes();
-  c.all_to_all_v(send, se, sd, recv, re, rd, t_);
+  c.all_to_all_v(send, se, sd, recv, re, rd, t);
   const std::int64_t sent = c.bytes().sent - before.sent, got = c.bytes().recv - before.recv;
   (inter ? b.inter_sent : b.intra_sent) += sent;
   (inter ? b.inter_recv : b.intra_recv) += got;
 }
 
+void HierarchicalExchange::rows_a2av(Comm& c, const void* send,
+                                     const std::vector<std::int64_t>& send_rows, void* recv,
+                                     const std::vector<std::int64_t>& recv_rows, LevelBytes& b,
+                                     bool inter) {
+  a2av(c, send, send_rows, recv, recv_rows, h_, t_, b, inter);
+}
+
 LevelBytes HierarchicalExchange::dispatch(const void* x, void* recv) {
   LevelBytes b;
-  const std::int64_t home_total = sum(home_rows_);
-  ensure(home_send_, static_cast<std::size_t>(home_total) * row_bytes_);
-  ops_.gather_rows(home_total, h_, home_src_dev_.as<std::int64_t>(), x, home_send_.data());
+  ensure(home_send_, static_cast<std::size_t>(home_total_) * row_bytes_);
+  ops_.gather_rows(home_total_, h_, home_src_dev_.as<std::int64_t>(), x, home_send_.data());
   ensure(relay_recv_, static_cast<std::size_t>(relay_total_) * row_bytes_);
   rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true);
   ensure(fan_send_, static_cast<std::size_t>(fan_total_) * row_bytes_);
@@ -290,7 +281,7 @@ LevelBytes HierarchicalExchange::combine(const void* back, void* out) {
   ensure(partial_, static_cast<std::size_t>(relay_total_) * row_bytes_);
   ops_.combine(relay_total_, kmax_, h_, relay_slot_dev_.as<std::int64_t>(),
                relay_gates_dev_.as<float>(), relay_y_.data(), partial_.data());
-  ensure(home_back_, static_cast<std::size_t>(sum(home_rows_)) * row_bytes_);
+  ensure(home_back_, static_cast<std::size_t>(home_total_) * row_bytes_);
   rows_a2av(rail_, partial_.data(), relay_rows_, home_back_.data(), home_rows_, b, true);
   ops_.combine(T_, M_, h_, home_slot_dev_.as<std::int64_t>(), nullptr, home_back_.data(), out);
   return b;
@@ -299,8 +290,7 @@ LevelBytes HierarchicalExchange::combine(const void* back, void* out) {
 LevelBytes HierarchicalExchange::combine_backward(const void* dy, void* grad_recv,
                                                   float* gate_grad) {
   LevelBytes b;
-  const std::int64_t home_total = sum(home_rows_);
-  ops_.gather_rows(home_total, h_, home_src_dev_.as<std::int64_t>(), dy, home_send_.data());
+  ops_.gather_rows(home_total_, h_, home_src_dev_.as<std::int64_t>(), dy, home_send_.data());
   rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true);
   const std::size_t slots = relay_slot_.size();
   ensure(relay_gate_grad_, slots * sizeof(float));
@@ -323,21 +313,8 @@ LevelBytes HierarchicalExchange::combine_backward(const void* dy, void* grad_rec
         per_record[static_cast<std::size_t>(relay_slot_record_[s])] = at_slot[s];
     device_.copy_from_host(record_grad_send_.data(), per_record.data(), bytes_of(per_record));
   }
-  const std::size_t n = static_cast<std::size_t>(M_);
-  std::vector<std::size_t> se(n), sd(n), re(n), rd(n);
-  for (std::size_t i = 0, so = 0, ro = 0; i < n; ++i) {
-    se[i] = static_cast<std::size_t>(relay_records_[i]);
-    re[i] = static_cast<std::size_t>(home_records_[i]);
-    sd[i] = so;
-    rd[i] = ro;
-    so += se[i];
-    ro += re[i];
-  }
-  const ByteCounts before = rail_.bytes();
-  rail_.all_to_all_v(record_grad_send_.data(), se, sd, record_grad_recv_.data(), re, rd,
-                     DType::fp32);
-  b.inter_sent += rail_.bytes().sent - before.sent;
-  b.inter_recv += rail_.bytes().recv - before.recv;
+  a2av(rail_, record_grad_send_.data(), relay_records_, record_grad_recv_.data(), home_records_, 1,
+       DType::fp32, b, true);
   if (values) {
     std::vector<float> got(static_cast<std::size_t>(got_records)),
         per_copy(static_cast<std::size_t>(T_ * k_), 0.0f);

@@ -33,13 +33,6 @@ struct LevelBytes {
   std::int64_t inter_sent = 0, inter_recv = 0;  // across nodes (the rail)
   std::int64_t intra_sent = 0, intra_recv = 0;  // inside the node
   std::int64_t sent() const { return inter_sent + intra_sent; }
-  LevelBytes& operator+=(const LevelBytes& o) {
-    inter_sent += o.inter_sent;
-    inter_recv += o.inter_recv;
-    intra_sent += o.intra_sent;
-    intra_recv += o.intra_recv;
-    return *this;
-  }
 };
 
 class HierarchicalExchange {
@@ -82,7 +75,12 @@ class HierarchicalExchange {
   int nodes() const { return M_; }
 
  private:
-  // One all-to-all-v of rows (h elements each) with per-peer row counts; returns the bytes.
+  // One all-to-all-v of `elems`-element items of type t, per-peer item counts; adds the bytes
+  // the transport counted to b at its level.
+  void a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_n, void* recv,
+            const std::vector<std::int64_t>& recv_n, std::int64_t elems, DType t, LevelBytes& b,
+            bool inter);
+  // The same for token rows (h elements of the run's type).
   void rows_a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_rows, void* recv,
                  const std::vector<std::int64_t>& recv_rows, LevelBytes& b, bool inter);
   void ensure(Buffer& b, std::size_t bytes);
@@ -103,6 +101,7 @@ class HierarchicalExchange {
   // tokens; each copy record's copy index (t k + slot) per peer, in record order; per (token,
   // node) the row of its partial sum (-1: no copy there).
   std::vector<std::int64_t> home_rows_, home_src_, home_records_, home_record_copy_, home_slot_;
+  std::int64_t home_total_ = 0;  // rows sent over the rail in all (self included)
   // Relay side: rows and records from each rail peer; fan-out rows to each node peer and the
   // relay row each takes; per relay row its copies' fan-out rows and gates (kmax per row).
   std::vector<std::int64_t> relay_rows_, relay_records_, fan_rows_, fan_src_, relay_slot_;

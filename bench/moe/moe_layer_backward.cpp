@@ -3,18 +3,11 @@
 // activations A, and the expert outputs y that came back in the combine.
 #include <algorithm>
 
+#include "bench/moe/moe_buffers.hpp"
 #include "bench/moe/moe_layer.hpp"
 #include "common/errors.hpp"
 
 namespace suite::moe {
-namespace {
-
-template <class T>
-std::size_t bytes_of(const std::vector<T>& v) {
-  return v.size() * sizeof(T);
-}
-
-}  // namespace
 
 void MoeLayer::backward(PhaseTimer& phases) {
   SUITE_CHECK(cfg_.backward(), "backward() of a layer built for the forward pass only");

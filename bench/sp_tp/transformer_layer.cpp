@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <functional>
 
 #include "bench/sp_tp/layer_backward.hpp"
 #include "common/errors.hpp"
@@ -160,41 +161,47 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     ops_.layernorm(local_rows_, h, x_->data(), params_[0]->data(), params_[1]->data(),
                    ln1_->data());
   });
-  // --tp-overlap ring: the all-gathers feed their GEMMs block by block as blocks arrive, and the
-  // reduce-scatters take their partial products block by block (METHODS.md 1.1). The partial
-  // buffers (row_parallel_partial, fc2_partial) hold the blocks and the one arriving, so the
-  // ledger is the blocking layer's.
+  // One sublayer between g and g_bar: the column-parallel GEMM, its middle (attention or GeLU)
+  // and the row-parallel GEMM. Blocking, or under --tp-overlap ring the all-gather feeds the
+  // first GEMM block by block as blocks arrive and the reduce-scatter takes the second's partial
+  // products block by block (METHODS.md 1.1); `partial` and `spare`, the ledger's partial
+  // buffers, hold the blocks and the one arriving, so the ledger is the blocking layer's.
   const bool ring = sp && cfg_.tp_overlap == TpOverlap::ring;
   const std::string exposed = prefix + "exposed_comm";
-  const std::size_t lr = static_cast<std::size_t>(local_rows_);
   auto block = [&](const Buffer& b, int j, std::int64_t cols) {
     return at(b, static_cast<std::int64_t>(j) * local_rows_ * cols);
   };
-  auto add = [&](const void* a, const void* b, void* out) {
-    ops_.residual_add(local_rows_ * h, a, b, out);
-  };
-  if (ring) {
-    comm_.all_gather_matmul(phases, ln1_->data(), ln1_full_->data(), lr * h, dt, exposed,
-                            [&](int j) {
-                              ops_.gemm(local_rows_, 3 * hl, h, block(*ln1_full_, j, h),
-                                        params_[4]->data(), block(*qkv_, j, 3 * hl));
-                            });
-    compute([&] { attention(); });
-    comm_.matmul_reduce_scatter(
-        phases, proj_->data(), fc2_->data(), reduced_->data(), lr * h, dt, exposed,
-        [&](int j, void* out) {
-          ops_.gemm(local_rows_, h, hl, block(*ctx_, j, hl), params_[5]->data(), out);
-        },
-        add);
-  } else {
-    const Buffer& attn_in = full_rows(*ln1_, ln1_full_);
-    compute([&] {
-      ops_.gemm(rows, 3 * hl, h, attn_in.data(), params_[4]->data(), qkv_->data());
-      attention();
-      ops_.gemm(rows, h, hl, ctx_->data(), params_[5]->data(), proj_->data());
+  auto sublayer = [&](const Buffer& ln, const Buffer* ln_full, const Buffer& w_in, const Buffer& a,
+                      std::int64_t n_in, const std::function<void()>& middle, const Buffer& b,
+                      std::int64_t n_mid, const Buffer& w_out, const Buffer& partial,
+                      const Buffer& spare) {
+    if (!ring) {
+      const Buffer& in = full_rows(ln, ln_full);
+      compute([&] {
+        ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data());
+        middle();
+        ops_.gemm(rows, h, n_mid, b.data(), w_out.data(), partial.data());
+      });
+      reduce_partial(partial);
+      return;
+    }
+    const auto count = static_cast<std::size_t>(local_rows_ * h);
+    comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), count, dt, exposed, [&](int j) {
+      ops_.gemm(local_rows_, n_in, h, block(*ln_full, j, h), w_in.data(), block(a, j, n_in));
     });
-    reduce_partial(*proj_);
-  }
+    compute(middle);
+    comm_.matmul_reduce_scatter(
+        phases, partial.data(), spare.data(), reduced_->data(), count, dt, exposed,
+        [&](int j, void* out) {
+          ops_.gemm(local_rows_, h, n_mid, block(b, j, n_mid), w_out.data(), out);
+        },
+        [&](const void* x, const void* y, void* out) {
+          ops_.residual_add(local_rows_ * h, x, y, out);
+        });
+  };
+  sublayer(
+      *ln1_, ln1_full_, *params_[4], *qkv_, 3 * hl, [&] { attention(); }, *ctx_, hl, *params_[5],
+      *proj_, *fc2_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout1Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask1_->as<std::uint8_t>());
@@ -202,28 +209,10 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     ops_.layernorm(local_rows_, h, h1_->data(), params_[2]->data(), params_[3]->data(),
                    ln2_->data());
   });
-  if (ring) {
-    comm_.all_gather_matmul(phases, ln2_->data(), ln2_full_->data(), lr * h, dt, exposed,
-                            [&](int j) {
-                              ops_.gemm(local_rows_, fl, h, block(*ln2_full_, j, h),
-                                        params_[6]->data(), block(*fc1_, j, fl));
-                            });
-    compute([&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); });
-    comm_.matmul_reduce_scatter(
-        phases, fc2_->data(), proj_->data(), reduced_->data(), lr * h, dt, exposed,
-        [&](int j, void* out) {
-          ops_.gemm(local_rows_, h, fl, block(*gelu_, j, fl), params_[7]->data(), out);
-        },
-        add);
-  } else {
-    const Buffer& mlp_in = full_rows(*ln2_, ln2_full_);
-    compute([&] {
-      ops_.gemm(rows, fl, h, mlp_in.data(), params_[6]->data(), fc1_->data());
-      ops_.gelu(rows * fl, fc1_->data(), gelu_->data());
-      ops_.gemm(rows, h, fl, gelu_->data(), params_[7]->data(), fc2_->data());
-    });
-    reduce_partial(*fc2_);
-  }
+  sublayer(
+      *ln2_, ln2_full_, *params_[6], *fc1_, fl,
+      [&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); }, *gelu_, fl, *params_[7], *fc2_,
+      *proj_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout2Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask2_->as<std::uint8_t>());
