@@ -49,13 +49,14 @@ class Backward {
     void* d_fc1 = acquire("grad_fc1_output", {R_, fl_});
     // dgelu = dY W_fc2^T, row block by row block (ring: each as its block of dY arrives).
     const void* g2_full = full_rows_into(
-        g2, "grad_fc2_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
+        "fc2", g2, "grad_fc2_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
           gemm(false, true, rows, fl_, h_, dy, h_, w_.w_fc2, h_, at(d_fc1, r0 * fl_), fl_);
         });
-    compute([&] {
+    s_.comm.gemm(ph_, [&] {
       gemm(true, false, fl_, h_, R_, saved("gelu_output"), fl_, g2_full, h_, g_.w_fc2, h_);
-      s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1);
     });
+    s_.comm.set_op("");
+    compute([&] { s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1); });
     release_rows("grad_fc2_output");
     release("grad_fc2_reduced");
     void* d_ln2 = column_parallel(d_fc1, fl_, w_.w_fc1, "ln2_output", g_.w_fc1, "fc1");
@@ -69,13 +70,15 @@ class Backward {
     void* g1 = acquire("grad_proj_reduced", {L_, h_});
     compute([&] { s_.ops.dropout_backward(L_ * h_, p, mask("dropout1_mask"), d_h1, g1); });
     void* d_ctx = acquire("grad_attn_output", {R_, hl_});
-    const void* g1_full = full_rows_into(
-        g1, "grad_proj_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
-          gemm(false, true, rows, hl_, h_, dy, h_, w_.w_out, h_, at(d_ctx, r0 * hl_), hl_);
-        });
-    compute([&] {
+    const void* g1_full = full_rows_into("out_proj", g1, "grad_proj_output",
+                                         [&](std::int64_t r0, std::int64_t rows, const void* dy) {
+                                           gemm(false, true, rows, hl_, h_, dy, h_, w_.w_out, h_,
+                                                at(d_ctx, r0 * hl_), hl_);
+                                         });
+    s_.comm.gemm(ph_, [&] {
       gemm(true, false, hl_, h_, R_, saved("attn_output"), hl_, g1_full, h_, g_.w_out, h_);
     });
+    s_.comm.set_op("");
     release_rows("grad_proj_output");
     release("grad_proj_reduced");
     void* d_qkv = acquire("grad_qkv", {R_, 3 * hl_});
@@ -136,12 +139,14 @@ class Backward {
   // g_bar's backward followed by the GEMM over its rows: rows(r0, count, dY rows) runs over all
   // s*b rows. Blocking: the all-gather (tp_sp), then the GEMM at once. --tp-overlap ring: the
   // all-gather as a ring, the GEMM on each block of rows as it arrives (METHODS.md 1.1).
+  // The op (bwd_out_proj, bwd_fc2) stays current for the caller's weight-gradient GEMM.
   const void* full_rows_into(
-      const void* local, const std::string& name,
+      const char* op, const void* local, const std::string& name,
       const std::function<void(std::int64_t r0, std::int64_t count, const void* dy)>& rows) {
+    s_.comm.set_op(std::string("bwd_") + op);
     if (!ring()) {
       const void* full = full_rows(local, name);
-      compute([&] { rows(0, R_, full); });
+      s_.comm.gemm(ph_, [&] { rows(0, R_, full); });
       return full;
     }
     void* full = acquire(name, {R_, h_});
@@ -162,7 +167,12 @@ class Backward {
   void* column_parallel(const void* dY, std::int64_t n, const void* Wc, const char* ln_name,
                         void* dW, const std::string& tag) {
     void* partial = acquire("grad_" + tag + "_input_partial", {R_, h_});
-    if (ring()) return column_parallel_ring(dY, n, Wc, ln_name, dW, tag, partial);
+    s_.comm.set_op("bwd_" + tag);
+    if (ring()) {
+      void* reduced = column_parallel_ring(dY, n, Wc, ln_name, dW, tag, partial);
+      s_.comm.set_op("");
+      return reduced;
+    }
     const int chunks = gemm_row_chunks(s_.t);
     auto input_grad = [&](int i, const std::function<void()>& progress) {
       const auto [r0, r1] = chunk_rows(R_, chunks, i);
@@ -179,9 +189,9 @@ class Backward {
     } else {
       const std::function<void()> none = [] {};
       for (int i = 0; i < chunks; ++i)
-        compute([&] { input_grad(i, none); });
+        s_.comm.gemm(ph_, [&] { input_grad(i, none); });
     }
-    compute([&] { gemm(true, false, h_, n, R_, ln, h_, dY, n, dW, n); });
+    s_.comm.gemm(ph_, [&] { gemm(true, false, h_, n, R_, ln, h_, dY, n, dW, n); });
     if (sp_) release(std::string(ln_name) + "_gathered");
     void* reduced = acquire("grad_" + tag + "_input_reduced", {L_, h_});
     if (sp_)
@@ -189,6 +199,7 @@ class Backward {
                              s_.cfg.dtype);
     else
       s_.comm.all_reduce(ph_, partial, reduced, static_cast<std::size_t>(R_ * h_), s_.cfg.dtype);
+    s_.comm.set_op("");
     release("grad_" + tag + "_input_partial");
     return reduced;
   }

@@ -37,6 +37,27 @@ void LayerComm::begin_pass(PassComm* sink, std::string comm_phase, std::string c
   compute_phase_ = std::move(compute_phase);
 }
 
+void LayerComm::gemm(PhaseTimer& ph, const std::function<void()>& f) {
+  if (op_.empty())
+    ph.time(compute_phase_, f);
+  else
+    ph.time(op_ + "_gemm", [&] { ph.time(compute_phase_, f); });
+}
+
+void LayerComm::waited(PhaseTimer& ph, const std::string& exposed, const std::function<void()>& f) {
+  auto comm = [&] { ph.time(comm_phase_, f); };
+  auto pass = [&] {
+    if (exposed.empty())
+      comm();
+    else
+      ph.time(exposed, comm);
+  };
+  if (op_.empty())
+    pass();
+  else
+    ph.time(op_ + "_exposed", pass);
+}
+
 void LayerComm::record(Coll kind, std::int64_t before) {
   if (!sink_) return;
   const auto k = static_cast<std::size_t>(kind);
@@ -47,21 +68,21 @@ void LayerComm::record(Coll kind, std::int64_t before) {
 void LayerComm::all_reduce(PhaseTimer& ph, const void* send, void* recv, std::size_t count, DType t,
                            Coll kind) {
   const std::int64_t before = comm_.bytes().sent;
-  ph.time(comm_phase_, [&] { comm_.all_reduce(send, recv, count, t); });
+  waited(ph, "", [&] { comm_.all_reduce(send, recv, count, t); });
   record(kind, before);
 }
 
 void LayerComm::reduce_scatter(PhaseTimer& ph, const void* send, void* recv, std::size_t recv_count,
                                DType t) {
   const std::int64_t before = comm_.bytes().sent;
-  ph.time(comm_phase_, [&] { comm_.reduce_scatter(send, recv, recv_count, t); });
+  waited(ph, "", [&] { comm_.reduce_scatter(send, recv, recv_count, t); });
   record(Coll::reduce_scatter, before);
 }
 
 void LayerComm::all_gather(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count,
                            DType t) {
   const std::int64_t before = comm_.bytes().sent;
-  ph.time(comm_phase_, [&] { comm_.all_gather(send, recv, send_count, t); });
+  waited(ph, "", [&] { comm_.all_gather(send, recv, send_count, t); });
   record(Coll::all_gather, before);
 }
 
@@ -73,11 +94,10 @@ void LayerComm::all_gather_with(
   const std::int64_t before = comm_.bytes().sent;
   const std::function<void()> no_progress = [] {};
   if (!overlapped || n == 1) {
-    ph.time(exposed_phase,
-            [&] { ph.time(comm_phase_, [&] { comm_.all_gather(send, recv, send_count, t); }); });
+    waited(ph, exposed_phase, [&] { comm_.all_gather(send, recv, send_count, t); });
     record(Coll::all_gather, before);
     for (int i = 0; i < chunks; ++i)
-      ph.time(compute_phase_, [&] { compute(i, no_progress); });
+      gemm(ph, [&] { compute(i, no_progress); });
     return;
   }
   // Ring: step k sends block (r - k) mod n to rank r + 1 and receives block (r - k - 1) mod n
@@ -92,23 +112,21 @@ void LayerComm::all_gather_with(
   for (int k = 0; k < n - 1; ++k) {
     const int send_block = ((r - k) % n + n) % n, recv_block = ((r - k - 1) % n + n) % n;
     const void* src = k == 0 ? send : at(send_block);
-    ph.time(exposed_phase, [&] {
-      ph.time(comm_phase_, [&] {
-        comm_.start_exchange(src, (r + 1) % n, at(recv_block), (r - 1 + n) % n, send_count, t);
-      });
+    waited(ph, exposed_phase, [&] {
+      comm_.start_exchange(src, (r + 1) % n, at(recv_block), (r - 1 + n) % n, send_count, t);
     });
     // This step's share of the chunks (the last step takes the remainder).
     const int until = k == n - 2 ? chunks : chunks * (k + 1) / (n - 1);
     for (; next < until; ++next)
-      ph.time(compute_phase_, [&] { compute(next, poll); });
-    ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+      gemm(ph, [&] { compute(next, poll); });
+    waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
   }
   record(Coll::all_gather, before);
 }
 
 void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
                                   std::size_t send_count, DType t, const std::string& exposed_phase,
-                                  const std::function<void(int block)>& gemm) {
+                                  const std::function<void(int block)>& block_gemm) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const std::size_t block = send_count * dtype_size(t);
@@ -122,14 +140,11 @@ void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
     const int here = ((r - k) % n + n) % n, next = ((r - k - 1) % n + n) % n;
     const bool more = k < n - 1;
     if (more)
-      ph.time(exposed_phase, [&] {
-        ph.time(comm_phase_, [&] {
-          comm_.start_exchange(at(here), (r + 1) % n, at(next), (r - 1 + n) % n, send_count, t);
-        });
+      waited(ph, exposed_phase, [&] {
+        comm_.start_exchange(at(here), (r + 1) % n, at(next), (r - 1 + n) % n, send_count, t);
       });
-    ph.time(compute_phase_, [&] { gemm(here); });
-    if (more)
-      ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+    gemm(ph, [&] { block_gemm(here); });
+    if (more) waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
   }
   record(Coll::all_gather, before);
 }
@@ -145,16 +160,14 @@ void LayerComm::matmul_reduce_scatter(
     return static_cast<std::byte*>(blocks) + static_cast<std::size_t>(b) * block;
   };
   auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
-  ph.time(compute_phase_, [&] { partial(chunk(0), at(chunk(0))); });
+  gemm(ph, [&] { partial(chunk(0), at(chunk(0))); });
   for (int k = 1; k < n; ++k) {
     // The sum so far of step k-1's block goes to r + 1; r - 1's sum of this step's block comes.
-    ph.time(exposed_phase, [&] {
-      ph.time(comm_phase_, [&] {
-        comm_.start_exchange(at(chunk(k - 1)), (r + 1) % n, in, (r - 1 + n) % n, recv_count, t);
-      });
+    waited(ph, exposed_phase, [&] {
+      comm_.start_exchange(at(chunk(k - 1)), (r + 1) % n, in, (r - 1 + n) % n, recv_count, t);
     });
-    ph.time(compute_phase_, [&] { partial(chunk(k), at(chunk(k))); });
-    ph.time(exposed_phase, [&] { ph.time(comm_phase_, [&] { comm_.finish_exchange(); }); });
+    gemm(ph, [&] { partial(chunk(k), at(chunk(k))); });
+    waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
     ph.time(compute_phase_, [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k))); });
   }
   if (n == 1) device_.copy_on_device(recv, at(0), block);

@@ -50,6 +50,14 @@ class LayerComm {
 
   // Starts counting a new pass; the phase names of its comm and compute time.
   void begin_pass(PassComm* sink, std::string comm_phase, std::string compute_phase);
+  // The op whose collectives and GEMMs run next (METHODS.md 1.1: qkv, out_proj, fc1, fc2, with
+  // the pass's prefix, e.g. "fwd_qkv"); "" for none. Communication this rank waits for inside it
+  // (a blocking collective, a ring's waits) is also timed as phase <op>_exposed, its GEMMs as
+  // <op>_gemm: per op, the transfer a blocking layer pays, what a ring left exposed, and the
+  // compute that hid it.
+  void set_op(std::string op) { op_ = std::move(op); }
+  // f, a GEMM of the current op: timed as the pass's compute and as <op>_gemm.
+  void gemm(PhaseTimer& ph, const std::function<void()>& f);
 
   void all_reduce(PhaseTimer& ph, const void* send, void* recv, std::size_t count, DType t,
                   Coll kind = Coll::all_reduce);
@@ -69,7 +77,7 @@ class LayerComm {
   // block first, while that travels to rank + 1). Counted as one all-gather.
   void all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count,
                          DType t, const std::string& exposed_phase,
-                         const std::function<void(int block)>& gemm);
+                         const std::function<void(int block)>& block_gemm);
   // recv = the reduce-scatter of the t blocks of partial products partial(block, out) makes,
   // as a ring: step k makes block (rank - k - 1) mod t into blocks[that block] while the sum
   // so far of the previous block travels to rank + 1 and that of this one arrives from rank - 1
@@ -85,10 +93,13 @@ class LayerComm {
 
  private:
   void record(Coll kind, std::int64_t before);
+  // f, communication this rank waits for: the pass's comm phase, `exposed` (unless empty) and
+  // the current op's <op>_exposed.
+  void waited(PhaseTimer& ph, const std::string& exposed, const std::function<void()>& f);
   Comm& comm_;
   Device& device_;
   PassComm* sink_ = nullptr;
-  std::string comm_phase_ = "comm", compute_phase_ = "compute";
+  std::string comm_phase_ = "comm", compute_phase_ = "compute", op_;
 };
 
 }  // namespace suite::sp_tp

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/device.hpp"
+#include "common/sim.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/attention/attention_index.hpp"
 #include "kernels/core/dtype.hpp"
@@ -73,17 +74,20 @@ class LayerOps {
 };
 
 std::unique_ptr<LayerOps> make_cpu_layer_ops(DType dtype);
+// Modeled compute (SMPI build, --sim-flops): GEMM and attention FLOPs injected, nothing computed.
+std::unique_ptr<LayerOps> make_modeled_layer_ops(DType dtype);
 // Throws UsageError when the build has no CUDA; std::invalid_argument when the attention
 // kernel asked for is unavailable (make_cuda_attention_engine's message).
 std::unique_ptr<LayerOps> make_cuda_layer_ops(Device& device, DType dtype,
                                               kernels::AttnKernelChoice attn);
 
-// The CPU backend has one attention kernel (the tiled one), whatever `attn` says.
+// The CPU backend has one attention kernel (the tiled one), whatever `attn` says; under
+// modeled compute none runs.
 inline std::unique_ptr<LayerOps> make_layer_ops(
     Device& device, DType dtype,
     kernels::AttnKernelChoice attn = kernels::AttnKernelChoice::automatic) {
-  return device.backend() == Backend::cuda ? make_cuda_layer_ops(device, dtype, attn)
-                                           : make_cpu_layer_ops(dtype);
+  if (device.backend() == Backend::cuda) return make_cuda_layer_ops(device, dtype, attn);
+  return sim::modeled() ? make_modeled_layer_ops(dtype) : make_cpu_layer_ops(dtype);
 }
 
 }  // namespace suite::sp_tp

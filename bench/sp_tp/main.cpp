@@ -233,10 +233,6 @@ int main(int argc, char** argv) {
           "--tp-overlap: the overlap is the layer's GEMMs'; add --mode layer (or all)");
     if (o.mode != "layer") specs = collective_specs(ctx, o);
     if (o.mode != "collectives") {
-      if (suite::sim::modeled())
-        throw suite::UsageError("--mode " + o.mode +
-                                ": the layer has no modeled compute (--sim-flops); simulate it "
-                                "with executed compute, or use --mode collectives");
       auto layer = suite::sp_tp::layer_cases(ctx, sweep);
       specs.insert(specs.end(), layer.begin(), layer.end());
     }

@@ -1,5 +1,7 @@
 #include "bench/sp_tp/transformer_layer.hpp"
 
+#include "common/sim.hpp"
+
 #include <mpi.h>
 
 #include <cmath>
@@ -39,7 +41,7 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   for (const ParamSlice& s : slices_) {
     params_.push_back(
         tensor(s.name, {s.rows, static_cast<std::int64_t>(s.cols.size())}, e_, Role::parameter));
-    upload(*params_.back(), slice_values(cfg.seed, s));
+    if (!sim::modeled()) upload(*params_.back(), slice_values(cfg.seed, s));
   }
   std::vector<std::int64_t> pos(static_cast<std::size_t>(cfg.s));
   for (std::int64_t i = 0; i < cfg.s; ++i)
@@ -50,7 +52,8 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   // Activations. Names follow METHODS.md's accounting; Role::saved is the ledger.
   const Role saved = Role::saved, temp = Role::temporary;
   x_ = tensor("ln1_input", {local_rows_, h}, e_, saved);
-  upload(*x_, init_slice(cfg.seed, Tensor::input, row_offset_, local_rows_, column_range(0, h)));
+  if (!sim::modeled())  // modeled compute reads no values: none generated
+    upload(*x_, init_slice(cfg.seed, Tensor::input, row_offset_, local_rows_, column_range(0, h)));
   ln1_ = tensor("ln1_output", {local_rows_, h}, e_, saved);
   if (sp) ln1_full_ = tensor("ln1_output_gathered", {rows, h}, e_, temp);
   qkv_ = tensor("qkv", {rows, 3 * hl}, e_, saved);
@@ -171,37 +174,43 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
   auto block = [&](const Buffer& b, int j, std::int64_t cols) {
     return at(b, static_cast<std::int64_t>(j) * local_rows_ * cols);
   };
-  auto sublayer = [&](const Buffer& ln, const Buffer* ln_full, const Buffer& w_in, const Buffer& a,
-                      std::int64_t n_in, const std::function<void()>& middle, const Buffer& b,
+  auto sublayer = [&](const char* op_in, const Buffer& ln, const Buffer* ln_full,
+                      const Buffer& w_in, const Buffer& a, std::int64_t n_in,
+                      const std::function<void()>& middle, const char* op_out, const Buffer& b,
                       std::int64_t n_mid, const Buffer& w_out, const Buffer& partial,
                       const Buffer& spare) {
-    if (!ring) {
-      const Buffer& in = full_rows(ln, ln_full);
-      compute([&] {
-        ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data());
-        middle();
-        ops_.gemm(rows, h, n_mid, b.data(), w_out.data(), partial.data());
-      });
-      reduce_partial(partial);
-      return;
-    }
     const auto count = static_cast<std::size_t>(local_rows_ * h);
-    comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), count, dt, exposed, [&](int j) {
-      ops_.gemm(local_rows_, n_in, h, block(*ln_full, j, h), w_in.data(), block(a, j, n_in));
-    });
+    comm_.set_op(prefix + op_in);
+    if (ring)
+      comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), count, dt, exposed, [&](int j) {
+        ops_.gemm(local_rows_, n_in, h, block(*ln_full, j, h), w_in.data(), block(a, j, n_in));
+      });
+    else {
+      const Buffer& in = full_rows(ln, ln_full);
+      comm_.gemm(phases, [&] { ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data()); });
+    }
+    comm_.set_op("");
     compute(middle);
-    comm_.matmul_reduce_scatter(
-        phases, partial.data(), spare.data(), reduced_->data(), count, dt, exposed,
-        [&](int j, void* out) {
-          ops_.gemm(local_rows_, h, n_mid, block(b, j, n_mid), w_out.data(), out);
-        },
-        [&](const void* x, const void* y, void* out) {
-          ops_.residual_add(local_rows_ * h, x, y, out);
-        });
+    comm_.set_op(prefix + op_out);
+    if (ring)
+      comm_.matmul_reduce_scatter(
+          phases, partial.data(), spare.data(), reduced_->data(), count, dt, exposed,
+          [&](int j, void* out) {
+            ops_.gemm(local_rows_, h, n_mid, block(b, j, n_mid), w_out.data(), out);
+          },
+          [&](const void* x, const void* y, void* out) {
+            ops_.residual_add(local_rows_ * h, x, y, out);
+          });
+    else {
+      comm_.gemm(phases,
+                 [&] { ops_.gemm(rows, h, n_mid, b.data(), w_out.data(), partial.data()); });
+      reduce_partial(partial);
+    }
+    comm_.set_op("");
   };
   sublayer(
-      *ln1_, ln1_full_, *params_[4], *qkv_, 3 * hl, [&] { attention(); }, *ctx_, hl, *params_[5],
-      *proj_, *fc2_);
+      "qkv", *ln1_, ln1_full_, *params_[4], *qkv_, 3 * hl, [&] { attention(); }, "out_proj", *ctx_,
+      hl, *params_[5], *proj_, *fc2_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout1Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask1_->as<std::uint8_t>());
@@ -210,9 +219,9 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
                    ln2_->data());
   });
   sublayer(
-      *ln2_, ln2_full_, *params_[6], *fc1_, fl,
-      [&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); }, *gelu_, fl, *params_[7], *fc2_,
-      *proj_);
+      "fc1", *ln2_, ln2_full_, *params_[6], *fc1_, fl,
+      [&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); }, "fc2", *gelu_, fl, *params_[7],
+      *fc2_, *proj_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout2Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask2_->as<std::uint8_t>());
@@ -233,8 +242,9 @@ void TransformerLayer::allocate_gradients() {
   };
   const std::int64_t h = cfg_.h;
   d_out_ = acquire("grad_output", {local_rows_, h});
-  upload(*d_out_,
-         init_slice(cfg_.seed, Tensor::d_output, row_offset_, local_rows_, column_range(0, h)));
+  if (!sim::modeled())
+    upload(*d_out_,
+           init_slice(cfg_.seed, Tensor::d_output, row_offset_, local_rows_, column_range(0, h)));
   grad_input_ = acquire("grad_input", {local_rows_, h});
   grad_ln_ = acquire("grad_layernorm", {kLayerNormParams, h});
   for (std::size_t i = kLayerNormParams; i < slices_.size(); ++i)

@@ -62,14 +62,12 @@ def check_sim_attrs(f: h5py.File, platform: str, mode: str, ranks: int) -> None:
 
 
 def scenario_bad_input(env: Env) -> None:
-    """GPU-only flags, a layer without modeled compute, unknown presets: exit 2, one message,
+    """GPU-only flags, unknown presets, bad rates: exit 2, one message,
     no results file and no platform file."""
     cases = {
         "backend cuda": (["--platform", "flat", "--ranks", "4"], ["--backend", "cuda"], "--backend cuda"),
         "transport nccl": (["--platform", "flat", "--ranks", "4"], ["--transport", "nccl"], "--transport nccl"),
         "dtype bf16": (["--platform", "flat", "--ranks", "4"], ["--dtype", "bf16"], "--dtype bf16"),
-        "layer modeled": (["--platform", "flat", "--ranks", "4", "--sim-flops", "1e12"],
-                          ["--mode", "layer"], "no modeled compute"),
         "unknown preset": (["--platform", "dragonfly", "--ranks", "4"], [], "unknown platform"),
         "too many ranks": (["--platform", "node8", "--ranks", "9"], [], "9 ranks"),
         "bad sim-flops": (["--platform", "flat", "--ranks", "4", "--sim-flops", "-5"], [], "--sim-flops"),
