@@ -150,12 +150,23 @@ class Backward {
       return full;
     }
     void* full = acquire(name, {R_, h_});
-    s_.comm.all_gather_matmul(ph_, local, full, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
-                              "bwd_exposed_comm",
-                              [&](int j) { rows(j * L_, L_, at(full, j * L_ * h_)); });
+    if (pieces())
+      s_.comm.all_gather_matmul_pieces(ph_, local, full, L_, h_, s_.cfg.dtype, K(),
+                                       "bwd_exposed_comm", [&](int p, int j) {
+                                         const auto [r0, r1] = chunk_rows(L_, K(), p);
+                                         const std::int64_t row = j * L_ + r0;
+                                         rows(row, r1 - r0, at(full, row * h_));
+                                       });
+    else
+      s_.comm.all_gather_matmul(ph_, local, full, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
+                                "bwd_exposed_comm",
+                                [&](int j) { rows(j * L_, L_, at(full, j * L_ * h_)); });
     return full;
   }
-  bool ring() const { return sp_ && s_.cfg.tp_overlap == TpOverlap::ring; }
+  // --tp-overlap ring or chunks:K: the backward's collectives beside their GEMMs.
+  bool ring() const { return sp_ && s_.cfg.tp_overlap.kind != TpOverlap::none; }
+  bool pieces() const { return s_.cfg.tp_overlap.kind == TpOverlap::chunks; }
+  int K() const { return s_.cfg.tp_overlap.chunks; }
   void release_rows(const std::string& name) {
     if (sp_) release(name);
   }
@@ -207,26 +218,49 @@ class Backward {
   // --tp-overlap ring: the LayerNorm output's all-gather feeds the weight gradient block by
   // block (dW = sum over blocks of ln_j^T dY_j), and the input gradient's reduce-scatter is made
   // of the per-block products dY_j Wc^T, each made while the previous block's sum travels.
+  // chunks:K: the same by pieces of every block's rows.
   void* column_parallel_ring(const void* dY, std::int64_t n, const void* Wc, const char* ln_name,
                              void* dW, const std::string& tag, void* partial) {
     void* gathered = acquire(std::string(ln_name) + "_gathered", {R_, h_});
-    s_.comm.all_gather_matmul(ph_, saved(ln_name), gathered, static_cast<std::size_t>(L_ * h_),
-                              s_.cfg.dtype, "bwd_exposed_comm", [&, first = true](int j) mutable {
-                                s_.ops.gemm_ex(true, false, h_, n, L_, 1.0,
-                                               at(gathered, j * L_ * h_), h_, at(dY, j * L_ * n), n,
-                                               first ? 0.0 : 1.0, dW, n);
-                                first = false;
-                              });
+    bool first = true;
+    auto weight_grad = [&](std::int64_t row, std::int64_t count) {  // dW += ln_rows^T dY_rows
+      s_.ops.gemm_ex(true, false, h_, n, count, 1.0, at(gathered, row * h_), h_, at(dY, row * n), n,
+                     first ? 0.0 : 1.0, dW, n);
+      first = false;
+    };
+    if (pieces())
+      s_.comm.all_gather_matmul_pieces(ph_, saved(ln_name), gathered, L_, h_, s_.cfg.dtype, K(),
+                                       "bwd_exposed_comm", [&](int p, int j) {
+                                         const auto [r0, r1] = chunk_rows(L_, K(), p);
+                                         weight_grad(j * L_ + r0, r1 - r0);
+                                       });
+    else
+      s_.comm.all_gather_matmul(ph_, saved(ln_name), gathered, static_cast<std::size_t>(L_ * h_),
+                                s_.cfg.dtype, "bwd_exposed_comm",
+                                [&](int j) { weight_grad(j * L_, L_); });
     release(std::string(ln_name) + "_gathered");
     void* reduced = acquire("grad_" + tag + "_input_reduced", {L_, h_});
     void* incoming = acquire("grad_" + tag + "_input_incoming", {L_, h_});
-    s_.comm.matmul_reduce_scatter(
-        ph_, partial, incoming, reduced, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
-        "bwd_exposed_comm",
-        [&](int j, void* out) {
-          gemm(false, true, L_, h_, n, at(dY, j * L_ * n), n, Wc, n, out, h_);
-        },
-        [&](const void* a, const void* b, void* out) { s_.ops.residual_add(L_ * h_, a, b, out); });
+    auto input_grad = [&](std::int64_t row, std::int64_t count, void* out) {  // dY_rows Wc^T
+      gemm(false, true, count, h_, n, at(dY, row * n), n, Wc, n, out, h_);
+    };
+    if (pieces())
+      s_.comm.matmul_reduce_scatter_pieces(
+          ph_, partial, incoming, reduced, L_, h_, s_.cfg.dtype, K(), "bwd_exposed_comm",
+          [&](int p, int j, void* out) {
+            const auto [r0, r1] = chunk_rows(L_, K(), p);
+            input_grad(j * L_ + r0, r1 - r0, out);
+          },
+          [&](const void* a, const void* b, void* out, std::int64_t elems) {
+            s_.ops.residual_add(elems, a, b, out);
+          });
+    else
+      s_.comm.matmul_reduce_scatter(
+          ph_, partial, incoming, reduced, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
+          "bwd_exposed_comm", [&](int j, void* out) { input_grad(j * L_, L_, out); },
+          [&](const void* a, const void* b, void* out) {
+            s_.ops.residual_add(L_ * h_, a, b, out);
+          });
     release("grad_" + tag + "_input_incoming");
     release("grad_" + tag + "_input_partial");
     return reduced;

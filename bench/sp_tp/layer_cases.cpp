@@ -55,7 +55,7 @@ class LayerCase final : public BenchCase {
     report_layer({cfg_, variant_, *layer_, *ops_, check_, exchanges_, bwd_peak_,
                   ctx_.backend == Backend::cpu},
                  m, rec);
-    if (ctx_.mpi.rank() == 0 && cfg_.tp_overlap == TpOverlap::ring) report_ring_overlap(rec);
+    if (ctx_.mpi.rank() == 0 && cfg_.tp_overlap.kind != TpOverlap::none) report_ring_overlap(rec);
   }
 
   // --tp-overlap ring (METHODS.md 1.1): h/t beside each op's GEMM width c, whose threshold is
@@ -140,8 +140,8 @@ std::string case_name(const LayerConfig& cfg, Variant v) {
                      std::to_string(cfg.b) + "_h" + std::to_string(cfg.h) + "_a" +
                      std::to_string(cfg.heads) + "_ff" + std::to_string(cfg.ffn()) +
                      (cfg.fused_attention ? "_flash" : "_unfused") + (cfg.causal ? "_causal" : "");
-  if (v == Variant::tp_sp && cfg.tp_overlap != TpOverlap::none)
-    name += "_ov" + std::string(tp_overlap_name(cfg.tp_overlap));
+  if (v == Variant::tp_sp && cfg.tp_overlap.kind != TpOverlap::none)
+    name += "_ov" + cfg.tp_overlap.tag();
   if (cfg.backward())
     name += v == Variant::tp_sp && !cfg.bwd_overlap ? "_fwd_bwd_nooverlap" : "_fwd_bwd";
   return name;
@@ -165,8 +165,8 @@ CaseSpec make_spec(BenchContext& ctx, const LayerConfig& cfg, Variant v) {
                  {"attn_choice", std::string(kernels::attn_kernel_choice_name(cfg.attn_kernel))}};
   spec.console_counters = {"activation_bytes", "pred_activation_bytes",
                            "layer_comm_bytes_per_rank"};
-  if (v == Variant::tp_sp && cfg.tp_overlap != TpOverlap::none)
-    spec.params.emplace_back("tp_overlap", std::string(tp_overlap_name(cfg.tp_overlap)));
+  if (v == Variant::tp_sp && cfg.tp_overlap.kind != TpOverlap::none)
+    spec.params.emplace_back("tp_overlap", cfg.tp_overlap.name());
   // Forward cases keep the parameters they always had (compare pairs them with baselines).
   if (cfg.backward()) {
     spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
@@ -199,15 +199,17 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
   for (bool fused : sweep.fused)
     for (Pass pass : sweep.passes)
       for (Variant v : sweep.variants)
-        for (TpOverlap tp_overlap : sweep.tp_overlap)
+        for (const TpOverlapMode& tp_overlap : sweep.tp_overlap)
           for (bool overlap : sweep.bwd_overlap) {
             // Overlap concerns TP+SP's backward only: one case otherwise.
             if ((pass == Pass::fwd || v == Variant::tp) && overlap != sweep.bwd_overlap.front())
               continue;
             // So does the forward's (TP has no collective beside a GEMM to cut): one TP case.
             if (v == Variant::tp && tp_overlap != sweep.tp_overlap.front()) continue;
-            // Under ring the backward's collectives have their own schedule: --bwd-overlap moot.
-            if (tp_overlap == TpOverlap::ring && overlap != sweep.bwd_overlap.front()) continue;
+            // Under ring or chunks the backward's collectives have their own schedule:
+            // --bwd-overlap moot.
+            if (tp_overlap.kind != TpOverlap::none && overlap != sweep.bwd_overlap.front())
+              continue;
             LayerConfig cfg = sweep.base;
             cfg.t = ctx.comm.size();
             cfg.dtype = ctx.dtype;
@@ -215,7 +217,7 @@ std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
             cfg.fused_attention = fused;
             cfg.pass = pass;
             cfg.bwd_overlap = overlap;
-            cfg.tp_overlap = v == Variant::tp ? TpOverlap::none : tp_overlap;
+            cfg.tp_overlap = v == Variant::tp ? TpOverlapMode{} : tp_overlap;
             validate(cfg);
             check_attn_kernel(ctx, cfg);
             if (auto why = backward_unavailable(ctx, cfg))

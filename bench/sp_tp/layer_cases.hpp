@@ -19,7 +19,7 @@ struct LayerSweep {
   std::vector<bool> fused;        // attention paths: true = fused (flash), false = unfused
   std::vector<Pass> passes{Pass::fwd};
   std::vector<bool> bwd_overlap{true};  // TP+SP training steps: overlapped and/or not
-  std::vector<TpOverlap> tp_overlap{TpOverlap::none};  // TP+SP forward collectives
+  std::vector<TpOverlapMode> tp_overlap{TpOverlapMode{}};  // TP+SP's collectives
 };
 
 // Validates the shape for this group (UsageError) and builds one case per (attention, variant,

@@ -174,6 +174,111 @@ void LayerComm::matmul_reduce_scatter(
   record(Coll::reduce_scatter, before);
 }
 
+namespace {
+// Blocks [t b / (t-1), t (b+1) / (t-1)) of t: share b of t block GEMMs spread over t-1 steps.
+std::pair<int, int> share_of(int blocks, int steps, int b) {
+  return {blocks * b / steps, blocks * (b + 1) / steps};
+}
+}  // namespace
+
+void LayerComm::all_gather_matmul_pieces(
+    PhaseTimer& ph, const void* send, void* recv, std::int64_t rows, std::int64_t row_elems,
+    DType t, int pieces, const std::string& exposed_phase,
+    const std::function<void(int piece, int block)>& piece_gemm) {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::int64_t before = comm_.bytes().sent;
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
+  auto at = [&](int b, std::int64_t row) {
+    return static_cast<std::byte*>(recv) +
+           (static_cast<std::size_t>(b) * static_cast<std::size_t>(rows) +
+            static_cast<std::size_t>(row)) *
+               row_bytes;
+  };
+  device_.copy_on_device(at(r, 0), send, static_cast<std::size_t>(rows) * row_bytes);
+  // Step k of piece p's ring: piece p of block (r - k) mod n goes to r + 1, piece p of block
+  // (r - k - 1) mod n comes from r - 1.
+  auto start = [&](int p, int k) {
+    const auto [r0, r1] = chunk_rows(rows, pieces, p);
+    const int out = ((r - k) % n + n) % n, in = ((r - k - 1) % n + n) % n;
+    waited(ph, exposed_phase, [&] {
+      comm_.start_exchange(at(out, r0), (r + 1) % n, at(in, r0), (r - 1 + n) % n,
+                           static_cast<std::size_t>((r1 - r0) * row_elems), t);
+    });
+  };
+  auto finish = [&] { waited(ph, exposed_phase, [&] { comm_.finish_exchange(); }); };
+  for (int k = 0; k < n - 1; ++k) {
+    start(0, k);
+    finish();
+  }
+  for (int p = 0; p < pieces; ++p) {
+    if (p + 1 == pieces || n == 1) {
+      for (int j = 0; j < n; ++j)
+        gemm(ph, [&] { piece_gemm(p, j); });
+      continue;
+    }
+    for (int k = 0; k < n - 1; ++k) {
+      start(p + 1, k);
+      const auto [j0, j1] = share_of(n, n - 1, k);
+      for (int j = j0; j < j1; ++j)
+        gemm(ph, [&] { piece_gemm(p, j); });
+      finish();
+    }
+  }
+  record(Coll::all_gather, before);
+}
+
+void LayerComm::matmul_reduce_scatter_pieces(
+    PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
+    DType t, int pieces, const std::string& exposed_phase,
+    const std::function<void(int piece, int block, void* out)>& partial,
+    const std::function<void(const void* a, const void* b, void* out, std::int64_t elems)>& add) {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::int64_t before = comm_.bytes().sent;
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
+  auto at = [&](void* base, int b, std::int64_t row) {
+    return static_cast<std::byte*>(base) +
+           (static_cast<std::size_t>(b) * static_cast<std::size_t>(rows) +
+            static_cast<std::size_t>(row)) *
+               row_bytes;
+  };
+  auto make = [&](int p, int j) {
+    const std::int64_t r0 = chunk_rows(rows, pieces, p).first;
+    gemm(ph, [&] { partial(p, j, at(blocks, j, r0)); });
+  };
+  auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
+  for (int j = 0; j < n; ++j)
+    make(0, j);
+  for (int p = 0; p < pieces; ++p) {
+    const auto [r0, r1] = chunk_rows(rows, pieces, p);
+    const std::int64_t elems = (r1 - r0) * row_elems;
+    const bool next = p + 1 < pieces;
+    // Step k: the sum so far of block chunk(k-1)'s piece goes to r + 1, r - 1's sum of block
+    // chunk(k)'s piece arrives into `in`; the last step's block is this rank's, summed into recv.
+    for (int k = 1; k < n; ++k) {
+      waited(ph, exposed_phase, [&] {
+        comm_.start_exchange(at(blocks, chunk(k - 1), r0), (r + 1) % n, in, (r - 1 + n) % n,
+                             static_cast<std::size_t>(elems), t);
+      });
+      if (next) {
+        const auto [j0, j1] = share_of(n, n - 1, k - 1);
+        for (int j = j0; j < j1; ++j)
+          make(p + 1, j);
+      }
+      waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
+      ph.time(compute_phase_, [&] {
+        add(at(blocks, chunk(k), r0), in, k == n - 1 ? at(recv, 0, r0) : at(blocks, chunk(k), r0),
+            elems);
+      });
+    }
+    if (n == 1) {
+      device_.copy_on_device(at(recv, 0, r0), at(blocks, 0, r0),
+                             static_cast<std::size_t>(r1 - r0) * row_bytes);
+      if (next) make(p + 1, 0);
+    }
+  }
+  record(Coll::reduce_scatter, before);
+}
+
 std::vector<Comm::ExchangeTiming> LayerComm::take_exchanges() {
   std::vector<Comm::ExchangeTiming> out = comm_.exchange_log();
   comm_.clear_exchange_log();

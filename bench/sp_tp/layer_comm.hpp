@@ -87,6 +87,26 @@ class LayerComm {
       PhaseTimer& ph, void* blocks, void* in, void* recv, std::size_t recv_count, DType t,
       const std::string& exposed_phase, const std::function<void(int block, void* out)>& partial,
       const std::function<void(const void* a, const void* b, void* out)>& add);
+  // --tp-overlap chunks:K: recv = all_gather(send) in K pieces of every rank's `rows` rows
+  // (chunk_rows(rows, K, p)), each piece's all-gather a ring of t-1 exchanges; piece_gemm(p, j)
+  // (piece p of block j, block j being rank j's rows) runs for every j of piece p spread over
+  // piece p+1's exchanges. Piece 0's all-gather and the last piece's GEMM have nothing beside
+  // them. row_elems: elements per row. Counted as one all-gather.
+  void all_gather_matmul_pieces(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
+                                std::int64_t row_elems, DType t, int pieces,
+                                const std::string& exposed_phase,
+                                const std::function<void(int piece, int block)>& piece_gemm);
+  // --tp-overlap chunks:K: recv = the reduce-scatter of blocks ([t][rows][row_elems], rank j's
+  // share in block j) made piece by piece: partial(p, j, out) writes piece p of block j's
+  // partial product to out (its place in blocks); piece p's reduce-scatter (a ring of t-1
+  // exchanges, add(a, b, out, elems) summing the incoming piece) runs while piece p+1's
+  // partial products compute. Piece 0's GEMM and the last piece's reduce-scatter have nothing
+  // beside them. `in` holds one piece. Counted as one reduce-scatter.
+  void matmul_reduce_scatter_pieces(
+      PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
+      DType t, int pieces, const std::string& exposed_phase,
+      const std::function<void(int piece, int block, void* out)>& partial,
+      const std::function<void(const void* a, const void* b, void* out, std::int64_t elems)>& add);
   // The ring exchanges since the last call (the overlapped all-gathers): seconds from start to
   // completion, and whether completion was seen while the GEMM still ran; clears the log.
   std::vector<Comm::ExchangeTiming> take_exchanges();

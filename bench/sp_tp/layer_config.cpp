@@ -1,11 +1,28 @@
 #include "bench/sp_tp/layer_config.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "common/errors.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::sp_tp {
+
+std::string TpOverlapMode::name() const {
+  switch (kind) {
+    case TpOverlap::none:
+      return "none";
+    case TpOverlap::ring:
+      return "ring";
+    case TpOverlap::chunks:
+      return "chunks:" + std::to_string(chunks);
+  }
+  return "?";
+}
+
+std::string TpOverlapMode::tag() const {
+  return kind == TpOverlap::chunks ? "chunks" + std::to_string(chunks) : name();
+}
 
 void validate(const LayerConfig& c) {
   auto need = [](bool ok, const std::string& why) {
@@ -26,6 +43,10 @@ void validate(const LayerConfig& c) {
   need(c.ffn() % c.t == 0,
        "--ffn-hidden " + std::to_string(c.ffn()) + " is not divisible by t = " + t);
   need(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1)");
+  if (c.tp_overlap.kind == TpOverlap::chunks)
+    need(c.tp_overlap.chunks <= c.rows() / c.t,
+         "--tp-overlap " + c.tp_overlap.name() + ": K is above the " +
+             std::to_string(c.rows() / c.t) + " rows (s*b/t) a rank holds");
 }
 
 double init_value(std::uint64_t seed, Tensor t, std::int64_t row, std::int64_t col) {

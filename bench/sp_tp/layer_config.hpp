@@ -14,13 +14,21 @@ namespace suite::sp_tp {
 
 enum class Variant { tp, tp_sp };
 
-// TP+SP's forward collectives: blocking (none), or each cut into t ring steps beside the GEMM
-// that consumes or produces its blocks (ring: METHODS.md 1.1, the collective matmul).
-enum class TpOverlap { none, ring };
+// TP+SP's collectives: blocking (none), each cut into t ring steps beside the GEMM that
+// consumes or produces its blocks (ring: METHODS.md 1.1, the collective matmul), or each cut
+// into K pieces of every rank's rows, a piece's collective running while the GEMM of the piece
+// before it (all-gather) or after it (reduce-scatter) computes (chunks:K, pipelined).
+enum class TpOverlap { none, ring, chunks };
 
-constexpr const char* tp_overlap_name(TpOverlap o) {
-  return o == TpOverlap::none ? "none" : "ring";
-}
+struct TpOverlapMode {
+  TpOverlap kind = TpOverlap::none;
+  int chunks = 0;  // K of chunks:K
+  bool operator==(const TpOverlapMode&) const = default;
+  // none, ring, chunks:K (the flag's spelling and the tp_overlap parameter)
+  std::string name() const;
+  // The case name's suffix after "_ov": ring, chunks4.
+  std::string tag() const;
+};
 
 constexpr const char* variant_name(Variant v) {
   return v == Variant::tp ? "tp" : "tp_sp";
@@ -35,9 +43,9 @@ struct LayerConfig {
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;  // fused path
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
-  Pass pass = Pass::fwd;    // fwd_bwd: a training step, the backward after the forward
-  bool bwd_overlap = true;  // TP+SP backward: LayerNorm-output all-gathers overlap GEMMs
-  TpOverlap tp_overlap = TpOverlap::none;  // TP+SP forward: collectives beside their GEMMs
+  Pass pass = Pass::fwd;     // fwd_bwd: a training step, the backward after the forward
+  bool bwd_overlap = true;   // TP+SP backward: LayerNorm-output all-gathers overlap GEMMs
+  TpOverlapMode tp_overlap;  // TP+SP: collectives beside their GEMMs
 
   bool backward() const { return pass == Pass::fwd_bwd; }
   std::int64_t ffn() const { return d_ff > 0 ? d_ff : 4 * h; }

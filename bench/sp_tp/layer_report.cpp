@@ -207,7 +207,7 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
       std::printf(
           "\nTransformer layer training step (fwd + bwd), TP vs TP+SP (medians, max over ranks; "
           "exposed = bwd comm not hidden; bytes per rank, both passes)\n");
-      std::printf("%-8s %-8s %-4s %10s %10s %10s %10s %10s %6s %14s %14s %12s %12s %9s %6s\n",
+      std::printf("%-8s %-8s %-8s %10s %10s %10s %10s %10s %6s %14s %14s %12s %12s %9s %6s\n",
                   "variant", "attn", "ovl", "step_us", "fwd_us", "bwd_us", "bwd_comp", "exposed",
                   "AR/RS/AG", "comm_meas", "comm_pred", "ledger", "bwd_peak", "fd_err", "grads");
       step_header = true;
@@ -219,13 +219,14 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
         attr_number(r, "fwd_reduce_scatter_calls") + attr_number(r, "bwd_reduce_scatter_calls"),
         attr_number(r, "fwd_all_gather_calls") + attr_number(r, "bwd_all_gather_calls"));
     const double ovl = attr_number(r, "bwd_overlap");
+    const std::string tp_overlap = param_text(r, "tp_overlap");
+    const std::string ovl_text = !tp_overlap.empty() ? tp_overlap
+                                 : std::isnan(ovl)   ? "-"
+                                                     : (ovl == 1 ? "on" : "off");
     std::printf(
-        "%-8s %-8s %-4s %10.1f %10.1f %10.1f %10.1f %10.1f %6s %14.0f %14.0f %12.0f %12.0f %9.1e "
+        "%-8s %-8s %-8s %10.1f %10.1f %10.1f %10.1f %10.1f %6s %14.0f %14.0f %12.0f %12.0f %9.1e "
         "%6s\n",
-        param_text(r, "variant").c_str(), param_text(r, "attention").c_str(),
-        param_text(r, "tp_overlap") == "ring" ? "ring"
-        : std::isnan(ovl)                     ? "-"
-                                              : (ovl == 1 ? "on" : "off"),
+        param_text(r, "variant").c_str(), param_text(r, "attention").c_str(), ovl_text.c_str(),
         attr_number(r, "time_median_s") * 1e6, attr_number(r, "phase_fwd_median_s") * 1e6,
         attr_number(r, "phase_bwd_median_s") * 1e6,
         attr_number(r, "phase_bwd_compute_median_s") * 1e6,

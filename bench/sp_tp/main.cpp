@@ -76,25 +76,31 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
     throw suite::UsageError("--bwd-overlap " + o.bwd_overlap +
                             ": the overlap is the training step's; add --pass fwd_bwd");
   sweep.tp_overlap.clear();
+  using suite::sp_tp::TpOverlap, suite::sp_tp::TpOverlapMode;
   for (const auto& v : suite::split_list(o.tp_overlap)) {
     if (v == "none")
-      add_once(sweep.tp_overlap, suite::sp_tp::TpOverlap::none);
+      add_once(sweep.tp_overlap, TpOverlapMode{});
     else if (v == "ring")
-      add_once(sweep.tp_overlap, suite::sp_tp::TpOverlap::ring);
-    else if (v.rfind("chunks:", 0) == 0)
-      throw suite::UsageError("--tp-overlap " + v +
-                              ": chunked overlap is not written yet (none, ring)");
-    else
-      throw suite::UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring)");
+      add_once(sweep.tp_overlap, TpOverlapMode{TpOverlap::ring, 0});
+    else if (v.rfind("chunks:", 0) == 0) {
+      const std::string k = v.substr(7);
+      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 9 ||
+          std::stoi(k) < 1)
+        throw suite::UsageError("--tp-overlap " + v + ": K must be a whole number >= 1");
+      add_once(sweep.tp_overlap, TpOverlapMode{TpOverlap::chunks, std::stoi(k)});
+    } else
+      throw suite::UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
   }
-  if (sweep.tp_overlap.empty()) throw suite::UsageError("--tp-overlap names nothing (none, ring)");
-  const bool wants_ring = std::find(sweep.tp_overlap.begin(), sweep.tp_overlap.end(),
-                                    suite::sp_tp::TpOverlap::ring) != sweep.tp_overlap.end();
-  if (wants_ring && std::find(sweep.variants.begin(), sweep.variants.end(),
-                              suite::sp_tp::Variant::tp_sp) == sweep.variants.end())
-    throw suite::UsageError(
-        "--tp-overlap ring overlaps TP+SP's all-gathers and reduce-scatters; "
-        "--variants tp has none to overlap: add tp_sp");
+  if (sweep.tp_overlap.empty())
+    throw suite::UsageError("--tp-overlap names nothing (none, ring, chunks:K)");
+  const bool wants_overlap =
+      std::any_of(sweep.tp_overlap.begin(), sweep.tp_overlap.end(),
+                  [](const TpOverlapMode& m) { return m.kind != TpOverlap::none; });
+  if (wants_overlap && std::find(sweep.variants.begin(), sweep.variants.end(),
+                                 suite::sp_tp::Variant::tp_sp) == sweep.variants.end())
+    throw suite::UsageError("--tp-overlap " + o.tp_overlap +
+                            " overlaps TP+SP's all-gathers and reduce-scatters; "
+                            "--variants tp has none to overlap: add tp_sp");
   return sweep;
 }
 
@@ -199,11 +205,15 @@ int main(int argc, char** argv) {
                        ". Forward cases keep their names; training-step cases end in _fwd_bwd")
         ->capture_default_str();
     app.add_option("--tp-overlap", o.tp_overlap,
-                   "layer mode, TP+SP forward (list): none (blocking collectives), ring (each "
-                   "all-gather cut into t ring steps, the QKV / fc1 GEMM running on each block as "
-                   "it arrives; each reduce-scatter cut into t steps, the output-projection / fc2 "
-                   "GEMM making one block's partial sum while the previous travels). Cases named "
-                   "_ovring; the overlap condition per op is model --section tp_overlap's")
+                   "layer mode, TP+SP forward and backward (list): none (blocking collectives), "
+                   "ring (each all-gather cut into t ring steps, the QKV / fc1 GEMM running on "
+                   "each block as it arrives; each reduce-scatter cut into t steps, the "
+                   "output-projection / fc2 GEMM making one block's partial sum while the "
+                   "previous travels), chunks:K (each collective cut into K pieces of every "
+                   "rank's rows, 1 <= K <= s*b/t; a piece's all-gather runs while the GEMM of "
+                   "the piece before it computes, a piece's reduce-scatter while the GEMM of the "
+                   "piece after it does). Cases named _ovring, _ovchunksK; the overlap condition "
+                   "per op is model --section tp_overlap's")
         ->capture_default_str();
     app.add_option("--bwd-overlap", o.bwd_overlap,
                    "layer mode, TP+SP training step: 1 overlaps the backward's LayerNorm-output "
@@ -228,7 +238,7 @@ int main(int argc, char** argv) {
                                              suite::Pass::fwd_bwd) != sweep.passes.end())
       throw suite::UsageError(
           "--pass fwd_bwd: the training step is the layer's; add --mode layer (or all)");
-    if (o.mode == "collectives" && sweep.tp_overlap != std::vector{suite::sp_tp::TpOverlap::none})
+    if (o.mode == "collectives" && sweep.tp_overlap != std::vector{suite::sp_tp::TpOverlapMode{}})
       throw suite::UsageError(
           "--tp-overlap: the overlap is the layer's GEMMs'; add --mode layer (or all)");
     if (o.mode != "layer") specs = collective_specs(ctx, o);

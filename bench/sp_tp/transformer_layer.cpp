@@ -167,9 +167,16 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
   // One sublayer between g and g_bar: the column-parallel GEMM, its middle (attention or GeLU)
   // and the row-parallel GEMM. Blocking, or under --tp-overlap ring the all-gather feeds the
   // first GEMM block by block as blocks arrive and the reduce-scatter takes the second's partial
-  // products block by block (METHODS.md 1.1); `partial` and `spare`, the ledger's partial
-  // buffers, hold the blocks and the one arriving, so the ledger is the blocking layer's.
-  const bool ring = sp && cfg_.tp_overlap == TpOverlap::ring;
+  // products block by block (METHODS.md 1.1); under chunks:K the same by pieces of every
+  // block's rows. `partial` and `spare`, the ledger's partial buffers, hold the blocks and the
+  // one arriving, so the ledger is the blocking layer's.
+  const bool ring = sp && cfg_.tp_overlap.kind == TpOverlap::ring;
+  const bool pieces = sp && cfg_.tp_overlap.kind == TpOverlap::chunks;
+  const int K = cfg_.tp_overlap.chunks;
+  // Row r0 of block j (rank j's rows) of a [rows, cols] buffer.
+  auto row_of = [&](const Buffer& buf, int j, std::int64_t r0, std::int64_t cols) {
+    return at(buf, (static_cast<std::int64_t>(j) * local_rows_ + r0) * cols);
+  };
   const std::string exposed = prefix + "exposed_comm";
   auto block = [&](const Buffer& b, int j, std::int64_t cols) {
     return at(b, static_cast<std::int64_t>(j) * local_rows_ * cols);
@@ -185,6 +192,13 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
       comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), count, dt, exposed, [&](int j) {
         ops_.gemm(local_rows_, n_in, h, block(*ln_full, j, h), w_in.data(), block(a, j, n_in));
       });
+    else if (pieces)
+      comm_.all_gather_matmul_pieces(phases, ln.data(), ln_full->data(), local_rows_, h, dt, K,
+                                     exposed, [&](int p, int j) {
+                                       const auto [r0, r1] = chunk_rows(local_rows_, K, p);
+                                       ops_.gemm(r1 - r0, n_in, h, row_of(*ln_full, j, r0, h),
+                                                 w_in.data(), row_of(a, j, r0, n_in));
+                                     });
     else {
       const Buffer& in = full_rows(ln, ln_full);
       comm_.gemm(phases, [&] { ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data()); });
@@ -200,6 +214,16 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
           },
           [&](const void* x, const void* y, void* out) {
             ops_.residual_add(local_rows_ * h, x, y, out);
+          });
+    else if (pieces)
+      comm_.matmul_reduce_scatter_pieces(
+          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt, K, exposed,
+          [&](int p, int j, void* out) {
+            const auto [r0, r1] = chunk_rows(local_rows_, K, p);
+            ops_.gemm(r1 - r0, h, n_mid, row_of(b, j, r0, n_mid), w_out.data(), out);
+          },
+          [&](const void* x, const void* y, void* out, std::int64_t n) {
+            ops_.residual_add(n, x, y, out);
           });
     else {
       comm_.gemm(phases,
