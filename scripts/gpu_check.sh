@@ -120,7 +120,7 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
 # TP vs TP+SP on two ranks sharing the GPU, TP+SP also with its collectives as rings beside the
 # GEMMs (--tp-overlap ring), checked against the blocking layer.
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
-  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --tp-overlap none,ring \
+  --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --tp-overlap none,ring,chunks:4 \
   --iters 5 --out "$R/layer2.h5"
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged

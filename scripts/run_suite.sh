@@ -50,7 +50,7 @@ run() {
 run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
 # A small layer (s=512, b=2, h=512, 8 heads of 64) so the CPU backend finishes in seconds.
 run sp_tp_layer sp_tp --mode layer --seq 512 --batch 2 --hidden 512 --heads 8 --attention fused,unfused \
-  --pass fwd,fwd_bwd --tp-overlap none,ring \
+  --pass fwd,fwd_bwd --tp-overlap none,ring,chunks:4 \
   --iters 5 --warmup 1
 # Ring attention: a short block-size sweep, contiguous vs zig-zag, ring vs all-gather, causal;
 # forward alone and the training step (forward + backward).
