@@ -30,11 +30,28 @@ CASE = ["--tokens", "4096", "--hidden", "7168", "--ffn-hidden", "2048", "--exper
         "--dtype", "bf16", "--iters", "1", "--warmup", "0", "--dispatch", "flat,hierarchical", "--ranks-per-node", "8"]
 
 
+# SMPI's all-to-all(-v) algorithms (its `ompi` selector): every pair at once ("concurrent", basic
+# linear) up to 32 ranks, N-1 pairwise steps at 64. At 128 the selector goes back to concurrent,
+# whose simulation cost grows as N^4 (N^2 flows, each finishing as its own event that re-solves
+# the sharing of all of them): a single 1 MB-per-peer all-to-all-v takes 35 s of wall time at 64
+# ranks and over 600 s at 128 on this machine. From 128 ranks on the study forces pairwise steps
+# (every all-to-all, the rail and node exchanges of hierarchical dispatch included), as SMPI itself
+# chooses at 64.
+PAIRWISE_FROM = 128
+
+
+def a2a_algorithm(ranks: int) -> str:
+    return "pairwise (forced)" if ranks >= PAIRWISE_FROM else "pairwise" if ranks >= 64 else "concurrent"
+
+
 def simulate(ranks: int, out: Path, flops: float) -> None:
     nodes = max(1, ranks // 8)
     limits = "0" if nodes == 1 else f"0,{min(4, nodes)}"
     cmd = [sys.executable, str(ROOT / "scripts" / "simulate.py"), "moe", "--platform", "fattree", "--ranks", str(ranks),
-           "--sim-flops", str(flops), "--out", str(out), "--no-plot", "--", *CASE, "--max-nodes-per-token", limits]
+           "--sim-flops", str(flops), "--out", str(out), "--no-plot"]
+    if ranks >= PAIRWISE_FROM:
+        cmd += ["--cfg", "smpi/alltoallv:pair", "--cfg", "smpi/alltoall:pair"]
+    cmd += ["--", *CASE, "--max-nodes-per-token", limits]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"simulation of {ranks} ranks failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -58,7 +75,7 @@ def rows_of(path: Path, ranks: int) -> list[dict]:
                                                 else "pred_flat_inter_node_rows_per_token"]),
                 "dispatch_inter_GBps": inter / t_d / 1e9 if t_d > 0 else 0.0,
                 "combine_inter_GBps": inter / t_c / 1e9 if t_c > 0 else 0.0,
-                "bytes_match": int(a["bytes_match"]),
+                "bytes_match": int(a["bytes_match"]), "a2a": a2a_algorithm(ranks),
             })
     return sorted(out, key=lambda r: (r["max_nodes"], r["dispatch"]))
 
@@ -78,15 +95,16 @@ def main() -> None:
             simulate(n, path, args.sim_flops)
             rows.extend(rows_of(path, n))
             print(f"simulated EP {n}", file=sys.stderr, flush=True)
-    print("| EP | nodes | max nodes | dispatch | dispatch ms | combine ms | across MB/rank | inside MB/rank "
-          "| rows/token across (uniform pred.) | across GB/s dispatch / combine | DeepEP GB/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| EP | nodes | max nodes | dispatch | flat all-to-all-v | dispatch ms | combine ms | across MB/rank "
+          "| inside MB/rank | rows/token across (uniform pred.) | across GB/s dispatch / combine | DeepEP GB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         d = DEEPEP.get(r["ep"])
         # DeepEP's runs: node-limited to 4 nodes (all of them below 4 nodes), hierarchical.
         limited = r["nodes"] == 1 or r["max_nodes"] == min(4, r["nodes"])
         deepep = f"{d[0]} / {d[1]} ({d[2]})" if d and r["dispatch"] == "hierarchical" and limited else ""
-        print(f"| {r['ep']} | {r['nodes']} | {r['max_nodes'] or '-'} | {r['dispatch']} | {r['dispatch_ms']:.2f} "
+        print(f"| {r['ep']} | {r['nodes']} | {r['max_nodes'] or '-'} | {r['dispatch']} | {r['a2a']} "
+              f"| {r['dispatch_ms']:.2f} "
               f"| {r['combine_ms']:.2f} | {r['inter_MB']:.1f} | {r['intra_MB']:.1f} "
               f"| {r['inter_rows_per_token']:.2f} "
               f"({r['pred_rows_per_token']:.2f} if unlimited) "
