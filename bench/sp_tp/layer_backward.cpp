@@ -158,9 +158,11 @@ class Backward {
                                          rows(row, r1 - r0, at(full, row * h_));
                                        });
     else
-      s_.comm.all_gather_matmul(ph_, local, full, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
-                                "bwd_exposed_comm",
-                                [&](int j) { rows(j * L_, L_, at(full, j * L_ * h_)); });
+      s_.comm.all_gather_matmul(ph_, local, full, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
+                                [&](int j, std::int64_t r0, std::int64_t count) {
+                                  const std::int64_t row = j * L_ + r0;
+                                  rows(row, count, at(full, row * h_));
+                                });
     return full;
   }
   // --tp-overlap ring or chunks:K: the backward's collectives beside their GEMMs.
@@ -235,9 +237,9 @@ class Backward {
                                          weight_grad(j * L_ + r0, r1 - r0);
                                        });
     else
-      s_.comm.all_gather_matmul(ph_, saved(ln_name), gathered, static_cast<std::size_t>(L_ * h_),
-                                s_.cfg.dtype, "bwd_exposed_comm",
-                                [&](int j) { weight_grad(j * L_, L_); });
+      s_.comm.all_gather_matmul(
+          ph_, saved(ln_name), gathered, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
+          [&](int j, std::int64_t r0, std::int64_t count) { weight_grad(j * L_ + r0, count); });
     release(std::string(ln_name) + "_gathered");
     void* reduced = acquire("grad_" + tag + "_input_reduced", {L_, h_});
     void* incoming = acquire("grad_" + tag + "_input_incoming", {L_, h_});
@@ -256,8 +258,10 @@ class Backward {
           });
     else
       s_.comm.matmul_reduce_scatter(
-          ph_, partial, incoming, reduced, static_cast<std::size_t>(L_ * h_), s_.cfg.dtype,
-          "bwd_exposed_comm", [&](int j, void* out) { input_grad(j * L_, L_, out); },
+          ph_, partial, incoming, reduced, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
+          [&](int j, std::int64_t r0, std::int64_t count, void* out) {
+            input_grad(j * L_ + r0, count, out);
+          },
           [&](const void* a, const void* b, void* out) {
             s_.ops.residual_add(L_ * h_, a, b, out);
           });

@@ -71,9 +71,11 @@ class LayerCase final : public BenchCase {
     if (ctx_.backend == Backend::cpu)
       rec.attrs.emplace_back(
           "tp_overlap_note",
-          std::string("CPU ranks exchange through shared memory: the cores that run the GEMMs "
-                      "also copy the blocks, and MPI progresses only inside its calls, so the "
-                      "ring cannot hide its transfers here; it shows the schedule, not the gain"));
+          std::string("CPU backend: MPI moves data only inside its calls, polled here between "
+                      "pieces of each block's GEMM. Ranks on one host exchange through shared "
+                      "memory, where the cores that run the GEMMs also copy the blocks, so the "
+                      "ring cannot hide its transfers there; over a network (e.g. "
+                      "scripts/shaped_link.py) the kernel and NIC move them and part hides"));
   }
 
   // Input and output rows of this rank; every weight as the whole global tensor (the same on

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/sim.hpp"
+
 namespace suite::sp_tp {
 
 const char* coll_name(Coll c) {
@@ -124,11 +126,26 @@ void LayerComm::all_gather_with(
   record(Coll::all_gather, before);
 }
 
-void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
-                                  std::size_t send_count, DType t, const std::string& exposed_phase,
-                                  const std::function<void(int block)>& block_gemm) {
+int LayerComm::poll_chunks() const {
+  return device_.backend() == Backend::cpu && !sim::modeled() ? 4 : 1;
+}
+
+void LayerComm::block_gemm(PhaseTimer& ph, int block, std::int64_t rows, const RowsGemm& f) {
+  const int m =
+      static_cast<int>(std::min<std::int64_t>(poll_chunks(), std::max<std::int64_t>(1, rows)));
+  for (int i = 0; i < m; ++i) {
+    const auto [r0, r1] = chunk_rows(rows, m, i);
+    if (r1 > r0) gemm(ph, [&] { f(block, r0, r1 - r0); });
+    if (i + 1 < m) comm_.progress();
+  }
+}
+
+void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
+                                  std::int64_t row_elems, DType t, const std::string& exposed_phase,
+                                  const RowsGemm& rows_gemm) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
+  const auto send_count = static_cast<std::size_t>(rows * row_elems);
   const std::size_t block = send_count * dtype_size(t);
   auto at = [&](int b) {
     return static_cast<std::byte*>(recv) + static_cast<std::size_t>(b) * block;
@@ -143,30 +160,38 @@ void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
       waited(ph, exposed_phase, [&] {
         comm_.start_exchange(at(here), (r + 1) % n, at(next), (r - 1 + n) % n, send_count, t);
       });
-    gemm(ph, [&] { block_gemm(here); });
+    block_gemm(ph, here, rows, rows_gemm);
     if (more) waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
   }
   record(Coll::all_gather, before);
 }
 
 void LayerComm::matmul_reduce_scatter(
-    PhaseTimer& ph, void* blocks, void* in, void* recv, std::size_t recv_count, DType t,
-    const std::string& exposed_phase, const std::function<void(int block, void* out)>& partial,
+    PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
+    DType t, const std::string& exposed_phase,
+    const std::function<void(int block, std::int64_t r0, std::int64_t rows, void* out)>& partial,
     const std::function<void(const void* a, const void* b, void* out)>& add) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
+  const auto recv_count = static_cast<std::size_t>(rows * row_elems);
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
   const std::size_t block = recv_count * dtype_size(t);
   auto at = [&](int b) {
     return static_cast<std::byte*>(blocks) + static_cast<std::size_t>(b) * block;
   };
+  auto make = [&](int b) {  // block b's partial products, into its place
+    block_gemm(ph, b, rows, [&](int j, std::int64_t r0, std::int64_t count) {
+      partial(j, r0, count, at(j) + static_cast<std::size_t>(r0) * row_bytes);
+    });
+  };
   auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
-  gemm(ph, [&] { partial(chunk(0), at(chunk(0))); });
+  make(chunk(0));
   for (int k = 1; k < n; ++k) {
     // The sum so far of step k-1's block goes to r + 1; r - 1's sum of this step's block comes.
     waited(ph, exposed_phase, [&] {
       comm_.start_exchange(at(chunk(k - 1)), (r + 1) % n, in, (r - 1 + n) % n, recv_count, t);
     });
-    gemm(ph, [&] { partial(chunk(k), at(chunk(k))); });
+    make(chunk(k));
     waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
     ph.time(compute_phase_, [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k))); });
   }
@@ -219,8 +244,10 @@ void LayerComm::all_gather_matmul_pieces(
     for (int k = 0; k < n - 1; ++k) {
       start(p + 1, k);
       const auto [j0, j1] = share_of(n, n - 1, k);
-      for (int j = j0; j < j1; ++j)
+      for (int j = j0; j < j1; ++j) {
         gemm(ph, [&] { piece_gemm(p, j); });
+        comm_.progress();
+      }
       finish();
     }
   }
@@ -261,8 +288,10 @@ void LayerComm::matmul_reduce_scatter_pieces(
       });
       if (next) {
         const auto [j0, j1] = share_of(n, n - 1, k - 1);
-        for (int j = j0; j < j1; ++j)
+        for (int j = j0; j < j1; ++j) {
           make(p + 1, j);
+          comm_.progress();
+        }
       }
       waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
       ph.time(compute_phase_, [&] {

@@ -72,20 +72,25 @@ class LayerComm {
       PhaseTimer& ph, const void* send, void* recv, std::size_t send_count, DType t,
       bool overlapped, int chunks, const std::string& exposed_phase,
       const std::function<void(int chunk, const std::function<void()>& progress)>& compute);
+  // A GEMM over rows [r0, r0 + rows) of block `block` (block j: rank j's rows).
+  using RowsGemm = std::function<void(int block, std::int64_t r0, std::int64_t rows)>;
   // Collective matmul (METHODS.md 1.1, --tp-overlap ring): recv = all_gather(send) as a ring of
-  // t-1 exchanges, gemm(block) running on each block of recv as soon as it is there (its own
-  // block first, while that travels to rank + 1). Counted as one all-gather.
-  void all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::size_t send_count,
-                         DType t, const std::string& exposed_phase,
-                         const std::function<void(int block)>& block_gemm);
-  // recv = the reduce-scatter of the t blocks of partial products partial(block, out) makes,
-  // as a ring: step k makes block (rank - k - 1) mod t into blocks[that block] while the sum
-  // so far of the previous block travels to rank + 1 and that of this one arrives from rank - 1
-  // (into `in`, one block); add(a, b, out) sums them. The last block is this rank's: its sum
-  // goes to recv. blocks holds t blocks of recv_count elements. Counted as one reduce-scatter.
+  // t-1 exchanges of `rows` rows of `row_elems` elements, rows_gemm running on each block of recv
+  // as soon as it is there (its own block first, while that travels to rank + 1), in
+  // poll_chunks() pieces with the transport polled between them. Counted as one all-gather.
+  void all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
+                         std::int64_t row_elems, DType t, const std::string& exposed_phase,
+                         const RowsGemm& rows_gemm);
+  // recv = the reduce-scatter of the t blocks of partial products partial(block, r0, rows, out)
+  // makes (out: where those rows go in `blocks`), as a ring: step k makes block
+  // (rank - k - 1) mod t while the sum so far of the previous block travels to rank + 1 and
+  // that of this one arrives from rank - 1 (into `in`, one block); add(a, b, out) sums them.
+  // The last block is this rank's: its sum goes to recv. blocks holds t blocks of `rows` rows.
+  // Counted as one reduce-scatter.
   void matmul_reduce_scatter(
-      PhaseTimer& ph, void* blocks, void* in, void* recv, std::size_t recv_count, DType t,
-      const std::string& exposed_phase, const std::function<void(int block, void* out)>& partial,
+      PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
+      DType t, const std::string& exposed_phase,
+      const std::function<void(int block, std::int64_t r0, std::int64_t rows, void* out)>& partial,
       const std::function<void(const void* a, const void* b, void* out)>& add);
   // --tp-overlap chunks:K: recv = all_gather(send) in K pieces of every rank's `rows` rows
   // (chunk_rows(rows, K, p)), each piece's all-gather a ring of t-1 exchanges; piece_gemm(p, j)
@@ -113,6 +118,11 @@ class LayerComm {
 
  private:
   void record(Coll kind, std::int64_t before);
+  // Row pieces of a block's GEMM between polls of the transport: 4 on the CPU backend (MPI
+  // moves data only inside its calls, so a GEMM in one piece would leave the block waiting),
+  // 1 elsewhere (NCCL progresses on its own stream; modeled compute has nothing to poll for).
+  int poll_chunks() const;
+  void block_gemm(PhaseTimer& ph, int block, std::int64_t rows, const RowsGemm& f);
   // f, communication this rank waits for: the pass's comm phase, `exposed` (unless empty) and
   // the current op's <op>_exposed.
   void waited(PhaseTimer& ph, const std::string& exposed, const std::function<void()>& f);

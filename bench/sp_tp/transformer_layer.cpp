@@ -178,20 +178,18 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     return at(buf, (static_cast<std::int64_t>(j) * local_rows_ + r0) * cols);
   };
   const std::string exposed = prefix + "exposed_comm";
-  auto block = [&](const Buffer& b, int j, std::int64_t cols) {
-    return at(b, static_cast<std::int64_t>(j) * local_rows_ * cols);
-  };
   auto sublayer = [&](const char* op_in, const Buffer& ln, const Buffer* ln_full,
                       const Buffer& w_in, const Buffer& a, std::int64_t n_in,
                       const std::function<void()>& middle, const char* op_out, const Buffer& b,
                       std::int64_t n_mid, const Buffer& w_out, const Buffer& partial,
                       const Buffer& spare) {
-    const auto count = static_cast<std::size_t>(local_rows_ * h);
     comm_.set_op(prefix + op_in);
     if (ring)
-      comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), count, dt, exposed, [&](int j) {
-        ops_.gemm(local_rows_, n_in, h, block(*ln_full, j, h), w_in.data(), block(a, j, n_in));
-      });
+      comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), local_rows_, h, dt, exposed,
+                              [&](int j, std::int64_t r0, std::int64_t n) {
+                                ops_.gemm(n, n_in, h, row_of(*ln_full, j, r0, h), w_in.data(),
+                                          row_of(a, j, r0, n_in));
+                              });
     else if (pieces)
       comm_.all_gather_matmul_pieces(phases, ln.data(), ln_full->data(), local_rows_, h, dt, K,
                                      exposed, [&](int p, int j) {
@@ -208,9 +206,9 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     comm_.set_op(prefix + op_out);
     if (ring)
       comm_.matmul_reduce_scatter(
-          phases, partial.data(), spare.data(), reduced_->data(), count, dt, exposed,
-          [&](int j, void* out) {
-            ops_.gemm(local_rows_, h, n_mid, block(b, j, n_mid), w_out.data(), out);
+          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt, exposed,
+          [&](int j, std::int64_t r0, std::int64_t n, void* out) {
+            ops_.gemm(n, h, n_mid, row_of(b, j, r0, n_mid), w_out.data(), out);
           },
           [&](const void* x, const void* y, void* out) {
             ops_.residual_add(local_rows_ * h, x, y, out);
