@@ -187,14 +187,16 @@ void print_layer_table(const std::vector<CaseRecord>& records) {
       std::printf(
           "\nTransformer layer forward, TP vs TP+SP (median step = max over ranks; bytes per "
           "rank)\n");
-      std::printf("%-8s %-8s %-12s %10s %10s %10s %14s %14s %7s %14s %14s %6s\n", "variant", "attn",
-                  "kernel", "step_us", "compute_us", "comm_us", "act_meas", "act_pred", "err%",
-                  "comm_meas", "comm_pred", "check");
+      std::printf("%-8s %-8s %-12s %-9s %10s %10s %10s %14s %14s %7s %14s %14s %6s\n", "variant",
+                  "attn", "kernel", "overlap", "step_us", "compute_us", "comm_us", "act_meas",
+                  "act_pred", "err%", "comm_meas", "comm_pred", "check");
       fwd_header = true;
     }
-    std::printf("%-8s %-8s %-12s %10.1f %10.1f %10.1f %14.0f %14.0f %7.3f %14.0f %14.0f %6s\n",
+    const std::string overlap = param_text(r, "tp_overlap");
+    std::printf("%-8s %-8s %-12s %-9s %10.1f %10.1f %10.1f %14.0f %14.0f %7.3f %14.0f %14.0f %6s\n",
                 param_text(r, "variant").c_str(), param_text(r, "attention").c_str(),
-                param_text(r, "attn_kernel").c_str(), attr_number(r, "time_median_s") * 1e6,
+                param_text(r, "attn_kernel").c_str(), overlap.empty() ? "none" : overlap.c_str(),
+                attr_number(r, "time_median_s") * 1e6,
                 attr_number(r, "phase_compute_median_s") * 1e6,
                 attr_number(r, "phase_comm_median_s") * 1e6, attr_number(r, "activation_bytes"),
                 attr_number(r, "pred_activation_bytes"), 100 * attr_number(r, "activation_rel_err"),
