@@ -137,38 +137,28 @@ class Backward {
     return full;
   }
   // g_bar's backward followed by the GEMM over its rows: rows(r0, count, dY rows) runs over all
-  // s*b rows. Blocking: the all-gather (tp_sp), then the GEMM at once. --tp-overlap ring: the
-  // all-gather as a ring, the GEMM on each block of rows as it arrives (METHODS.md 1.1).
+  // s*b rows. Blocking: the all-gather (tp_sp), then the GEMM at once. --tp-overlap ring or
+  // chunks:K: LayerComm::all_gather_matmul, the GEMM on rows as they arrive (METHODS.md 1.1).
   // The op (bwd_out_proj, bwd_fc2) stays current for the caller's weight-gradient GEMM.
   const void* full_rows_into(
       const char* op, const void* local, const std::string& name,
       const std::function<void(std::int64_t r0, std::int64_t count, const void* dy)>& rows) {
     s_.comm.set_op(std::string("bwd_") + op);
-    if (!ring()) {
+    if (!overlapped()) {
       const void* full = full_rows(local, name);
       s_.comm.gemm(ph_, [&] { rows(0, R_, full); });
       return full;
     }
     void* full = acquire(name, {R_, h_});
-    if (pieces())
-      s_.comm.all_gather_matmul_pieces(ph_, local, full, L_, h_, s_.cfg.dtype, K(),
-                                       "bwd_exposed_comm", [&](int p, int j) {
-                                         const auto [r0, r1] = chunk_rows(L_, K(), p);
-                                         const std::int64_t row = j * L_ + r0;
-                                         rows(row, r1 - r0, at(full, row * h_));
-                                       });
-    else
-      s_.comm.all_gather_matmul(ph_, local, full, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
-                                [&](int j, std::int64_t r0, std::int64_t count) {
-                                  const std::int64_t row = j * L_ + r0;
-                                  rows(row, count, at(full, row * h_));
-                                });
+    s_.comm.all_gather_matmul(ph_, local, full, L_, h_, s_.cfg.dtype, s_.cfg.tp_overlap,
+                              "bwd_exposed_comm", [&](int j, std::int64_t r0, std::int64_t count) {
+                                const std::int64_t row = j * L_ + r0;
+                                rows(row, count, at(full, row * h_));
+                              });
     return full;
   }
   // --tp-overlap ring or chunks:K: the backward's collectives beside their GEMMs.
-  bool ring() const { return sp_ && s_.cfg.tp_overlap.kind != TpOverlap::none; }
-  bool pieces() const { return s_.cfg.tp_overlap.kind == TpOverlap::chunks; }
-  int K() const { return s_.cfg.tp_overlap.chunks; }
+  bool overlapped() const { return sp_ && s_.cfg.tp_overlap.kind != TpOverlap::none; }
   void release_rows(const std::string& name) {
     if (sp_) release(name);
   }
@@ -181,7 +171,7 @@ class Backward {
                         void* dW, const std::string& tag) {
     void* partial = acquire("grad_" + tag + "_input_partial", {R_, h_});
     s_.comm.set_op("bwd_" + tag);
-    if (ring()) {
+    if (overlapped()) {
       void* reduced = column_parallel_ring(dY, n, Wc, ln_name, dW, tag, partial);
       s_.comm.set_op("");
       return reduced;
@@ -230,41 +220,21 @@ class Backward {
                      first ? 0.0 : 1.0, dW, n);
       first = false;
     };
-    if (pieces())
-      s_.comm.all_gather_matmul_pieces(ph_, saved(ln_name), gathered, L_, h_, s_.cfg.dtype, K(),
-                                       "bwd_exposed_comm", [&](int p, int j) {
-                                         const auto [r0, r1] = chunk_rows(L_, K(), p);
-                                         weight_grad(j * L_ + r0, r1 - r0);
-                                       });
-    else
-      s_.comm.all_gather_matmul(
-          ph_, saved(ln_name), gathered, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
-          [&](int j, std::int64_t r0, std::int64_t count) { weight_grad(j * L_ + r0, count); });
+    s_.comm.all_gather_matmul(
+        ph_, saved(ln_name), gathered, L_, h_, s_.cfg.dtype, s_.cfg.tp_overlap, "bwd_exposed_comm",
+        [&](int j, std::int64_t r0, std::int64_t count) { weight_grad(j * L_ + r0, count); });
     release(std::string(ln_name) + "_gathered");
     void* reduced = acquire("grad_" + tag + "_input_reduced", {L_, h_});
     void* incoming = acquire("grad_" + tag + "_input_incoming", {L_, h_});
-    auto input_grad = [&](std::int64_t row, std::int64_t count, void* out) {  // dY_rows Wc^T
-      gemm(false, true, count, h_, n, at(dY, row * n), n, Wc, n, out, h_);
-    };
-    if (pieces())
-      s_.comm.matmul_reduce_scatter_pieces(
-          ph_, partial, incoming, reduced, L_, h_, s_.cfg.dtype, K(), "bwd_exposed_comm",
-          [&](int p, int j, void* out) {
-            const auto [r0, r1] = chunk_rows(L_, K(), p);
-            input_grad(j * L_ + r0, r1 - r0, out);
-          },
-          [&](const void* a, const void* b, void* out, std::int64_t elems) {
-            s_.ops.residual_add(elems, a, b, out);
-          });
-    else
-      s_.comm.matmul_reduce_scatter(
-          ph_, partial, incoming, reduced, L_, h_, s_.cfg.dtype, "bwd_exposed_comm",
-          [&](int j, std::int64_t r0, std::int64_t count, void* out) {
-            input_grad(j * L_ + r0, count, out);
-          },
-          [&](const void* a, const void* b, void* out) {
-            s_.ops.residual_add(L_ * h_, a, b, out);
-          });
+    s_.comm.matmul_reduce_scatter(
+        ph_, partial, incoming, reduced, L_, h_, s_.cfg.dtype, s_.cfg.tp_overlap,
+        "bwd_exposed_comm",
+        [&](int j, std::int64_t r0, std::int64_t count, void* out) {
+          gemm(false, true, count, h_, n, at(dY, (j * L_ + r0) * n), n, Wc, n, out, h_);  // dY Wc^T
+        },
+        [&](const void* a, const void* b, void* out, std::int64_t elems) {
+          s_.ops.residual_add(elems, a, b, out);
+        });
     release("grad_" + tag + "_input_incoming");
     release("grad_" + tag + "_input_partial");
     return reduced;

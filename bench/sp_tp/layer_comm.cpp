@@ -141,8 +141,31 @@ void LayerComm::block_gemm(PhaseTimer& ph, int block, std::int64_t rows, const R
 }
 
 void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
-                                  std::int64_t row_elems, DType t, const std::string& exposed_phase,
-                                  const RowsGemm& rows_gemm) {
+                                  std::int64_t row_elems, DType t, const TpOverlapMode& mode,
+                                  const std::string& exposed_phase, const RowsGemm& rows_gemm) {
+  if (mode.kind == TpOverlap::chunks)
+    pieces_all_gather_matmul(ph, send, recv, rows, row_elems, t, mode.chunks, exposed_phase,
+                             rows_gemm);
+  else
+    ring_all_gather_matmul(ph, send, recv, rows, row_elems, t, exposed_phase, rows_gemm);
+}
+
+void LayerComm::matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv,
+                                      std::int64_t rows, std::int64_t row_elems, DType t,
+                                      const TpOverlapMode& mode, const std::string& exposed_phase,
+                                      const RowsPartial& partial, const Add& add) {
+  if (mode.kind == TpOverlap::chunks)
+    pieces_matmul_reduce_scatter(ph, blocks, in, recv, rows, row_elems, t, mode.chunks,
+                                 exposed_phase, partial, add);
+  else
+    ring_matmul_reduce_scatter(ph, blocks, in, recv, rows, row_elems, t, exposed_phase, partial,
+                               add);
+}
+
+void LayerComm::ring_all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
+                                       std::int64_t rows, std::int64_t row_elems, DType t,
+                                       const std::string& exposed_phase,
+                                       const RowsGemm& rows_gemm) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const auto send_count = static_cast<std::size_t>(rows * row_elems);
@@ -166,11 +189,10 @@ void LayerComm::all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, 
   record(Coll::all_gather, before);
 }
 
-void LayerComm::matmul_reduce_scatter(
-    PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
-    DType t, const std::string& exposed_phase,
-    const std::function<void(int block, std::int64_t r0, std::int64_t rows, void* out)>& partial,
-    const std::function<void(const void* a, const void* b, void* out)>& add) {
+void LayerComm::ring_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv,
+                                           std::int64_t rows, std::int64_t row_elems, DType t,
+                                           const std::string& exposed_phase,
+                                           const RowsPartial& partial, const Add& add) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const auto recv_count = static_cast<std::size_t>(rows * row_elems);
@@ -193,7 +215,8 @@ void LayerComm::matmul_reduce_scatter(
     });
     make(chunk(k));
     waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
-    ph.time(compute_phase_, [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k))); });
+    ph.time(compute_phase_,
+            [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k)), rows * row_elems); });
   }
   if (n == 1) device_.copy_on_device(recv, at(0), block);
   record(Coll::reduce_scatter, before);
@@ -206,10 +229,10 @@ std::pair<int, int> share_of(int blocks, int steps, int b) {
 }
 }  // namespace
 
-void LayerComm::all_gather_matmul_pieces(
-    PhaseTimer& ph, const void* send, void* recv, std::int64_t rows, std::int64_t row_elems,
-    DType t, int pieces, const std::string& exposed_phase,
-    const std::function<void(int piece, int block)>& piece_gemm) {
+void LayerComm::pieces_all_gather_matmul(PhaseTimer& ph, const void* send, void* recv,
+                                         std::int64_t rows, std::int64_t row_elems, DType t,
+                                         int pieces, const std::string& exposed_phase,
+                                         const RowsGemm& rows_gemm) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
@@ -231,6 +254,10 @@ void LayerComm::all_gather_matmul_pieces(
     });
   };
   auto finish = [&] { waited(ph, exposed_phase, [&] { comm_.finish_exchange(); }); };
+  auto piece_gemm = [&](int p, int j) {  // piece p of block j
+    const auto [r0, r1] = chunk_rows(rows, pieces, p);
+    gemm(ph, [&] { rows_gemm(j, r0, r1 - r0); });
+  };
   for (int k = 0; k < n - 1; ++k) {
     start(0, k);
     finish();
@@ -238,14 +265,14 @@ void LayerComm::all_gather_matmul_pieces(
   for (int p = 0; p < pieces; ++p) {
     if (p + 1 == pieces || n == 1) {
       for (int j = 0; j < n; ++j)
-        gemm(ph, [&] { piece_gemm(p, j); });
+        piece_gemm(p, j);
       continue;
     }
     for (int k = 0; k < n - 1; ++k) {
       start(p + 1, k);
       const auto [j0, j1] = share_of(n, n - 1, k);
       for (int j = j0; j < j1; ++j) {
-        gemm(ph, [&] { piece_gemm(p, j); });
+        piece_gemm(p, j);
         comm_.progress();
       }
       finish();
@@ -254,11 +281,10 @@ void LayerComm::all_gather_matmul_pieces(
   record(Coll::all_gather, before);
 }
 
-void LayerComm::matmul_reduce_scatter_pieces(
-    PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
-    DType t, int pieces, const std::string& exposed_phase,
-    const std::function<void(int piece, int block, void* out)>& partial,
-    const std::function<void(const void* a, const void* b, void* out, std::int64_t elems)>& add) {
+void LayerComm::pieces_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv,
+                                             std::int64_t rows, std::int64_t row_elems, DType t,
+                                             int pieces, const std::string& exposed_phase,
+                                             const RowsPartial& partial, const Add& add) {
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
@@ -268,9 +294,9 @@ void LayerComm::matmul_reduce_scatter_pieces(
             static_cast<std::size_t>(row)) *
                row_bytes;
   };
-  auto make = [&](int p, int j) {
-    const std::int64_t r0 = chunk_rows(rows, pieces, p).first;
-    gemm(ph, [&] { partial(p, j, at(blocks, j, r0)); });
+  auto make = [&](int p, int j) {  // piece p of block j's partial products, into its place
+    const auto [r0, r1] = chunk_rows(rows, pieces, p);
+    gemm(ph, [&] { partial(j, r0, r1 - r0, at(blocks, j, r0)); });
   };
   auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
   for (int j = 0; j < n; ++j)

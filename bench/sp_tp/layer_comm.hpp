@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sp_tp/layer_config.hpp"
 #include "common/comm.hpp"
 #include "common/phase_timer.hpp"
 
@@ -74,44 +75,34 @@ class LayerComm {
       const std::function<void(int chunk, const std::function<void()>& progress)>& compute);
   // A GEMM over rows [r0, r0 + rows) of block `block` (block j: rank j's rows).
   using RowsGemm = std::function<void(int block, std::int64_t r0, std::int64_t rows)>;
-  // Collective matmul (METHODS.md 1.1, --tp-overlap ring): recv = all_gather(send) as a ring of
-  // t-1 exchanges of `rows` rows of `row_elems` elements, rows_gemm running on each block of recv
-  // as soon as it is there (its own block first, while that travels to rank + 1), in
-  // poll_chunks() pieces with the transport polled between them. Counted as one all-gather.
+  // The same, writing its partial products to out (where those rows go in the blocks).
+  using RowsPartial = std::function<void(int block, std::int64_t r0, std::int64_t rows, void* out)>;
+  // out = a + b over `elems` elements.
+  using Add = std::function<void(const void* a, const void* b, void* out, std::int64_t elems)>;
+  // Collective matmul (METHODS.md 1.1): recv = all_gather(send), t blocks of `rows` rows of
+  // `row_elems` elements, beside the GEMM that reads them. Counted as one all-gather.
+  //  - ring: t-1 exchanges, rows_gemm running on each block of recv as soon as it is there (its
+  //    own block first, while that travels to rank + 1), in poll_chunks() pieces with the
+  //    transport polled between them;
+  //  - chunks:K: K pieces of every block's rows (chunk_rows(rows, K, p)), each piece's
+  //    all-gather a ring of t-1 exchanges, the GEMM of piece p over every block spread over
+  //    piece p+1's exchanges; piece 0's all-gather and the last piece's GEMM have nothing
+  //    beside them.
   void all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
-                         std::int64_t row_elems, DType t, const std::string& exposed_phase,
-                         const RowsGemm& rows_gemm);
-  // recv = the reduce-scatter of the t blocks of partial products partial(block, r0, rows, out)
-  // makes (out: where those rows go in `blocks`), as a ring: step k makes block
-  // (rank - k - 1) mod t while the sum so far of the previous block travels to rank + 1 and
-  // that of this one arrives from rank - 1 (into `in`, one block); add(a, b, out) sums them.
-  // The last block is this rank's: its sum goes to recv. blocks holds t blocks of `rows` rows.
-  // Counted as one reduce-scatter.
-  void matmul_reduce_scatter(
-      PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
-      DType t, const std::string& exposed_phase,
-      const std::function<void(int block, std::int64_t r0, std::int64_t rows, void* out)>& partial,
-      const std::function<void(const void* a, const void* b, void* out)>& add);
-  // --tp-overlap chunks:K: recv = all_gather(send) in K pieces of every rank's `rows` rows
-  // (chunk_rows(rows, K, p)), each piece's all-gather a ring of t-1 exchanges; piece_gemm(p, j)
-  // (piece p of block j, block j being rank j's rows) runs for every j of piece p spread over
-  // piece p+1's exchanges. Piece 0's all-gather and the last piece's GEMM have nothing beside
-  // them. row_elems: elements per row. Counted as one all-gather.
-  void all_gather_matmul_pieces(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
-                                std::int64_t row_elems, DType t, int pieces,
-                                const std::string& exposed_phase,
-                                const std::function<void(int piece, int block)>& piece_gemm);
-  // --tp-overlap chunks:K: recv = the reduce-scatter of blocks ([t][rows][row_elems], rank j's
-  // share in block j) made piece by piece: partial(p, j, out) writes piece p of block j's
-  // partial product to out (its place in blocks); piece p's reduce-scatter (a ring of t-1
-  // exchanges, add(a, b, out, elems) summing the incoming piece) runs while piece p+1's
-  // partial products compute. Piece 0's GEMM and the last piece's reduce-scatter have nothing
-  // beside them. `in` holds one piece. Counted as one reduce-scatter.
-  void matmul_reduce_scatter_pieces(
-      PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows, std::int64_t row_elems,
-      DType t, int pieces, const std::string& exposed_phase,
-      const std::function<void(int piece, int block, void* out)>& partial,
-      const std::function<void(const void* a, const void* b, void* out, std::int64_t elems)>& add);
+                         std::int64_t row_elems, DType t, const TpOverlapMode& mode,
+                         const std::string& exposed_phase, const RowsGemm& rows_gemm);
+  // recv = the reduce-scatter of the t blocks of partial products `partial` makes into
+  // `blocks` (t blocks of `rows` rows; the last one summed is this rank's, into recv); `in`
+  // holds one incoming block; add sums. Counted as one reduce-scatter.
+  //  - ring: step k makes block (rank - k - 1) mod t while the sum so far of the previous block
+  //    travels to rank + 1 and that of this one arrives from rank - 1;
+  //  - chunks:K: piece by piece, piece p's reduce-scatter (a ring of t-1 exchanges) running
+  //    while piece p+1's partial products compute; piece 0's GEMM and the last piece's
+  //    reduce-scatter have nothing beside them.
+  void matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv, std::int64_t rows,
+                             std::int64_t row_elems, DType t, const TpOverlapMode& mode,
+                             const std::string& exposed_phase, const RowsPartial& partial,
+                             const Add& add);
   // The ring exchanges since the last call (the overlapped all-gathers): seconds from start to
   // completion, and whether completion was seen while the GEMM still ran; clears the log.
   std::vector<Comm::ExchangeTiming> take_exchanges();
@@ -123,6 +114,20 @@ class LayerComm {
   // 1 elsewhere (NCCL progresses on its own stream; modeled compute has nothing to poll for).
   int poll_chunks() const;
   void block_gemm(PhaseTimer& ph, int block, std::int64_t rows, const RowsGemm& f);
+  void ring_all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
+                              std::int64_t row_elems, DType t, const std::string& exposed_phase,
+                              const RowsGemm& rows_gemm);
+  void pieces_all_gather_matmul(PhaseTimer& ph, const void* send, void* recv, std::int64_t rows,
+                                std::int64_t row_elems, DType t, int pieces,
+                                const std::string& exposed_phase, const RowsGemm& rows_gemm);
+  void ring_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv,
+                                  std::int64_t rows, std::int64_t row_elems, DType t,
+                                  const std::string& exposed_phase, const RowsPartial& partial,
+                                  const Add& add);
+  void pieces_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* in, void* recv,
+                                    std::int64_t rows, std::int64_t row_elems, DType t, int pieces,
+                                    const std::string& exposed_phase, const RowsPartial& partial,
+                                    const Add& add);
   // f, communication this rank waits for: the pass's comm phase, `exposed` (unless empty) and
   // the current op's <op>_exposed.
   void waited(PhaseTimer& ph, const std::string& exposed, const std::function<void()>& f);

@@ -1,7 +1,5 @@
 #include "bench/sp_tp/transformer_layer.hpp"
 
-#include "common/sim.hpp"
-
 #include <mpi.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "bench/sp_tp/layer_backward.hpp"
 #include "common/errors.hpp"
+#include "common/sim.hpp"
 #include "common/typed_host.hpp"
 
 namespace suite::sp_tp {
@@ -170,9 +169,7 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
   // products block by block (METHODS.md 1.1); under chunks:K the same by pieces of every
   // block's rows. `partial` and `spare`, the ledger's partial buffers, hold the blocks and the
   // one arriving, so the ledger is the blocking layer's.
-  const bool ring = sp && cfg_.tp_overlap.kind == TpOverlap::ring;
-  const bool pieces = sp && cfg_.tp_overlap.kind == TpOverlap::chunks;
-  const int K = cfg_.tp_overlap.chunks;
+  const bool overlapped = sp && cfg_.tp_overlap.kind != TpOverlap::none;
   // Row r0 of block j (rank j's rows) of a [rows, cols] buffer.
   auto row_of = [&](const Buffer& buf, int j, std::int64_t r0, std::int64_t cols) {
     return at(buf, (static_cast<std::int64_t>(j) * local_rows_ + r0) * cols);
@@ -184,19 +181,12 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
                       std::int64_t n_mid, const Buffer& w_out, const Buffer& partial,
                       const Buffer& spare) {
     comm_.set_op(prefix + op_in);
-    if (ring)
-      comm_.all_gather_matmul(phases, ln.data(), ln_full->data(), local_rows_, h, dt, exposed,
-                              [&](int j, std::int64_t r0, std::int64_t n) {
-                                ops_.gemm(n, n_in, h, row_of(*ln_full, j, r0, h), w_in.data(),
-                                          row_of(a, j, r0, n_in));
-                              });
-    else if (pieces)
-      comm_.all_gather_matmul_pieces(phases, ln.data(), ln_full->data(), local_rows_, h, dt, K,
-                                     exposed, [&](int p, int j) {
-                                       const auto [r0, r1] = chunk_rows(local_rows_, K, p);
-                                       ops_.gemm(r1 - r0, n_in, h, row_of(*ln_full, j, r0, h),
-                                                 w_in.data(), row_of(a, j, r0, n_in));
-                                     });
+    if (overlapped)
+      comm_.all_gather_matmul(
+          phases, ln.data(), ln_full->data(), local_rows_, h, dt, cfg_.tp_overlap, exposed,
+          [&](int j, std::int64_t r0, std::int64_t n) {
+            ops_.gemm(n, n_in, h, row_of(*ln_full, j, r0, h), w_in.data(), row_of(a, j, r0, n_in));
+          });
     else {
       const Buffer& in = full_rows(ln, ln_full);
       comm_.gemm(phases, [&] { ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data()); });
@@ -204,21 +194,12 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     comm_.set_op("");
     compute(middle);
     comm_.set_op(prefix + op_out);
-    if (ring)
+    if (overlapped)
       comm_.matmul_reduce_scatter(
-          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt, exposed,
+          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt,
+          cfg_.tp_overlap, exposed,
           [&](int j, std::int64_t r0, std::int64_t n, void* out) {
             ops_.gemm(n, h, n_mid, row_of(b, j, r0, n_mid), w_out.data(), out);
-          },
-          [&](const void* x, const void* y, void* out) {
-            ops_.residual_add(local_rows_ * h, x, y, out);
-          });
-    else if (pieces)
-      comm_.matmul_reduce_scatter_pieces(
-          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt, K, exposed,
-          [&](int p, int j, void* out) {
-            const auto [r0, r1] = chunk_rows(local_rows_, K, p);
-            ops_.gemm(r1 - r0, h, n_mid, row_of(b, j, r0, n_mid), w_out.data(), out);
           },
           [&](const void* x, const void* y, void* out, std::int64_t n) {
             ops_.residual_add(n, x, y, out);
