@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "bench/ring_attention/packed_documents.hpp"
@@ -17,6 +18,10 @@ struct RankLayout {
   std::vector<Segment> tokens;  // the tokens among them: what attention computes on
 };
 
+// Runs (first position, tokens) in global order, merged where they touch, as segments with
+// local offsets.
+std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs);
+
 // Every rank's layout for a document layout (doc_zigzag needs docs packed with pad_to 2 n_c;
 // balanced needs no padding). Throws UsageError where the documents cannot be laid out so.
 std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, int n_c,
@@ -26,14 +31,17 @@ std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, i
 // 2 n_c - 1 - r of P / (2 n_c) slots each; the document's padding sits at its end.
 RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c);
 
-// balanced: every document of at least 2 n_c tokens, or whose work alone exceeds a rank's share
-// of round 0 (where a whole document's work falls), is cut into 2 n_c chunks whose sizes differ
-// by at most one token, rank r taking chunks r and 2 n_c - 1 - r (mirrored, so every rank gets
-// the same causal work of it, in every round: per-document zig-zag without padding); the others
-// go whole, heaviest first, to the rank with the least work that has room, split only where no
-// rank has room for all of one, and then over consecutive ranks (its cross-rank work in round 1,
-// on the rank with the least of it so far). Every rank holds exactly c tokens, in two contiguous
-// runs per cut document. O(documents x n_c), from the lengths alone.
+// balanced (balanced_layout.cpp): planned against the ring's lockstep (the sum over rounds of
+// each round's busiest rank), with every rank's visible pairs per round tracked as it places.
+// Every document long enough is cut into 2g chunks of at least 16 tokens (c / 64 for c under
+// 1K) over a group of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i
+// takes chunks i and 2g - 1 - i (mirrored: every pair of the group's ranks gets the same
+// causal work of it, as per-document zig-zag, without padding), and all of them work on it in
+// the same rounds, the multiples of n_c / g. Heaviest first, each goes to the group position
+// (of n_c / g) that raises the rounds' peaks least. Documents too short to cut go whole, last,
+// to the rank with room whose round 0 is lightest, split over consecutive ranks only where no
+// rank has room for all of one. Every rank holds exactly c tokens, in runs of one document.
+// O(documents x n_c) plus n_c g table cells per cut document, from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
                                         bool causal);
 

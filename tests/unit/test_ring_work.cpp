@@ -98,5 +98,22 @@ TEST(RingWork, StripedAtAThousandRanksMatchesTheSegmentCountOnSampledRanks) {
     }
 }
 
+// Where documents are short against 2 N_c (chunks of a token or two if every document were cut
+// over all ranks), the balanced layout's rounds are still as even as striped's token-by-token
+// dealing, with runs of one document each instead of one strided run. Both counts come from
+// ring_work, which the test above checks against brute force.
+TEST(RingWork, BalancedMatchesStripedAtScaleWithShortDocuments) {
+  for (int n_c : {64, 256}) {
+    const auto eff = [&](Layout l) {
+      return ring_work(config(l, n_c, 4096, true, "lognormal:256:1", 1234)).efficiency_lockstep();
+    };
+    const double balanced = eff(Layout::balanced), striped = eff(Layout::striped);
+    std::printf("  lognormal:256:1, N_c %d: lockstep efficiency balanced %.4f, striped %.4f\n", n_c,
+                balanced, striped);
+    EXPECT_GE(balanced, striped - 1e-3) << n_c;
+    EXPECT_GE(balanced, 0.98) << n_c;
+  }
+}
+
 }  // namespace
 }  // namespace suite::ring

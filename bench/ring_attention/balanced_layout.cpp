@@ -1,0 +1,286 @@
+// The suite's work-balanced layout over packed documents (doc_layouts.hpp says what it
+// promises). It plans against the ring's time in pair units, the sum over rounds of each
+// round's busiest rank, keeping every rank's visible pairs per round in a table as it places.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "bench/ring_attention/doc_layouts.hpp"
+
+namespace suite::ring {
+namespace {
+
+// Tokens per chunk of a cut document, at least (fewer where c is under 1K, so that a rank
+// still holds 64 such chunks): the pairs between two chunks of q and q + 1 tokens differ by
+// (1 + 1/q)^2, so chunks of one or two tokens (a short document over many ranks) leave rounds
+// uneven however they are placed (0.87 of the lockstep's ideal at 512 ranks with
+// lognormal:256:1 documents, against 0.99 at 16).
+constexpr std::int64_t kMinChunkTokens = 16;
+// A level (the documents cut over g ranks) with fewer documents than this per group position
+// (n_c / g of them) is moved up to the next g: too few to even out the rounds only its groups
+// reach (lognormal:256:1 at 1024 ranks: 0.989 of the ideal lockstep with 2, 0.992 with 16).
+constexpr std::int64_t kDocsPerGroupPosition = 16;
+
+using Runs = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (first position, tokens)
+
+class Planner {
+ public:
+  Planner(const PackedDocuments& docs, int n_c, std::int64_t c, bool causal)
+      : docs_(docs),
+        n_(n_c),
+        c_(c),
+        causal_(causal),
+        load_(static_cast<std::size_t>(n_c) * n_c, 0),
+        peak_(static_cast<std::size_t>(n_c), 0),
+        tokens_(static_cast<std::size_t>(n_c), 0),
+        runs_(static_cast<std::size_t>(n_c)) {}
+
+  // Cuts document d into 2g mirrored chunks over the g ranks first, first + n_c / g, ...: the
+  // first (of n_c / g) that adds least to the sum of the rounds' peaks (ties: the least loaded
+  // cells). Every rank of such a group works on it in the same rounds, the multiples of n_c / g.
+  // False when no first leaves room on every rank of the group.
+  bool place_cut(std::int64_t d, int g) {
+    stride_ = n_ / g;
+    int best = -1;
+    std::pair<std::int64_t, std::int64_t> best_cost{};
+    Chunks best_chunks;
+    for (int first = 0; first < stride_; ++first) {
+      Chunks ch = chunks(d, g, first);
+      if (ch.early.empty()) continue;
+      const auto cost = placement_cost(ch, first);
+      if (best < 0 || cost < best_cost) best = first, best_cost = cost, best_chunks = std::move(ch);
+    }
+    if (best < 0) return false;
+    commit(d, best_chunks, best);
+    return true;
+  }
+
+  // Document d whole on the rank with room whose round 0 (where all of its work falls) is
+  // lightest; split over consecutive ranks only where no rank has room for all of it.
+  void place_whole(std::int64_t d) {
+    std::int64_t at = docs_.start(d), left = docs_.length(d);
+    int best = -1;
+    for (int r = 0; r < n_; ++r)
+      if (c_ - tokens_[r] >= left && (best < 0 || cell(0, r) < cell(0, best))) best = r;
+    if (best >= 0) {
+      give(best, at, left);
+      add(0, best, query_work(docs_, d, at, at + left, causal_));
+      return;
+    }
+    // The first piece on the rank with room whose round 0 is lightest; its pieces follow on
+    // r + 1, r + 2, ..., so their cross-rank work lands in rounds 1, 2, ...
+    for (int r = 0; r < n_; ++r)
+      if (tokens_[r] < c_ && (best < 0 || cell(0, r) < cell(0, best))) best = r;
+    if (best < 0) throw std::logic_error("balanced: no rank has room left");
+    std::vector<std::pair<int, std::pair<std::int64_t, std::int64_t>>> pieces;  // rank, run
+    for (int r = best; left > 0; r = (r + 1) % n_) {
+      const std::int64_t n = std::min(left, c_ - tokens_[r]);
+      if (n <= 0) continue;
+      give(r, at, n);
+      pieces.push_back({r, {at, n}});
+      at += n;
+      left -= n;
+    }
+    for (const auto& [qr, q] : pieces)
+      for (const auto& [kr, k] : pieces)
+        add(((qr - kr) % n_ + n_) % n_, qr, run_pairs(q, k));
+  }
+
+  std::vector<RankLayout> layout() && {
+    std::vector<RankLayout> out(static_cast<std::size_t>(n_));
+    for (int r = 0; r < n_; ++r) {
+      if (tokens_[r] != c_)
+        throw std::logic_error("balanced: rank " + std::to_string(r) + " holds " +
+                               std::to_string(tokens_[r]) + " tokens, not " + std::to_string(c_));
+      out[r].tokens = segments_of_runs(std::move(runs_[r]));
+      out[r].slots = out[r].tokens;
+    }
+    return out;
+  }
+
+ private:
+  // Chunk sizes by group index i: early chunk i and late chunk 2g - 1 - i on rank first + i.
+  struct Chunks {
+    std::vector<std::int64_t> early, late;
+  };
+
+  // q = L / 2g tokens each; the L mod 2g extra ones go two at a time (one to each chunk, so a
+  // rank's two chunks stay equal and the pairs between two ranks symmetric) to the group's rank
+  // holding fewest tokens. Empty when some rank of the group would hold more than c.
+  Chunks chunks(std::int64_t d, int g, int first) const {
+    const std::int64_t len = docs_.length(d), q = len / (2 * g);
+    Chunks ch{std::vector<std::int64_t>(g, q), std::vector<std::int64_t>(g, q)};
+    for (std::int64_t left = len % (2 * g); left > 0; left -= 2) {
+      int pick = -1;
+      for (int i = 0; i < g; ++i)
+        if (ch.early[i] == q && (pick < 0 || tokens_[rank(first, i)] < tokens_[rank(first, pick)]))
+          pick = i;
+      ++ch.early[pick];
+      if (left >= 2) ++ch.late[pick];
+    }
+    for (int i = 0; i < g; ++i)
+      if (tokens_[rank(first, i)] + ch.early[i] + ch.late[i] > c_) return {};
+    return ch;
+  }
+
+  // Visible pairs of group index i's queries against index j's keys. Causal: early chunk i
+  // sees early j < i whole, late chunk i sees every early chunk and late j > i whole.
+  std::int64_t chunk_pairs(const Chunks& ch, int i, int j) const {
+    const std::int64_t xi = ch.early[i], yi = ch.late[i], xj = ch.early[j], yj = ch.late[j];
+    if (!causal_) return (xi + yi) * (xj + yj);
+    if (i == j) return xi * (xi + 1) / 2 + yi * (yi + 1) / 2 + yi * xi;
+    return i > j ? xj * (xi + yi) : yi * (xj + yj);
+  }
+
+  // (added to the sum of the rounds' peaks, sum of the touched cells before).
+  std::pair<std::int64_t, std::int64_t> placement_cost(const Chunks& ch, int first) {
+    const int g = static_cast<int>(ch.early.size());
+    std::int64_t filled = 0;
+    for (int i = 0; i < g; ++i)
+      for (int j = 0; j < g; ++j) {
+        const int k = round_of(i, j), r = rank(first, i);
+        const std::int64_t now = cell(k, r);
+        filled += now;
+        new_peak_[k] = std::max({new_peak_[k], peak_[k], now + chunk_pairs(ch, i, j)});
+      }
+    std::int64_t rise = 0;
+    for (int i = 0; i < g; ++i)
+      for (int j = 0; j < g; ++j) {
+        const int k = round_of(i, j);
+        rise += new_peak_[k] - peak_[k];
+        new_peak_[k] = peak_[k];  // counted once; resets the scratch for the next call
+      }
+    return {rise, filled};
+  }
+
+  void commit(std::int64_t d, const Chunks& ch, int first) {
+    const int g = static_cast<int>(ch.early.size());
+    std::int64_t at = docs_.start(d);
+    for (int i = 0; i < g; ++i) {
+      give(rank(first, i), at, ch.early[i]);
+      at += ch.early[i];
+    }
+    for (int i = g - 1; i >= 0; --i) {
+      give(rank(first, i), at, ch.late[i]);
+      at += ch.late[i];
+    }
+    for (int i = 0; i < g; ++i)
+      for (int j = 0; j < g; ++j)
+        add(round_of(i, j), rank(first, i), chunk_pairs(ch, i, j));
+  }
+
+  // Pairs of a query run against a key run of the same document.
+  std::int64_t run_pairs(std::pair<std::int64_t, std::int64_t> q,
+                         std::pair<std::int64_t, std::int64_t> k) const {
+    if (!causal_) return q.second * k.second;
+    if (k.first > q.first) return 0;
+    if (k.first < q.first) return q.second * k.second;  // runs of one document never overlap
+    return q.second * (q.second + 1) / 2;
+  }
+
+  int rank(int first, int i) const { return (first + i * stride_) % n_; }
+  int round_of(int i, int j) const {
+    const int g = n_ / stride_;
+    return ((i - j) % g + g) % g * stride_;
+  }
+  std::int64_t cell(int k, int r) const { return load_[static_cast<std::size_t>(k) * n_ + r]; }
+  void add(int k, int r, std::int64_t w) {
+    std::int64_t& x = load_[static_cast<std::size_t>(k) * n_ + r];
+    x += w;
+    peak_[k] = std::max(peak_[k], x);
+    new_peak_[k] = peak_[k];
+  }
+  void give(int r, std::int64_t at, std::int64_t n) {
+    if (n <= 0) return;
+    runs_[r].push_back({at, n});
+    tokens_[r] += n;
+  }
+
+  const PackedDocuments& docs_;
+  int n_;
+  std::int64_t c_;
+  bool causal_;
+  std::vector<std::int64_t> load_;  // [round * n + rank]: visible pairs
+  std::vector<std::int64_t> peak_;  // per round: its busiest rank's
+  std::vector<std::int64_t> new_peak_ = peak_;
+  std::vector<std::int64_t> tokens_;
+  std::vector<Runs> runs_;
+  int stride_ = 1;  // n_c / g of the document being placed
+};
+
+// Ranks a cut document goes over: a divisor of n_c (its group every n_c / g-th rank, so that
+// every rank of it works in the same rounds), the largest up to `want`, at least `need`.
+std::int64_t group_size(std::int64_t n_c, std::int64_t want, std::int64_t need) {
+  std::int64_t g = 1;
+  for (std::int64_t x = 1; x <= n_c; ++x)
+    if (n_c % x == 0 && (x <= want || g < need)) g = x;
+  return g;
+}
+
+}  // namespace
+
+std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
+                                        bool causal) {
+  if (docs.pad_slots() != 0 || docs.slots() != c * n_c)
+    throw std::logic_error("balanced: documents must fill the n_c c slots without padding");
+  const auto count = static_cast<std::size_t>(docs.count());
+  const std::int64_t min_chunk = std::clamp<std::int64_t>(c / 64, 1, kMinChunkTokens);
+  std::vector<std::int64_t> work(count), length(count);
+  for (std::size_t d = 0; d < count; ++d) {
+    const auto doc = static_cast<std::int64_t>(d);
+    work[d] = query_work(docs, doc, docs.start(doc), docs.end(doc), causal);
+    length[d] = docs.length(doc);
+  }
+
+  // How many ranks each document goes over (1: whole). Every one long enough for two ranks'
+  // chunks of min_chunk tokens is cut, over as many ranks as such chunks allow: a cut
+  // document's work is spread over its group's ranks and rounds, while a whole one's falls in
+  // round 0 of one rank, which the documents' lengths rarely fill evenly. A shorter one is cut
+  // too where it would not fit (longer than c) or where its work alone exceeds a rank's share
+  // of round 0 (the whole documents' work plus 1 / g of the cut ones', over n_c ranks).
+  std::vector<std::int64_t> groups(count, 1);
+  for (bool changed = true; changed;) {
+    double round0 = 0;
+    for (std::size_t d = 0; d < count; ++d)
+      round0 += static_cast<double>(work[d]) / static_cast<double>(groups[d]);
+    const double share = std::max(round0 / n_c, 1.0);
+    changed = false;
+    for (std::size_t d = 0; d < count; ++d) {
+      const auto need = std::max<std::int64_t>(
+          {1, static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
+           (length[d] + c - 1) / c});
+      const std::int64_t g = group_size(n_c, std::max(length[d] / (2 * min_chunk), need),
+                                        std::min<std::int64_t>(need, n_c));
+      if (g > groups[d] && groups[d] == 1) groups[d] = g, changed = true;
+    }
+  }
+  // Levels too sparse to even out their rounds move up (from the smallest g).
+  for (std::int64_t g = 2; g < n_c; ++g) {
+    if (n_c % g != 0) continue;
+    const auto at_level = std::count(groups.begin(), groups.end(), g);
+    if (at_level == 0 || at_level >= kDocsPerGroupPosition * (n_c / g)) continue;
+    const std::int64_t up = group_size(n_c, g, g + 1);
+    for (std::size_t d = 0; d < count; ++d)
+      if (groups[d] == g && length[d] >= 2 * up) groups[d] = up;
+  }
+
+  // Heaviest first, the cut documents before the whole ones (which then fill what room is left).
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return work[x] > work[y]; });
+  Planner plan(docs, n_c, c, causal);
+  std::vector<std::int64_t> whole;
+  for (std::size_t d : order)
+    if (groups[d] == 1 ||
+        !plan.place_cut(static_cast<std::int64_t>(d), static_cast<int>(groups[d])))
+      whole.push_back(static_cast<std::int64_t>(d));
+  for (std::int64_t d : whole)
+    plan.place_whole(d);
+  return std::move(plan).layout();
+}
+
+}  // namespace suite::ring
