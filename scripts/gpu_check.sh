@@ -122,6 +122,19 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --tp-overlap none,ring,chunks:4 \
   --iters 5 --out "$R/layer2.h5"
+# Async TP where the machine has two GPUs or more (one process each): the layer's overlap modes
+# on NCCL, and PyTorch's fused all-gather / reduce-scatter matmuls (symmetric memory) on the
+# same shapes as the peer; read their per-op times side by side.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+  step layer_overlap_nccl 150 "${run[@]}" -np "$ngpu" "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
+    --seq 8192 --batch 1 --hidden 8192 --heads 64 --attention fused --pass fwd --tp-overlap none,ring,chunks:4 \
+    --iters 10 --out "$R/layer_overlap.h5"
+  step torch_async_tp 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
+    "$root/scripts/torch_async_tp_peer.py" --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
+else
+  status+=("$(printf '%-22s skipped: %s GPU here, async TP needs two' torch_async_tp "$ngpu")")
+fi
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged
 # shapes, where the CPU emulator's checks stand in on machines without a GPU (the emulator does

@@ -29,12 +29,14 @@ def _step_names() -> list[str]:
     return re.findall(r"^\s*step (\S+) \d+ ", SCRIPT.read_text(), flags=re.M)
 
 
-def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "") -> Path:
-    """A checkout holding the real script and a .gpu bundle of stubs; returns its root."""
+def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "", gpus: int = 2) -> Path:
+    """A checkout holding the real script and a .gpu bundle of stubs (nvidia-smi lists `gpus`
+    GPUs); returns its root."""
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, root / "scripts")
-    for name in ("summary.py", "peer_ratios.py", "torch_peer.py", "suite_results.py"):
+    for name in ("summary.py", "peer_ratios.py", "torch_peer.py", "torch_async_tp_peer.py",
+                 "suite_results.py"):
         shutil.copy(ROOT / "scripts" / name, root / "scripts")
     bundle = root / ".gpu"
     (bundle / "bin").mkdir(parents=True)
@@ -54,6 +56,7 @@ def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "") -> Path:
     wrapper = "#!/bin/bash\nwhile [ \"${1:0:1}\" != / ]; do shift; done\nexec \"$@\"\n"
     _executable(tools / "mpirun", wrapper)
     _executable(tools / "compute-sanitizer", wrapper)
+    _executable(tools / "nvidia-smi", f"#!/bin/bash\nfor i in $(seq 0 {gpus - 1}); do echo \"GPU $i: stub\"; done\n")
     # python: pip installs nothing, module lookups fail (no nvidia.* packages), scripts run.
     _executable(tools / "python", f"#!/bin/bash\ncase \"$1\" in -m) exit 0;; -c) exit 1;; esac\n"
                 f"exec {sys.executable} \"$@\"\n")
@@ -103,6 +106,16 @@ def test_every_step_runs_and_is_summarised(tmp_path: Path) -> None:
     assert "BackwardKernelCuda" in calls  # the sanitizer steps' gtest filter
     assert (tmp_path / "out" / "gpu_check.log").is_file()
     assert _archive_names(tmp_path) == ["results"]
+
+
+def test_one_gpu_skips_async_tp_and_says_why(tmp_path: Path) -> None:
+    root = _kit(tmp_path, gpus=1)
+    proc = _run(root, tmp_path, budget=540)
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(proc)
+    assert "async TP needs two" in summary["torch_async_tp"]
+    assert "layer_overlap_nccl" not in summary
+    assert "--tp-overlap none,ring,chunks:4" in (tmp_path / "calls").read_text()  # the 2-rank layer
 
 
 def test_a_spent_budget_skips_the_rest_but_still_summarises(tmp_path: Path) -> None:
