@@ -24,6 +24,9 @@ constexpr std::int64_t kMinChunkTokens = 16;
 // (n_c / g of them) is moved up to the next g: too few to even out the rounds only its groups
 // reach (lognormal:256:1 at 1024 ranks: 0.989 of the ideal lockstep with 2, 0.992 with 16).
 constexpr std::int64_t kDocsPerGroupPosition = 16;
+// A document moved up keeps chunks of at least this many tokens (16 instead: 0.968 of the
+// ideal lockstep at 1024 ranks with lognormal:256:1 against 0.992, sparse levels staying).
+constexpr std::int64_t kMoveUpMinChunk = 4;
 
 using Runs = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (first position, tokens)
 
@@ -96,7 +99,7 @@ class Planner {
       if (tokens_[r] != c_)
         throw std::logic_error("balanced: rank " + std::to_string(r) + " holds " +
                                std::to_string(tokens_[r]) + " tokens, not " + std::to_string(c_));
-      out[r].tokens = segments_of_runs(std::move(runs_[r]));
+      out[r].tokens = segments_of_runs(std::move(runs_[r]), &docs_);
       out[r].slots = out[r].tokens;
     }
     return out;
@@ -108,22 +111,29 @@ class Planner {
     std::vector<std::int64_t> early, late;
   };
 
-  // q = L / 2g tokens each; the L mod 2g extra ones go two at a time (one to each chunk, so a
-  // rank's two chunks stay equal and the pairs between two ranks symmetric) to the group's rank
-  // holding fewest tokens. Empty when some rank of the group would hold more than c.
+  // q = L / 2g tokens each; the L mod 2g extra ones go two at a time (one to each chunk, so the
+  // pairs between two ranks stay symmetric) to the group's rank holding fewest tokens that has
+  // room for them; one at a time where no rank has room for two or one is left. Empty when the
+  // group has no room for them all.
   Chunks chunks(std::int64_t d, int g, int first) const {
     const std::int64_t len = docs_.length(d), q = len / (2 * g);
     Chunks ch{std::vector<std::int64_t>(g, q), std::vector<std::int64_t>(g, q)};
-    for (std::int64_t left = len % (2 * g); left > 0; left -= 2) {
+    auto held = [&](int i) { return tokens_[rank(first, i)] + ch.early[i] + ch.late[i]; };
+    for (std::int64_t left = len % (2 * g); left > 0;) {
       int pick = -1;
-      for (int i = 0; i < g; ++i)
-        if (ch.early[i] == q && (pick < 0 || tokens_[rank(first, i)] < tokens_[rank(first, pick)]))
-          pick = i;
-      ++ch.early[pick];
-      if (left >= 2) ++ch.late[pick];
+      std::int64_t take = 0;
+      for (std::int64_t want = std::min<std::int64_t>(left, 2); want > 0 && pick < 0; --want)
+        for (int i = 0; i < g; ++i) {
+          const std::int64_t room = (ch.early[i] == q) + (ch.late[i] == q);
+          if (room >= want && held(i) + want <= c_ && (pick < 0 || held(i) < held(pick)))
+            pick = i, take = want;
+        }
+      if (pick < 0) return {};
+      if (ch.early[pick] == q) ++ch.early[pick], --take, --left;
+      if (take > 0) ++ch.late[pick], --left;
     }
     for (int i = 0; i < g; ++i)
-      if (tokens_[rank(first, i)] + ch.early[i] + ch.late[i] > c_) return {};
+      if (held(i) > c_) return {};
     return ch;
   }
 
@@ -212,12 +222,14 @@ class Planner {
   int stride_ = 1;  // n_c / g of the document being placed
 };
 
-// Ranks a cut document goes over: a divisor of n_c (its group every n_c / g-th rank, so that
-// every rank of it works in the same rounds), the largest up to `want`, at least `need`.
-std::int64_t group_size(std::int64_t n_c, std::int64_t want, std::int64_t need) {
+// Ranks a cut document goes over: one of n_c's divisors (ascending; its group every n_c / g-th
+// rank, so that every rank of it works in the same rounds), the largest up to `want`, at least
+// `need`.
+std::int64_t group_size(const std::vector<std::int64_t>& divisors, std::int64_t want,
+                        std::int64_t need) {
   std::int64_t g = 1;
-  for (std::int64_t x = 1; x <= n_c; ++x)
-    if (n_c % x == 0 && (x <= want || g < need)) g = x;
+  for (std::int64_t x : divisors)
+    if (x <= want || g < need) g = x;
   return g;
 }
 
@@ -236,12 +248,18 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
     length[d] = docs.length(doc);
   }
 
-  // How many ranks each document goes over (1: whole). Every one long enough for two ranks'
-  // chunks of min_chunk tokens is cut, over as many ranks as such chunks allow: a cut
-  // document's work is spread over its group's ranks and rounds, while a whole one's falls in
-  // round 0 of one rank, which the documents' lengths rarely fill evenly. A shorter one is cut
-  // too where it would not fit (longer than c) or where its work alone exceeds a rank's share
-  // of round 0 (the whole documents' work plus 1 / g of the cut ones', over n_c ranks).
+  // How many ranks each document goes over (1: whole), set once, when it is first cut (letting
+  // it grow as the share below falls evened rounds out less: 0.9895 against 0.9945 at 512 ranks
+  // with lognormal:256:1). Every one long enough for two ranks' chunks of min_chunk tokens is
+  // cut, over as many ranks as such chunks allow: a cut document's work is spread over its
+  // group's ranks and rounds, while a whole one's falls in round 0 of one rank, which the
+  // documents' lengths rarely fill evenly. A shorter one is cut too where it would not fit
+  // (longer than c) or where its work alone exceeds a rank's share of round 0 (the whole
+  // documents' work plus 1 / g of the cut ones', over n_c ranks), over no more ranks than
+  // its tokens fill one per chunk.
+  std::vector<std::int64_t> divisors;
+  for (std::int64_t x = 1; x <= n_c; ++x)
+    if (n_c % x == 0) divisors.push_back(x);
   std::vector<std::int64_t> groups(count, 1);
   for (bool changed = true; changed;) {
     double round0 = 0;
@@ -250,12 +268,15 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
     const double share = std::max(round0 / n_c, 1.0);
     changed = false;
     for (std::size_t d = 0; d < count; ++d) {
-      const auto need = std::max<std::int64_t>(
-          {1, static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
-           (length[d] + c - 1) / c});
-      const std::int64_t g = group_size(n_c, std::max(length[d] / (2 * min_chunk), need),
-                                        std::min<std::int64_t>(need, n_c));
-      if (g > groups[d] && groups[d] == 1) groups[d] = g, changed = true;
+      if (groups[d] > 1) continue;
+      const std::int64_t need = std::min(
+          std::max<std::int64_t>(
+              {1, static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
+               (length[d] + c - 1) / c}),
+          std::max<std::int64_t>(1, length[d] / 2));
+      const std::int64_t g =
+          group_size(divisors, std::max(length[d] / (2 * min_chunk), need), need);
+      if (g > 1) groups[d] = g, changed = true;
     }
   }
   // Levels too sparse to even out their rounds move up (from the smallest g).
@@ -263,9 +284,9 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
     if (n_c % g != 0) continue;
     const auto at_level = std::count(groups.begin(), groups.end(), g);
     if (at_level == 0 || at_level >= kDocsPerGroupPosition * (n_c / g)) continue;
-    const std::int64_t up = group_size(n_c, g, g + 1);
+    const std::int64_t up = group_size(divisors, g, g + 1);
     for (std::size_t d = 0; d < count; ++d)
-      if (groups[d] == g && length[d] >= 2 * up) groups[d] = up;
+      if (groups[d] == g && length[d] >= 2 * kMoveUpMinChunk * up) groups[d] = up;
   }
 
   // Heaviest first, the cut documents before the whole ones (which then fill what room is left).

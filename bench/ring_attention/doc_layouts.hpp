@@ -18,9 +18,10 @@ struct RankLayout {
   std::vector<Segment> tokens;  // the tokens among them: what attention computes on
 };
 
-// Runs (first position, tokens) in global order, merged where they touch, as segments with
-// local offsets.
-std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs);
+// Runs (first position, tokens) in global order, merged where they touch (and, given docs,
+// lie in one document), as segments with local offsets.
+std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs,
+                                      const PackedDocuments* docs = nullptr);
 
 // Every rank's layout for a document layout (doc_zigzag needs docs packed with pad_to 2 n_c;
 // balanced needs no padding). Throws UsageError where the documents cannot be laid out so.
@@ -34,14 +35,16 @@ RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c);
 // balanced (balanced_layout.cpp): planned against the ring's lockstep (the sum over rounds of
 // each round's busiest rank), with every rank's visible pairs per round tracked as it places.
 // Every document long enough is cut into 2g chunks of at least 16 tokens (c / 64 for c under
-// 1K) over a group of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i
-// takes chunks i and 2g - 1 - i (mirrored: every pair of the group's ranks gets the same
-// causal work of it, as per-document zig-zag, without padding), and all of them work on it in
-// the same rounds, the multiples of n_c / g. Heaviest first, each goes to the group position
-// (of n_c / g) that raises the rounds' peaks least. Documents too short to cut go whole, last,
-// to the rank with room whose round 0 is lightest, split over consecutive ranks only where no
-// rank has room for all of one. Every rank holds exactly c tokens, in runs of one document.
-// O(documents x n_c) plus n_c g table cells per cut document, from the lengths alone.
+// 1K, at least 1; 4 where a level too sparse to even out its rounds moves up) over a group of
+// g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks i and
+// 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
+// per-document zig-zag, without padding), and all of them work on it in the same rounds, the
+// multiples of n_c / g. Heaviest first, each goes to the group position (of n_c / g) that
+// raises the rounds' peaks least. Documents too short to cut go whole, last, to the rank with
+// room whose round 0 is lightest, split over consecutive ranks only where no rank has room for
+// all of one. Every rank holds exactly c tokens, in runs of one document each. A few passes
+// over the documents for n_c's divisors, then n_c g table cells per cut document and n_c
+// ranks per whole one, from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
                                         bool causal);
 

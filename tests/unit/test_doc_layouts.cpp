@@ -190,7 +190,8 @@ TEST(Balanced, WithinFivePercentOfPerfectAndTheBestRingLayout) {
         const auto w = rank_work(docs, lay, causal);
         const double mean = std::accumulate(w.begin(), w.end(), 0.0) / n_c;
         const std::int64_t most = *std::max_element(w.begin(), w.end());
-        // The planner's count of each rank's work against brute force, on one rank pair.
+        // visible_pairs, which the planner's runs are counted with, against brute force on one
+        // rank pair.
         ASSERT_EQ(brute_pairs(docs, lay[0], lay[1 % n_c], causal), [&] {
           std::int64_t n = 0;
           for (const Segment& q : lay[0].tokens)
@@ -202,8 +203,13 @@ TEST(Balanced, WithinFivePercentOfPerfectAndTheBestRingLayout) {
         bool one_outweighs = false;
         for (std::int64_t d = 0; d < docs.count(); ++d)
           one_outweighs |= query_work(docs, d, docs.start(d), docs.end(d), causal) > share;
-        if (!one_outweighs)
+        if (!one_outweighs) {
           EXPECT_LE(most, 1.05 * mean) << spec << " n_c " << n_c << " causal " << causal;
+        }
+        // Every run inside one document: a vendor kernel's causal or full mask describes it.
+        for (const RankLayout& r : lay)
+          for (const Segment& t : r.tokens)
+            ASSERT_EQ(docs.document_of(t.first()), docs.document_of(t.last())) << spec;
         const std::int64_t mine = lockstep(docs, lay, causal);
         for (Layout other : {Layout::contiguous, Layout::zigzag})
           EXPECT_LE(mine, lockstep(docs, layout_of(other, docs, n_c, c, causal), causal))
@@ -225,6 +231,27 @@ TEST(Balanced, WithinFivePercentOfPerfectAndTheBestRingLayout) {
             padded.total_visible_pairs(causal);
         EXPECT_LE(per_pair, dz * 1.001) << spec << " n_c " << n_c << " vs doc_zigzag";
       }
+}
+
+// One document over ranks with an odd c: its L mod 2g extra tokens cannot all go two to a
+// rank, yet it is still cut into mirrored chunks (not laid out contiguously), as even as
+// striped's token-by-token dealing.
+TEST(Balanced, OneDocumentWithOddTokensPerRankIsStillMirrored) {
+  for (auto [n_c, c] : {std::pair{2, std::int64_t{5}}, {4, 1025}, {7, 1025}, {6, 999}}) {
+    const auto docs = PackedDocuments::from_lengths({n_c * c});
+    const auto lay = balanced_layout(docs, n_c, c, true);
+    const std::int64_t mine = lockstep(docs, lay, true);
+    const std::int64_t striped =
+        lockstep(docs, layout_of(Layout::striped, docs, n_c, c, true), true);
+    const std::int64_t contiguous =
+        lockstep(docs, layout_of(Layout::contiguous, docs, n_c, c, true), true);
+    std::printf(
+        "  one document, n_c %d, c %lld: lockstep balanced %lld, striped %lld, contiguous %lld\n",
+        n_c, static_cast<long long>(c), static_cast<long long>(mine),
+        static_cast<long long>(striped), static_cast<long long>(contiguous));
+    EXPECT_LE(mine, 1.1 * striped) << n_c << " " << c;
+    EXPECT_LT(mine, contiguous) << n_c << " " << c;
+  }
 }
 
 }  // namespace
