@@ -99,7 +99,7 @@ class Planner {
       if (tokens_[r] != c_)
         throw std::logic_error("balanced: rank " + std::to_string(r) + " holds " +
                                std::to_string(tokens_[r]) + " tokens, not " + std::to_string(c_));
-      out[r].tokens = segments_of_runs(std::move(runs_[r]), &docs_);
+      out[r].tokens = segments_of_runs(std::move(runs_[r]), docs_);
       out[r].slots = out[r].tokens;
     }
     return out;
@@ -158,12 +158,11 @@ class Planner {
         new_peak_[k] = std::max({new_peak_[k], peak_[k], now + chunk_pairs(ch, i, j)});
       }
     std::int64_t rise = 0;
-    for (int i = 0; i < g; ++i)
-      for (int j = 0; j < g; ++j) {
-        const int k = round_of(i, j);
-        rise += new_peak_[k] - peak_[k];
-        new_peak_[k] = peak_[k];  // counted once; resets the scratch for the next call
-      }
+    for (int m = 0; m < g; ++m) {  // the rounds touched: the multiples of n_c / g
+      const int k = m * stride_;
+      rise += new_peak_[k] - peak_[k];
+      new_peak_[k] = peak_[k];  // resets the scratch for the next call
+    }
     return {rise, filled};
   }
 

@@ -10,14 +10,14 @@
 
 namespace suite::ring {
 std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs,
-                                      const PackedDocuments* docs) {
+                                      const PackedDocuments& docs) {
   std::sort(runs.begin(), runs.end());
   std::vector<Segment> out;
   std::int64_t local = 0;
   for (const auto& [start, count] : runs) {
     if (count <= 0) continue;
     if (!out.empty() && out.back().start + out.back().count == start &&
-        (!docs || docs->document_of(start - 1) == docs->document_of(start)))
+        docs.document_of(start - 1) == docs.document_of(start))
       out.back().count += count;
     else
       out.push_back({local, start, 1, count});

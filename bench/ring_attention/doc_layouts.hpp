@@ -18,10 +18,10 @@ struct RankLayout {
   std::vector<Segment> tokens;  // the tokens among them: what attention computes on
 };
 
-// Runs (first position, tokens) in global order, merged where they touch (and, given docs,
-// lie in one document), as segments with local offsets.
+// Runs (first position, tokens) in global order, merged where they touch within one
+// document, as segments with local offsets.
 std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs,
-                                      const PackedDocuments* docs = nullptr);
+                                      const PackedDocuments& docs);
 
 // Every rank's layout for a document layout (doc_zigzag needs docs packed with pad_to 2 n_c;
 // balanced needs no padding). Throws UsageError where the documents cannot be laid out so.

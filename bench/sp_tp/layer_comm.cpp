@@ -32,6 +32,20 @@ std::pair<std::int64_t, std::int64_t> chunk_rows(std::int64_t rows, int chunks, 
   return {rows * i / chunks, rows * (i + 1) / chunks};
 }
 
+namespace {
+// x mod n in [0, n): the block a ring step holds or the rank next to this one.
+int wrap(int x, int n) {
+  return (x % n + n) % n;
+}
+// Row `row` of block b in a buffer of blocks of `rows` rows of row_bytes each.
+std::byte* row_at(void* base, int b, std::int64_t row, std::int64_t rows, std::size_t row_bytes) {
+  return static_cast<std::byte*>(base) +
+         (static_cast<std::size_t>(b) * static_cast<std::size_t>(rows) +
+          static_cast<std::size_t>(row)) *
+             row_bytes;
+}
+}  // namespace
+
 void LayerComm::begin_pass(PassComm* sink, std::string comm_phase, std::string compute_phase) {
   sink_ = sink;
   if (sink_) *sink_ = PassComm{};
@@ -112,10 +126,10 @@ void LayerComm::all_gather_with(
   const std::function<void()> poll = [this] { comm_.progress(); };
   int next = 0;
   for (int k = 0; k < n - 1; ++k) {
-    const int send_block = ((r - k) % n + n) % n, recv_block = ((r - k - 1) % n + n) % n;
+    const int send_block = wrap(r - k, n), recv_block = wrap(r - k - 1, n);
     const void* src = k == 0 ? send : at(send_block);
     waited(ph, exposed_phase, [&] {
-      comm_.start_exchange(src, (r + 1) % n, at(recv_block), (r - 1 + n) % n, send_count, t);
+      comm_.start_exchange(src, wrap(r + 1, n), at(recv_block), wrap(r - 1, n), send_count, t);
     });
     // This step's share of the chunks (the last step takes the remainder).
     const int until = k == n - 2 ? chunks : chunks * (k + 1) / (n - 1);
@@ -169,19 +183,17 @@ void LayerComm::ring_all_gather_matmul(PhaseTimer& ph, const void* send, void* r
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const auto send_count = static_cast<std::size_t>(rows * row_elems);
-  const std::size_t block = send_count * dtype_size(t);
-  auto at = [&](int b) {
-    return static_cast<std::byte*>(recv) + static_cast<std::size_t>(b) * block;
-  };
-  device_.copy_on_device(at(r), send, block);
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
+  auto at = [&](int b) { return row_at(recv, b, 0, rows, row_bytes); };
+  device_.copy_on_device(at(r), send, send_count * dtype_size(t));
   // Step k: block (r - k) mod n is here (this rank's own at k = 0); it goes on to rank r + 1
   // while its GEMM runs, and block (r - k - 1) mod n arrives from rank r - 1 for the next step.
   for (int k = 0; k < n; ++k) {
-    const int here = ((r - k) % n + n) % n, next = ((r - k - 1) % n + n) % n;
+    const int here = wrap(r - k, n), next = wrap(r - k - 1, n);
     const bool more = k < n - 1;
     if (more)
       waited(ph, exposed_phase, [&] {
-        comm_.start_exchange(at(here), (r + 1) % n, at(next), (r - 1 + n) % n, send_count, t);
+        comm_.start_exchange(at(here), wrap(r + 1, n), at(next), wrap(r - 1, n), send_count, t);
       });
     block_gemm(ph, here, rows, rows_gemm);
     if (more) waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
@@ -197,28 +209,25 @@ void LayerComm::ring_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void* i
   const std::int64_t before = comm_.bytes().sent;
   const auto recv_count = static_cast<std::size_t>(rows * row_elems);
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
-  const std::size_t block = recv_count * dtype_size(t);
-  auto at = [&](int b) {
-    return static_cast<std::byte*>(blocks) + static_cast<std::size_t>(b) * block;
-  };
+  auto at = [&](int b) { return row_at(blocks, b, 0, rows, row_bytes); };
   auto make = [&](int b) {  // block b's partial products, into its place
     block_gemm(ph, b, rows, [&](int j, std::int64_t r0, std::int64_t count) {
-      partial(j, r0, count, at(j) + static_cast<std::size_t>(r0) * row_bytes);
+      partial(j, r0, count, row_at(blocks, j, r0, rows, row_bytes));
     });
   };
-  auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
+  auto chunk = [&](int k) { return wrap(r - k - 1, n); };  // block of step k
   make(chunk(0));
   for (int k = 1; k < n; ++k) {
     // The sum so far of step k-1's block goes to r + 1; r - 1's sum of this step's block comes.
     waited(ph, exposed_phase, [&] {
-      comm_.start_exchange(at(chunk(k - 1)), (r + 1) % n, in, (r - 1 + n) % n, recv_count, t);
+      comm_.start_exchange(at(chunk(k - 1)), wrap(r + 1, n), in, wrap(r - 1, n), recv_count, t);
     });
     make(chunk(k));
     waited(ph, exposed_phase, [&] { comm_.finish_exchange(); });
     ph.time(compute_phase_,
             [&] { add(at(chunk(k)), in, k == n - 1 ? recv : at(chunk(k)), rows * row_elems); });
   }
-  if (n == 1) device_.copy_on_device(recv, at(0), block);
+  if (n == 1) device_.copy_on_device(recv, at(0), recv_count * dtype_size(t));
   record(Coll::reduce_scatter, before);
 }
 
@@ -236,20 +245,15 @@ void LayerComm::pieces_all_gather_matmul(PhaseTimer& ph, const void* send, void*
   const int n = comm_.size(), r = comm_.rank();
   const std::int64_t before = comm_.bytes().sent;
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
-  auto at = [&](int b, std::int64_t row) {
-    return static_cast<std::byte*>(recv) +
-           (static_cast<std::size_t>(b) * static_cast<std::size_t>(rows) +
-            static_cast<std::size_t>(row)) *
-               row_bytes;
-  };
+  auto at = [&](int b, std::int64_t row) { return row_at(recv, b, row, rows, row_bytes); };
   device_.copy_on_device(at(r, 0), send, static_cast<std::size_t>(rows) * row_bytes);
   // Step k of piece p's ring: piece p of block (r - k) mod n goes to r + 1, piece p of block
   // (r - k - 1) mod n comes from r - 1.
   auto start = [&](int p, int k) {
     const auto [r0, r1] = chunk_rows(rows, pieces, p);
-    const int out = ((r - k) % n + n) % n, in = ((r - k - 1) % n + n) % n;
+    const int out = wrap(r - k, n), in = wrap(r - k - 1, n);
     waited(ph, exposed_phase, [&] {
-      comm_.start_exchange(at(out, r0), (r + 1) % n, at(in, r0), (r - 1 + n) % n,
+      comm_.start_exchange(at(out, r0), wrap(r + 1, n), at(in, r0), wrap(r - 1, n),
                            static_cast<std::size_t>((r1 - r0) * row_elems), t);
     });
   };
@@ -289,16 +293,13 @@ void LayerComm::pieces_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void*
   const std::int64_t before = comm_.bytes().sent;
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * dtype_size(t);
   auto at = [&](void* base, int b, std::int64_t row) {
-    return static_cast<std::byte*>(base) +
-           (static_cast<std::size_t>(b) * static_cast<std::size_t>(rows) +
-            static_cast<std::size_t>(row)) *
-               row_bytes;
+    return row_at(base, b, row, rows, row_bytes);
   };
   auto make = [&](int p, int j) {  // piece p of block j's partial products, into its place
     const auto [r0, r1] = chunk_rows(rows, pieces, p);
     gemm(ph, [&] { partial(j, r0, r1 - r0, at(blocks, j, r0)); });
   };
-  auto chunk = [&](int k) { return ((r - k - 1) % n + n) % n; };  // block of step k
+  auto chunk = [&](int k) { return wrap(r - k - 1, n); };  // block of step k
   for (int j = 0; j < n; ++j)
     make(0, j);
   for (int p = 0; p < pieces; ++p) {
@@ -309,7 +310,7 @@ void LayerComm::pieces_matmul_reduce_scatter(PhaseTimer& ph, void* blocks, void*
     // chunk(k)'s piece arrives into `in`; the last step's block is this rank's, summed into recv.
     for (int k = 1; k < n; ++k) {
       waited(ph, exposed_phase, [&] {
-        comm_.start_exchange(at(blocks, chunk(k - 1), r0), (r + 1) % n, in, (r - 1 + n) % n,
+        comm_.start_exchange(at(blocks, chunk(k - 1), r0), wrap(r + 1, n), in, wrap(r - 1, n),
                              static_cast<std::size_t>(elems), t);
       });
       if (next) {
