@@ -70,7 +70,7 @@ void RingAttention::Impl::ring_round(int src, const Buffer& block) {
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (const PairPlan& pl : plan(src)) {
-      const Segment& ks = csegs[static_cast<std::size_t>(src)][pl.ki];
+      const Segment& ks = pl.ks;
       const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
       const std::byte* k = at(block, k_off, e);
       const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
@@ -114,7 +114,7 @@ void RingAttention::Impl::attend_gathered() {
 RingAttention::Impl::GatheredKeys RingAttention::Impl::gathered_keys(const Segment& qs) const {
   GatheredKeys g;
   for (int src = 0; src < n; ++src)
-    for (const Segment& ks : csegs[static_cast<std::size_t>(src)])
+    for (const Segment& ks : segs[static_cast<std::size_t>(src)])
       g.pairs += visible_pairs(qs, ks, cfg.causal, cfg.documents());
   const PackedDocuments* docs = cfg.documents();
   if (cfg.layout == Layout::striped) {  // rank order: only positions describe the mask
@@ -141,8 +141,9 @@ RingAttention::Impl::GatheredKeys RingAttention::Impl::gathered_keys(const Segme
 void RingAttention::Impl::plan_schedule() {
   const PackedDocuments* docs = cfg.documents();
   plans.assign(static_cast<std::size_t>(n), {});
+  census.assign(static_cast<std::size_t>(n), {});
   for (int src = 0; src < n; ++src) {
-    const std::vector<Segment>& keys = csegs[static_cast<std::size_t>(src)];
+    const std::vector<Segment> keys = compute_runs(src);
     // Runs of consecutive positions, sorted by their first one (then by their last too: a
     // rank's runs do not overlap), so a query run finds the key runs that can share a document
     // with it by binary search; strided runs (striped: one per rank) are all candidates.
@@ -172,11 +173,22 @@ void RingAttention::Impl::plan_schedule() {
         if (ks.count == 0) continue;
         const std::int64_t pairs = visible_pairs(qs, ks, cfg.causal, docs);
         if (pairs == 0) continue;
-        row.push_back({qi, *it, *classify_pair(qs, ks, cfg.causal, docs), pairs});
+        row.push_back({qi, ks, *classify_pair(qs, ks, cfg.causal, docs), pairs});
       }
       std::sort(row.begin() + static_cast<std::ptrdiff_t>(first), row.end(),
-                [](const PairPlan& a, const PairPlan& b) { return a.ki < b.ki; });
+                [](const PairPlan& a, const PairPlan& b) {
+                  return a.ks.local_offset < b.ks.local_offset;
+                });
     }
+    SourceCensus& tally = census[static_cast<std::size_t>(src)];
+    tally.key_runs = static_cast<std::int64_t>(keys.size());
+    for (const PairPlan& pl : row) {
+      tally.pairs += pl.pairs;
+      ++(pl.pairs == my_segs()[pl.qi].count * pl.ks.count ? tally.whole : tally.masked);
+    }
+    // A new vector, not an assignment into row: that would keep row's capacity, every pair's.
+    if (sim::modeled() && !row.empty())
+      row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs}};
   }
   gathered_plan.clear();
   if (cfg.variant == Variant::allgather)
@@ -190,14 +202,10 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     : impl_(std::make_unique<Impl>(cfg, device, comm, engine)) {
   Impl& m = *impl_;
   SUITE_CHECK(comm.size() == cfg.n_c, "the ring's group size differs from n_c");
-  for (int r = 0; r < cfg.n_c; ++r) {
+  for (int r = 0; r < cfg.n_c && cfg.variant == Variant::allgather; ++r)
     m.segs.push_back(token_segments(cfg, r));
-    // Without a causal mask or documents every pair is visible: one call per block, whatever
-    // the layout.
-    m.csegs.push_back(cfg.causal || cfg.docs ? m.segs.back()
-                                             : std::vector<Segment>{{0, 0, 1, cfg.c}});
-  }
-  q_segments_ = m.csegs[m.rank];
+  m.qsegs = m.compute_runs(m.rank);
+  q_segments_ = m.qsegs;
   q_positions_ = row_positions(cfg, m.rank);
   m.plan_schedule();
   m.written.assign(static_cast<std::size_t>(cfg.batch) * q_segments_.size(), 0);
@@ -416,10 +424,8 @@ std::vector<std::int64_t> RingAttention::work_pairs() const {
   std::vector<std::int64_t> out(static_cast<std::size_t>(rounds()), 0);
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
-    std::int64_t pairs = 0;
-    for (const Impl::PairPlan& pl : m.plan(src))
-      pairs += pl.pairs;
-    out[m.cfg.variant == Variant::ring ? k : 0] += pairs * m.cfg.batch;
+    out[m.cfg.variant == Variant::ring ? k : 0] +=
+        m.census[static_cast<std::size_t>(src)].pairs * m.cfg.batch;
   }
   return out;
 }
@@ -429,15 +435,12 @@ RingAttention::BlockCensus RingAttention::block_census() const {
   BlockCensus out;
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
-    const std::vector<Segment>& keys = m.csegs[static_cast<std::size_t>(src)];
-    std::int64_t masked = 0, whole = 0;
-    for (const Impl::PairPlan& pl : m.plan(src))
-      ++(pl.pairs == m.my_segs()[pl.qi].count * keys[pl.ki].count ? whole : masked);
-    // Every (query segment, key segment) pair without an entry is skipped.
-    const auto pairs = static_cast<std::int64_t>(m.my_segs().size() * keys.size());
-    out.skipped.push_back(pairs - masked - whole);
-    out.masked.push_back(masked);
-    out.whole.push_back(whole);
+    const Impl::SourceCensus& tally = m.census[static_cast<std::size_t>(src)];
+    // Every (query segment, key run) pair without an entry is skipped.
+    const auto pairs = static_cast<std::int64_t>(m.my_segs().size()) * tally.key_runs;
+    out.skipped.push_back(pairs - tally.masked - tally.whole);
+    out.masked.push_back(tally.masked);
+    out.whole.push_back(tally.whole);
   }
   return out;
 }

@@ -48,25 +48,37 @@ struct RingAttention::Impl {
   // Backward (cfg.backward() only). dq and part in the engine's gradient type; travel in
   // cfg.grad_dtype: the dK/dV partial sums arriving this round and the ones leaving.
   Buffer d_o, delta, dq, part, travel[2];
-  Buffer dkv_all, dkv_packed;               // all-gather: dK/dV of all s tokens; packed per owner
-  int own_dkv = 0;                          // which travel buffer holds this rank's final dK/dV
-  DType grad_t = DType::fp32;               // engine.grad_type()
-  std::vector<Buffer> k_pos;                // per source rank (none under modeled compute)
-  Buffer all_pos;                           // all-gather: positions of k_all / v_all rows
-  std::vector<std::vector<Segment>> segs;   // per rank: the layout's runs of positions
-  std::vector<std::vector<Segment>> csegs;  // per rank: the runs attention is computed on
-  // One (query segment, key segment) pair of the schedule with a visible pair, fixed for the
-  // run by the layout and the documents: its mask and its exact visible pairs (modeled compute
-  // injects their FLOPs from it). A pair that shares no document or that the causal mask hides
-  // has no entry: it is skipped (the block still travels on).
+  Buffer dkv_all, dkv_packed;  // all-gather: dK/dV of all s tokens; packed per owner
+  int own_dkv = 0;             // which travel buffer holds this rank's final dK/dV
+  DType grad_t = DType::fp32;  // engine.grad_type()
+  std::vector<Buffer> k_pos;   // per source rank (none under modeled compute)
+  Buffer all_pos;              // all-gather: positions of k_all / v_all rows
+  // All-gather variant only, per rank: the layout's runs of positions (it lays every block
+  // out). The ring keeps no other rank's runs once planned: with thousands of document chunks
+  // per rank, every rank holding every rank's runs grows as N_c^2 in one simulated process.
+  std::vector<std::vector<Segment>> segs;
+  std::vector<Segment> qsegs;  // this rank's runs attention is computed on
+  // One (query segment, key run) pair of the schedule with a visible pair, fixed for the run by
+  // the layout and the documents: its mask and its exact visible pairs (modeled compute injects
+  // their FLOPs from it). A pair that shares no document or that the causal mask hides has no
+  // entry: it is skipped (the block still travels on).
   struct PairPlan {
-    std::size_t qi, ki;
+    std::size_t qi;
+    Segment ks;  // the key run, within the source's block
     BlockMask mask;
     std::int64_t pairs = 0;
   };
-  // [src]: the pairs to compute, by query segment then key segment. Sparse: with thousands of
+  // [src]: the pairs to compute, by query segment then key run. Sparse: with thousands of
   // document chunks per rank only the pairs that can share a document are ever looked at.
+  // Under modeled compute a round is one injection of all its pairs' FLOPs anyway, so each
+  // source keeps one entry holding the round's pairs (the census keeps the pair kinds).
   std::vector<std::vector<PairPlan>> plans;
+  // [src]: what the pairs of the source's block are: visible pairs, (query segment, key run)
+  // pairs computed whole or masked, and key runs.
+  struct SourceCensus {
+    std::int64_t pairs = 0, whole = 0, masked = 0, key_runs = 0;
+  };
+  std::vector<SourceCensus> census;
   // All-gather variant, per query segment: the gathered key rows it attends, [first,
   // first + count), their mask and visible pairs.
   struct GatheredKeys {
@@ -129,7 +141,7 @@ struct RingAttention::Impl {
     return b.as<std::byte>() + elems * static_cast<std::int64_t>(elem_size);
   }
   std::int64_t block_bytes() const { return cfg.kv_block_elems() * static_cast<std::int64_t>(e); }
-  const std::vector<Segment>& my_segs() const { return csegs[rank]; }
+  const std::vector<Segment>& my_segs() const { return qsegs; }
   // Positions of key segment ks of rank src's block; nullptr where modeled compute keeps none
   // (it counts structured masks from their shape and refuses a `positions` mask without them).
   const std::int64_t* key_positions(int src, const Segment& ks) const {
@@ -148,6 +160,12 @@ struct RingAttention::Impl {
     return p;
   }
   const std::vector<PairPlan>& plan(int src) const { return plans[static_cast<std::size_t>(src)]; }
+  // Rank src's runs attention is computed on: the layout's, or without a causal mask or
+  // documents (every pair visible) the whole block, one call per block whatever the layout.
+  std::vector<Segment> compute_runs(int src) const {
+    if (cfg.causal || cfg.docs) return token_segments(cfg, src);
+    return {{0, 0, 1, cfg.c}};
+  }
   // Fills plans and gathered_plan (the constructor, once the segments are known).
   void plan_schedule();
 

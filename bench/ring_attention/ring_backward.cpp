@@ -69,7 +69,7 @@ void RingAttention::Impl::backward_round(int src, const Buffer& block, const Buf
   dev.fill_zero(dkv_part.data(), dkv_part.bytes());
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (const PairPlan& pl : plan(src)) {  // a pair with no visible pair contributes nothing
-      const Segment &qs = my_segs()[pl.qi], &ks = csegs[static_cast<std::size_t>(src)][pl.ki];
+      const Segment &qs = my_segs()[pl.qi], &ks = pl.ks;
       const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
       const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
       const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;

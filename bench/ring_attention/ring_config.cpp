@@ -41,10 +41,22 @@ void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed) 
   cfg.docs =
       std::make_shared<const PackedDocuments>(PackedDocuments::pack(spec, cfg.s(), seed, pad_to));
   cfg.doc_layout.reset();
-  if (is_document_layout(cfg.layout))
+  // doc_zigzag derives any rank's layout from the documents alone (rank_layout); balanced is
+  // planned once for all ranks.
+  if (cfg.layout == Layout::balanced)
     cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(
         document_layout(cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal));
 }
+
+namespace {
+
+// Rank r's layout under a document layout: balanced's from the plan, doc_zigzag's derived.
+RankLayout rank_layout(const RingConfig& cfg, int rank) {
+  if (cfg.doc_layout) return (*cfg.doc_layout)[static_cast<std::size_t>(rank)];
+  return doc_zigzag_layout(*cfg.docs, rank, cfg.n_c);
+}
+
+}  // namespace
 
 void validate(const RingConfig& cfg) {
   if (cfg.head_dim != 64 && cfg.head_dim != 128)
@@ -61,12 +73,12 @@ void validate(const RingConfig& cfg) {
 }
 
 std::vector<Segment> token_segments(const RingConfig& cfg, int rank) {
-  if (cfg.doc_layout) return (*cfg.doc_layout)[static_cast<std::size_t>(rank)].tokens;
+  if (is_document_layout(cfg.layout)) return rank_layout(cfg, rank).tokens;
   return rank_segments(cfg.layout, rank, cfg.n_c, cfg.c);
 }
 
 std::vector<std::int64_t> row_positions(const RingConfig& cfg, int rank) {
-  if (cfg.doc_layout) return slot_positions((*cfg.doc_layout)[static_cast<std::size_t>(rank)]);
+  if (is_document_layout(cfg.layout)) return slot_positions(rank_layout(cfg, rank));
   return rank_positions(cfg.layout, rank, cfg.n_c, cfg.c);
 }
 

@@ -332,6 +332,60 @@ def scenario_modeled_memory(env: Env) -> None:
     expect(0 < pss < 0.1 * tensors, f"peak PSS {pss} B for {tensors} B of tensors")
 
 
+def document_round_pairs(rows: np.ndarray, cu: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Visible causal (query, key) pairs [round, rank], by brute force from each rank's row
+    positions ([rows, ranks]) and the documents' token counts (cu_seqlens) and slot offsets
+    (cu_seqlens_padded): a key is visible when it lies in the query's document, at or before it,
+    and neither is a pad slot; in round k rank r holds the block of rank (r - k) mod n."""
+    n = rows.shape[1]
+    doc = np.searchsorted(slots, rows, side="right") - 1
+    token = rows - slots[doc] < (cu[doc + 1] - cu[doc])
+    out = np.zeros((n, n), dtype=np.int64)
+    for k in range(n):
+        for r in range(n):
+            s = (r - k) % n
+            q, kk = rows[:, r], rows[:, s]
+            seen = (doc[:, r][:, None] == doc[:, s][None, :]) & (kk[None, :] <= q[:, None])
+            out[k, r] = (seen & token[:, r][:, None] & token[:, s][None, :]).sum()
+    return out
+
+
+def scenario_docs_modeled(env: Env) -> None:
+    """Packed documents under modeled compute on 8 flat hosts, every ring layout: each rank's
+    visible pairs per round equal a brute-force count over the positions its rows hold and the
+    document boundaries (both saved in the file), and each round's compute-only time is exactly
+    those pairs' FLOPs at F (4 d a per pair forward, 10 backward), so the schedule injects every
+    pair it planned, however it holds them."""
+    out = env.workdir / "docs.h5"
+    with run_ok(env, "ring_attention", out, *modeled_flat(8), "--nodes", "8",
+                flags=["--block", "512", "--layout", "contiguous,striped,doc_zigzag,balanced",
+                       "--docs", "lognormal:64:1", "--causal", "1", "--heads", "4", "--kv-heads",
+                       "2", "--pass", "fwd_bwd", "--iters", "1", "--warmup", "0"]) as f:
+        check_sim_attrs(f, "flat", "modeled", 8)
+        layouts = set()
+        for name, g in f["ring_attention"].items():
+            a = g.attrs
+            layouts.add(str(a["layout"]))
+            cu = g["cu_seqlens"][()]
+            slots = g["cu_seqlens_padded"][()] if "cu_seqlens_padded" in g else cu
+            want = document_round_pairs(g["row_positions"][()], cu, slots)
+            expect(want.sum() > 0, f"{name}: nothing visible")
+            expect(np.array_equal(g["round_work_pairs"][()], want),
+                   f"{name}: round pairs differ from the brute-force count")
+            bwd = g["bwd_round_work_pairs"][()]
+            expect(np.array_equal(bwd[:8], want) and not bwd[8:].any(),
+                   f"{name}: backward round pairs differ from the brute-force count")
+            per_pair = int(a["head_dim"]) * int(a["heads"]) / F
+            for key, flops, pairs in (("compute_only_round_s", 4, want),
+                                      ("bwd_compute_only_round_s", 10, bwd)):
+                got = g[key][()]
+                # SimGrid ends a compute action within surf/precision (1e-9 s) of another event.
+                err = np.abs(got - flops * per_pair * pairs).max()
+                expect(err <= 2e-9, f"{name}: {key} off the pairs' FLOPs at F by {err} s")
+        expect(layouts == {"contiguous", "striped", "doc_zigzag", "balanced"}, f"layouts {layouts}")
+    print("  ok: 4 layouts, round pairs and injected FLOPs match the brute-force count")
+
+
 def scenario_sweep(env: Env) -> None:
     """sweep.py --simulate runs the job script's cell on node8 and leaves a simulated results file."""
     if not (env.bin_dir / "ring_attention").exists():
@@ -361,6 +415,7 @@ SCENARIOS = {
     "sim_overlap_by_time": scenario_overlap_by_time,
     "sim_modeled": scenario_modeled,
     "sim_modeled_memory": scenario_modeled_memory,
+    "sim_docs_modeled": scenario_docs_modeled,
     "sim_sweep": scenario_sweep,
 }
 
