@@ -39,12 +39,23 @@ inline std::pair<std::int64_t, std::int64_t> position_range(const std::int64_t* 
   return {*lo, *hi};
 }
 
+// The end of the rows [r0, r1) of q_pos + i0 that lie in row r0's document: r1 where all do.
+inline std::int64_t same_document_end(const std::int64_t* q_pos, std::int64_t i0, std::int64_t r0,
+                                      std::int64_t r1) {
+  const std::int64_t doc = document_of(q_pos[i0 + r0]);
+  std::int64_t r = r0 + 1;
+  while (r < r1 && document_of(q_pos[i0 + r]) == doc)
+    ++r;
+  return r;
+}
+
 // Calls fn(r0, r1, span) for the query rows [i0 + r0, i0 + r1) of a query tile and keys
 // [span.begin, span.end) of the key tile [j0, j1) they may see. Where nothing is masked, once
-// for the whole tile (large GEMMs). Where a causal diagonal crosses the tile: once for the
-// leading keys every query of the tile sees (unmasked, all rows), then once per sub-tile of
-// `sub` rows over the rest with its own span, so the diagonal wastes at most sub x sub / 2
-// pairs per sub-tile instead of rows x rows / 2.
+// for the whole tile (large GEMMs). Where a causal diagonal or a document boundary crosses the
+// tile: once for the leading keys every query of the tile sees (unmasked, all rows), then once
+// per sub-tile of at most `sub` rows of one document over the rest with its own span, so the
+// diagonal wastes at most sub x sub / 2 pairs per sub-tile instead of rows x rows / 2, and no
+// sub-tile computes one document's queries against another's keys.
 template <class Fn>
 void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0, std::int64_t i1,
                         const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
@@ -53,7 +64,8 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
   const KeySpan span = key_span(causal, k_pos, j0, j1, q_min, q_max);
   const std::int64_t rows = i1 - i0;
   if (span.empty()) return;
-  if (!span.needs_mask || rows <= sub) {
+  const bool one_document = document_of(q_min) == document_of(q_max);
+  if (!span.needs_mask || (rows <= sub && one_document)) {
     fn(std::int64_t{0}, rows, span);
     return;
   }
@@ -61,8 +73,8 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
   while (split < span.end && key_seen_by_all(causal, q_min, q_max, k_pos[split]))
     ++split;
   if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
-  for (std::int64_t r0 = 0; r0 < rows; r0 += sub) {
-    const std::int64_t r1 = std::min(r0 + sub, rows);
+  for (std::int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
+    r1 = same_document_end(q_pos, i0, r0, std::min(r0 + sub, rows));
     const auto [lo, hi] = position_range(q_pos, i0 + r0, i0 + r1);
     const KeySpan part = key_span(causal, k_pos, split, span.end, lo, hi);
     if (!part.empty()) fn(r0, r1, part);

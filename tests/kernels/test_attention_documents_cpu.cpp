@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_cpu.hpp"
+#include "kernels/attention/attention_tile_range.hpp"
 #include "kernels/attention/tile_mask.hpp"
 #include "tests/kernels/kernel_test_util.hpp"
 
@@ -119,6 +120,50 @@ TEST(DocumentMask, TileClassificationAcrossDocuments) {
   // One document on both sides, no causal mask: every pair.
   EXPECT_EQ(classify_tile(false, b10, b19, b10, b19, true, true, true), TileVisibility::all);
   EXPECT_FALSE(tile_pair_visible(false, a9, b10));  // keys of a later document only
+}
+
+// The CPU kernels' row blocks over a tile of short documents (striped positions, stride 3, as
+// a ring block holds them): every visible pair of the tile lies in exactly one block's rows
+// and keys (counted by brute force), and no block that masks spans two documents' queries.
+TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
+  const std::vector<std::int64_t> lengths = {3, 50, 1, 200, 46, 90, 7, 400};
+  std::vector<std::int64_t> doc_of_pos;
+  for (std::size_t d = 0; d < lengths.size(); ++d)
+    doc_of_pos.insert(doc_of_pos.end(), static_cast<std::size_t>(lengths[d]),
+                      static_cast<std::int64_t>(d));
+  auto strided = [&](std::int64_t first) {
+    std::vector<std::int64_t> pos;
+    for (std::int64_t p = first; p < static_cast<std::int64_t>(doc_of_pos.size()); p += 3)
+      pos.push_back(tag_document(doc_of_pos[static_cast<std::size_t>(p)], p));
+    return pos;
+  };
+  for (bool causal : {true, false}) {
+    const std::vector<std::int64_t> q = strided(1), k = strided(2);
+    const auto rows = static_cast<std::int64_t>(q.size()),
+               keys = static_cast<std::int64_t>(k.size());
+    std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
+    for (std::int64_t i0 = 0; i0 < rows; i0 += 128) {
+      const std::int64_t i1 = std::min(i0 + 128, rows);
+      cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32,
+                              [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
+                                if (span.needs_mask)
+                                  for (std::int64_t r = r0; r < r1; ++r)
+                                    EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
+                                        << "a masked block spans documents at row " << i0 + r;
+                                for (std::int64_t r = r0; r < r1; ++r)
+                                  for (std::int64_t j = span.begin; j < span.end; ++j)
+                                    if (key_visible(causal, q[i0 + r], k[j]))
+                                      ++covered[(i0 + r) * keys + j];
+                              });
+    }
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < keys; ++j) {
+        const bool visible = doc_of_pos[static_cast<std::size_t>(3 * i + 1)] ==
+                                 doc_of_pos[static_cast<std::size_t>(3 * j + 2)] &&
+                             (!causal || 3 * j + 2 <= 3 * i + 1);
+        ASSERT_EQ(covered[i * keys + j], visible ? 1 : 0) << "query " << i << ", key " << j;
+      }
+  }
 }
 
 }  // namespace
