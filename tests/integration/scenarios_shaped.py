@@ -166,68 +166,98 @@ def cpu_pressure_us() -> float | None:
     return float(line.rsplit("total=", 1)[1])
 
 
-def ring_run(env: Env, out: Path) -> tuple[subprocess.CompletedProcess, float | None]:
-    """The ring on shaped-1g; also the share of its wall time some task waited for a CPU."""
+def ring_run(env: Env, out: Path, rate_mbit: int
+             ) -> tuple[subprocess.CompletedProcess, float | None, str]:
+    """The ring on a loopback shaped to rate_mbit; also the share of its wall time some task
+    waited for a CPU, and the link's results label."""
+    link = "shaped-1g" if rate_mbit == 1000 else f"shaped:{rate_mbit}mbit"
+    label = "shaped-1g" if rate_mbit == 1000 else f"shaped-{rate_mbit}mbit"
     p0, t0 = cpu_pressure_us(), time.monotonic()
-    proc = shaped("shaped-1g", "--", env.mpiexec, "-np", "2", str(env.bin_dir / "ring_attention"),
-                  "--backend", "cpu", "--link", "shaped-1g", "--block", "64,256,2K", "--layout",
+    proc = shaped(link, "--", env.mpiexec, "-np", "2", str(env.bin_dir / "ring_attention"),
+                  "--backend", "cpu", "--link", label, "--block", "64,256,2K", "--layout",
                   "contiguous", "--causal", "0", "--heads", "8", "--kv-heads", "1", "--head-dim",
                   "64", "--iters", "8", "--warmup", "2", "--check", "0", "--out", str(out),
                   timeout=240)
     p1, t1 = cpu_pressure_us(), time.monotonic()
     busy = None if p0 is None or p1 is None else (p1 - p0) / 1e6 / (t1 - t0)
-    return proc, busy
+    return proc, busy, label
+
+
+# Where the overlap model puts a block against its own c* (F and W measured in the same run):
+# at c <= 0.6 c* the transfer takes at least 1.67x the compute, so the step shows it; at
+# c >= 6 c* it takes at most a sixth, so overlap hides it.
+EXPOSED_C_OVER_C_STAR, HIDDEN_C_OVER_C_STAR = 0.6, 6.0
 
 
 def scenario_ring(env: Env) -> None:
-    """2-rank ring attention on shaped-1g: the results record the label and the link (rate,
-    burst, queue, MTU, kernel), tbf dropped nothing, and the transfer-only W of every block size
-    is the rate shared by the two directions (62.5 MB/s each way): never above 1.1x (the shaper
-    bounds it), and at least 0.85x while the two ranks have the two cores. The transfer shows at
-    c = 64 (below c*: at least 1.2x compute; 1.33 to 2.05 measured) and hides at c = 2K (7 c*:
-    within 15%).
+    """2-rank ring attention on a shaped loopback: the results record the label and the link
+    (rate, burst, queue, MTU, kernel), tbf dropped nothing, and the transfer-only W of every
+    block size is the rate shared by the two directions (62.5 MB/s each way on shaped-1g):
+    never above 1.1x (the shaper bounds it), and at least 0.85x while the two ranks have the two
+    cores. Each block is judged against its own c/c*, from F and W measured in the same run, so
+    the verdict does not depend on how fast this host computes: the transfer shows (at least
+    1.2x compute) for every block at or below 0.6 c*, and hides (within 15%) for every block at
+    or above 6 c*; the sweep must have one of each. It starts on shaped-1g; where this host's
+    compute puts c = 64 above 0.6 c* (a CI run measured 1.01 c*: slow small GEMMs), it runs
+    again on a slower link that puts it near 0.5 c* (c* grows as W falls).
 
     A rank that waits for a CPU stalls its exchange for the scheduler's slice (another job's
     busy loop cost 20 to 40 ms per 2 ms exchange here), so the lower bounds need an idle host:
     when other tasks waited for a CPU during 10% or more of the run (/proc/pressure/cpu) twice,
     the upper bound and the records are still checked and the scenario then skips, saying so."""
     require_shaping()
-    W = 125e6 / 2
-    for attempt in (1, 2):
+    rate, contended_runs = 1000, 0
+    for attempt in range(1, 5):
+        W = rate * 1e6 / 8 / 2
         out = env.workdir / f"ring{attempt}.h5"
-        proc, busy = ring_run(env, out)
-        expect(proc.returncode == 0, "ring_attention on shaped-1g failed", proc)
+        proc, busy, label = ring_run(env, out, rate)
+        expect(proc.returncode == 0, f"ring_attention on {label} failed", proc)
         expect("tbf sent" in proc.stderr and "dropped 0," in proc.stderr,
                "tbf's counters not reported, or it dropped packets", proc)
         with h5py.File(out) as f:
-            expect(attr_str(f.attrs["link"]) == "shaped-1g", f"link {f.attrs['link']}")
+            expect(attr_str(f.attrs["link"]) == label, f"link {f.attrs['link']}")
             link_env = dict(kv.split("=", 1) for kv in attr_str(f.attrs["link_env"]).split())
             for key in ("rate", "burst", "latency", "limit", "mtu", "kernel"):
                 expect(key in link_env, f"link_env lacks {key}: {link_env}")
-            expect(link_env["rate"] == "1gbit" and link_env["kernel"] == os.uname().release,
+            want_rate = "1gbit" if rate == 1000 else f"{rate}mbit"
+            expect(link_env["rate"] == want_rate and link_env["kernel"] == os.uname().release,
                    f"link_env {link_env}")
             cases = {int(g.attrs["c"]): dict(g.attrs) for g in f["ring_attention"].values()}
         for c, a in sorted(cases.items()):
             w = a["measured_W_Bps"]
-            print(f"  c = {c}: W {w / 1e6:.1f} MB/s ({w / W:.2f} of 62.5), overlapped/compute "
-                  f"{a['overlapped_over_compute_only']:.2f}, c/c* {a['c_over_c_star']:.2f}, "
+            print(f"  c = {c}: W {w / 1e6:.1f} MB/s ({w / W:.2f} of {W / 1e6:.1f}), overlapped/"
+                  f"compute {a['overlapped_over_compute_only']:.2f}, c/c* {a['c_over_c_star']:.2f}, "
                   f"overlap efficiency {a['overlap_efficiency']:.2f}")
             expect(w <= 1.1 * W, f"c = {c}: W {w:.4g} B/s above the shaped link's {W:.4g}")
-        contended = busy is not None and busy >= 0.10
         print(f"  CPU pressure during the run: {'n/a' if busy is None else f'{busy:.0%}'}")
-        if not contended:
-            break
-    if contended:
-        print(f"SKIP: other tasks waited for a CPU during {busy:.0%} of the run (twice): W's lower "
-              f"bound and the overlap need the two cores to the two ranks (upper bound and records "
-              f"checked)")
-        raise SystemExit(SKIP)
+        if busy is not None and busy >= 0.10:
+            contended_runs += 1
+            if contended_runs < 2:
+                continue
+            print(f"SKIP: other tasks waited for a CPU during {busy:.0%} of the run (twice): W's "
+                  f"lower bound and the overlap need the two cores to the two ranks (upper bound "
+                  f"and records checked)")
+            raise SystemExit(SKIP)
+        smallest = cases[min(cases)]["c_over_c_star"]
+        if rate == 1000 and smallest > EXPOSED_C_OVER_C_STAR:
+            rate = max(100, int(1000 * 0.5 / smallest) // 10 * 10)
+            print(f"  c = {min(cases)} is {smallest:.2f} c* with this host's compute: again at "
+                  f"{rate} Mbit/s")
+            continue
+        break
     for c, a in cases.items():
         w = a["measured_W_Bps"]
         expect(0.85 * W <= w, f"c = {c}: W {w:.4g} B/s below the shaped link's {W:.4g}")
-    small, large = cases[min(cases)], cases[max(cases)]
-    expect(small["overlapped_over_compute_only"] > 1.2
-           and large["overlapped_over_compute_only"] < 1.15, "no exposed-to-hidden sweep")
+    exposed = {c: a for c, a in cases.items() if a["c_over_c_star"] <= EXPOSED_C_OVER_C_STAR}
+    hidden = {c: a for c, a in cases.items() if a["c_over_c_star"] >= HIDDEN_C_OVER_C_STAR}
+    expect(exposed and hidden, f"no block at or below {EXPOSED_C_OVER_C_STAR} c* or none at or "
+           f"above {HIDDEN_C_OVER_C_STAR} c*: the sweep does not cross")
+    for c, a in exposed.items():
+        expect(a["overlapped_over_compute_only"] > 1.2,
+               f"c = {c} ({a['c_over_c_star']:.2f} c*): the transfer does not show")
+    for c, a in hidden.items():
+        expect(a["overlapped_over_compute_only"] < 1.15,
+               f"c = {c} ({a['c_over_c_star']:.2f} c*): the transfer is not hidden")
     expect(not proc.left, f"namespaces left: {proc.left}")
 
 
