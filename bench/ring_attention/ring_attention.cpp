@@ -186,7 +186,7 @@ void RingAttention::Impl::plan_schedule() {
       tally.pairs += pl.pairs;
       ++(pl.pairs == my_segs()[pl.qi].count * pl.ks.count ? tally.whole : tally.masked);
     }
-    // A new vector, not an assignment into row: that would keep row's capacity, every pair's.
+    // A new vector moved in: assign() or clear() would keep row's capacity, every pair's.
     if (sim::modeled() && !row.empty())
       row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs}};
   }

@@ -54,8 +54,9 @@ struct RingAttention::Impl {
   std::vector<Buffer> k_pos;   // per source rank (none under modeled compute)
   Buffer all_pos;              // all-gather: positions of k_all / v_all rows
   // All-gather variant only, per rank: the layout's runs of positions (it lays every block
-  // out). The ring keeps no other rank's runs once planned: with thousands of document chunks
-  // per rank, every rank holding every rank's runs grows as N_c^2 in one simulated process.
+  // out). The ring keeps of the other ranks' runs only those its plan entries pair with (under
+  // modeled compute one per source): with thousands of document chunks per rank, every rank
+  // holding every rank's runs grows as N_c^2 in one simulated process.
   std::vector<std::vector<Segment>> segs;
   std::vector<Segment> qsegs;  // this rank's runs attention is computed on
   // One (query segment, key run) pair of the schedule with a visible pair, fixed for the run by
@@ -71,7 +72,8 @@ struct RingAttention::Impl {
   // [src]: the pairs to compute, by query segment then key run. Sparse: with thousands of
   // document chunks per rank only the pairs that can share a document are ever looked at.
   // Under modeled compute a round is one injection of all its pairs' FLOPs anyway, so each
-  // source keeps one entry holding the round's pairs (the census keeps the pair kinds).
+  // source keeps one entry: the first pair's query segment, key run and mask with all the
+  // round's pairs (only the count matters there; the census keeps the pair kinds).
   std::vector<std::vector<PairPlan>> plans;
   // [src]: what the pairs of the source's block are: visible pairs, (query segment, key run)
   // pairs computed whole or masked, and key runs.
@@ -166,7 +168,7 @@ struct RingAttention::Impl {
     if (cfg.causal || cfg.docs) return token_segments(cfg, src);
     return {{0, 0, 1, cfg.c}};
   }
-  // Fills plans and gathered_plan (the constructor, once the segments are known).
+  // Fills plans, census and gathered_plan (the constructor, once the segments are known).
   void plan_schedule();
 
   // ---- forward (ring_attention.cpp) ----

@@ -53,6 +53,7 @@ namespace {
 // Rank r's layout under a document layout: balanced's from the plan, doc_zigzag's derived.
 RankLayout rank_layout(const RingConfig& cfg, int rank) {
   if (cfg.doc_layout) return (*cfg.doc_layout)[static_cast<std::size_t>(rank)];
+  SUITE_CHECK(cfg.docs, "a document layout without documents (attach_documents first)");
   return doc_zigzag_layout(*cfg.docs, rank, cfg.n_c);
 }
 

@@ -16,7 +16,9 @@ namespace suite::kernels::cpu {
 namespace {
 
 constexpr std::int64_t kTileQ = 256;  // rows of a query tile (GEMM rows where nothing is masked)
-constexpr std::int64_t kSubQ = 64;    // rows per GEMM where a causal diagonal crosses the tile
+// Rows per GEMM at most where a causal diagonal or a document boundary crosses the tile (a
+// sub-tile also ends at each document boundary).
+constexpr std::int64_t kSubQ = 64;
 constexpr std::int64_t kTileK = 512;
 
 }  // namespace

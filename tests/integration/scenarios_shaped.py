@@ -199,15 +199,16 @@ def scenario_ring(env: Env) -> None:
     1.2x compute) for every block at or below 0.6 c*, and hides (within 15%) for every block at
     or above 6 c*; the sweep must have one of each. It starts on shaped-1g; where this host's
     compute puts c = 64 above 0.6 c* (a CI run measured 1.01 c*: slow small GEMMs), it runs
-    again on a slower link that puts it near 0.5 c* (c* grows as W falls).
+    again on a slower link that puts it near 0.5 c* (c* grows as W falls), twice at most, and
+    skips, saying so, where even that (or 100 Mbit/s) leaves it above.
 
     A rank that waits for a CPU stalls its exchange for the scheduler's slice (another job's
     busy loop cost 20 to 40 ms per 2 ms exchange here), so the lower bounds need an idle host:
     when other tasks waited for a CPU during 10% or more of the run (/proc/pressure/cpu) twice,
     the upper bound and the records are still checked and the scenario then skips, saying so."""
     require_shaping()
-    rate, contended_runs = 1000, 0
-    for attempt in range(1, 5):
+    rate, contended_runs, rate_changes = 1000, 0, 0
+    for attempt in range(1, 6):
         W = rate * 1e6 / 8 / 2
         out = env.workdir / f"ring{attempt}.h5"
         proc, busy, label = ring_run(env, out, rate)
@@ -239,8 +240,14 @@ def scenario_ring(env: Env) -> None:
                   f"and records checked)")
             raise SystemExit(SKIP)
         smallest = cases[min(cases)]["c_over_c_star"]
-        if rate == 1000 and smallest > EXPOSED_C_OVER_C_STAR:
-            rate = max(100, int(1000 * 0.5 / smallest) // 10 * 10)
+        if smallest > EXPOSED_C_OVER_C_STAR:
+            if rate_changes == 2 or rate <= 100:
+                print(f"SKIP: c = {min(cases)} is still {smallest:.2f} c* at {rate} Mbit/s: this "
+                      f"host computes it too slowly for a shaped loopback to show the transfer "
+                      f"(upper bound and records checked)")
+                raise SystemExit(SKIP)
+            rate = max(100, int(rate * 0.5 / smallest) // 10 * 10)
+            rate_changes += 1
             print(f"  c = {min(cases)} is {smallest:.2f} c* with this host's compute: again at "
                   f"{rate} Mbit/s")
             continue

@@ -122,9 +122,10 @@ TEST(DocumentMask, TileClassificationAcrossDocuments) {
   EXPECT_FALSE(tile_pair_visible(false, a9, b10));  // keys of a later document only
 }
 
-// The CPU kernels' row blocks over a tile of short documents (striped positions, stride 3, as
-// a ring block holds them): every visible pair of the tile lies in exactly one block's rows
-// and keys (counted by brute force), and no block that masks spans two documents' queries.
+// The CPU kernels' row blocks over tiles of short documents (striped positions, stride 3, as
+// a ring block holds them): every visible pair lies in exactly one block's rows and keys
+// (counted by brute force), and no block that masks spans two documents' queries. Tiles of
+// 128 rows (longer than a sub-tile) and of 20 (shorter, some across a document boundary).
 TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
   const std::vector<std::int64_t> lengths = {3, 50, 1, 200, 46, 90, 7, 400};
   std::vector<std::int64_t> doc_of_pos;
@@ -137,33 +138,35 @@ TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
       pos.push_back(tag_document(doc_of_pos[static_cast<std::size_t>(p)], p));
     return pos;
   };
-  for (bool causal : {true, false}) {
-    const std::vector<std::int64_t> q = strided(1), k = strided(2);
-    const auto rows = static_cast<std::int64_t>(q.size()),
-               keys = static_cast<std::int64_t>(k.size());
-    std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
-    for (std::int64_t i0 = 0; i0 < rows; i0 += 128) {
-      const std::int64_t i1 = std::min(i0 + 128, rows);
-      cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32,
-                              [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
-                                if (span.needs_mask)
+  for (const std::int64_t tile : {128, 20})
+    for (bool causal : {true, false}) {
+      const std::vector<std::int64_t> q = strided(1), k = strided(2);
+      const auto rows = static_cast<std::int64_t>(q.size()),
+                 keys = static_cast<std::int64_t>(k.size());
+      std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
+      for (std::int64_t i0 = 0; i0 < rows; i0 += tile) {
+        const std::int64_t i1 = std::min(i0 + tile, rows);
+        cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32,
+                                [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
+                                  if (span.needs_mask)
+                                    for (std::int64_t r = r0; r < r1; ++r)
+                                      EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
+                                          << "a masked block spans documents at row " << i0 + r;
                                   for (std::int64_t r = r0; r < r1; ++r)
-                                    EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
-                                        << "a masked block spans documents at row " << i0 + r;
-                                for (std::int64_t r = r0; r < r1; ++r)
-                                  for (std::int64_t j = span.begin; j < span.end; ++j)
-                                    if (key_visible(causal, q[i0 + r], k[j]))
-                                      ++covered[(i0 + r) * keys + j];
-                              });
-    }
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < keys; ++j) {
-        const bool visible = doc_of_pos[static_cast<std::size_t>(3 * i + 1)] ==
-                                 doc_of_pos[static_cast<std::size_t>(3 * j + 2)] &&
-                             (!causal || 3 * j + 2 <= 3 * i + 1);
-        ASSERT_EQ(covered[i * keys + j], visible ? 1 : 0) << "query " << i << ", key " << j;
+                                    for (std::int64_t j = span.begin; j < span.end; ++j)
+                                      if (key_visible(causal, q[i0 + r], k[j]))
+                                        ++covered[(i0 + r) * keys + j];
+                                });
       }
-  }
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < keys; ++j) {
+          const bool visible = doc_of_pos[static_cast<std::size_t>(3 * i + 1)] ==
+                                   doc_of_pos[static_cast<std::size_t>(3 * j + 2)] &&
+                               (!causal || 3 * j + 2 <= 3 * i + 1);
+          ASSERT_EQ(covered[i * keys + j], visible ? 1 : 0)
+              << "query " << i << ", key " << j << ", tiles of " << tile;
+        }
+    }
 }
 
 }  // namespace
