@@ -205,10 +205,9 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   for (int r = 0; r < cfg.n_c && cfg.variant == Variant::allgather; ++r)
     m.segs.push_back(token_segments(cfg, r));
   m.qsegs = m.compute_runs(m.rank);
-  q_segments_ = m.qsegs;
   q_positions_ = row_positions(cfg, m.rank);
   m.plan_schedule();
-  m.written.assign(static_cast<std::size_t>(cfg.batch) * q_segments_.size(), 0);
+  m.written.assign(static_cast<std::size_t>(cfg.batch) * m.qsegs.size(), 0);
 
   auto upload = [&](const std::vector<double>& values) {
     Buffer b = device.alloc(values.size() * m.e);
@@ -256,7 +255,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
       cfg.batch * cfg.heads * cfg.c * static_cast<std::int64_t>(m.lse_e);
   m.lse_run = device.alloc(static_cast<std::size_t>(lse_run_bytes));
   std::int64_t longest = 0;
-  for (const auto& s : q_segments_)
+  for (const auto& s : m.qsegs)
     longest = std::max(longest, s.count);
   m.lse_part = device.alloc(
       static_cast<std::size_t>(cfg.heads * longest * static_cast<std::int64_t>(m.lse_e)));
@@ -300,6 +299,10 @@ void* RingAttention::kv_buffer() {
 }
 const void* RingAttention::o_buffer() const {
   return impl_->o.data();
+}
+
+const std::vector<Segment>& RingAttention::segments() const {
+  return impl_->qsegs;
 }
 
 int RingAttention::rounds() const {

@@ -77,7 +77,7 @@ class RingAttention {
   const std::vector<std::int64_t>& positions() const { return q_positions_; }
   // The runs of local tokens attention is computed on (the layout's segments when causal,
   // the whole block otherwise): they define the lse layout.
-  const std::vector<Segment>& segments() const { return q_segments_; }
+  const std::vector<Segment>& segments() const;
   // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
   // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).
   std::int64_t method_bytes() const { return method_bytes_; }
@@ -110,7 +110,6 @@ class RingAttention {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<std::int64_t> q_positions_;
-  std::vector<Segment> q_segments_;
   std::int64_t method_bytes_ = 0, scratch_bytes_ = 0;
   std::int64_t backward_method_bytes_ = 0, backward_scratch_bytes_ = 0;
 };

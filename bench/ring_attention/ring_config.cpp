@@ -50,11 +50,13 @@ void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed) 
 
 namespace {
 
-// Rank r's layout under a document layout: balanced's from the plan, doc_zigzag's derived.
-RankLayout rank_layout(const RingConfig& cfg, int rank) {
+// Rank r's layout under a document layout: balanced's from the plan (no copy), doc_zigzag's
+// derived into `derived`.
+const RankLayout& rank_layout(const RingConfig& cfg, int rank, RankLayout& derived) {
   if (cfg.doc_layout) return (*cfg.doc_layout)[static_cast<std::size_t>(rank)];
   SUITE_CHECK(cfg.docs, "a document layout without documents (attach_documents first)");
-  return doc_zigzag_layout(*cfg.docs, rank, cfg.n_c);
+  derived = doc_zigzag_layout(*cfg.docs, rank, cfg.n_c);
+  return derived;
 }
 
 }  // namespace
@@ -74,12 +76,14 @@ void validate(const RingConfig& cfg) {
 }
 
 std::vector<Segment> token_segments(const RingConfig& cfg, int rank) {
-  if (is_document_layout(cfg.layout)) return rank_layout(cfg, rank).tokens;
+  RankLayout derived;
+  if (is_document_layout(cfg.layout)) return rank_layout(cfg, rank, derived).tokens;
   return rank_segments(cfg.layout, rank, cfg.n_c, cfg.c);
 }
 
 std::vector<std::int64_t> row_positions(const RingConfig& cfg, int rank) {
-  if (is_document_layout(cfg.layout)) return slot_positions(rank_layout(cfg, rank));
+  RankLayout derived;
+  if (is_document_layout(cfg.layout)) return slot_positions(rank_layout(cfg, rank, derived));
   return rank_positions(cfg.layout, rank, cfg.n_c, cfg.c);
 }
 
