@@ -187,8 +187,10 @@ def ring_run(env: Env, out: Path, rate_mbit: int
 # Two ranks: the first round overlaps the transfer, the second only computes, so the model's
 # overlapped / compute-only step is (max(1, c*/c) + 1) / 2. At c <= 0.35 c* that is at least
 # 1.93 (measured steps reached 0.82 to 0.91 of the model's exposure; at 0.55 c* one reached only
-# 1.16), so the step shows it; at c >= 4 c* the transfer is at most a quarter of the compute,
-# and overlap hides it. A slower link moves c = 64 to about RESCALE_TO c*.
+# 1.16), so the step shows it; at c >= 4 c* the transfer is at most a quarter of the compute
+# and the step stays within 15% of compute-only. That bounds the exchange's other costs; it does
+# not prove the overlap (with none the model gives 1.125 there): the simulated link does that
+# (scenarios_sim.py, sim_overlap_by_time). A slower link moves c = 64 to about RESCALE_TO c*.
 EXPOSED_C_OVER_C_STAR, HIDDEN_C_OVER_C_STAR, RESCALE_TO = 0.35, 4.0, 0.25
 
 
@@ -200,10 +202,12 @@ def scenario_ring(env: Env) -> None:
     cores. Each block is judged against its own c/c*, from F and W measured in the same run, so
     the verdict does not depend on how fast this host computes: the transfer shows (at least
     1.2x compute) for every block at or below 0.35 c*, and hides (within 15%) for every block at
-    or above 4 c*; the sweep must have one of each. It starts on shaped-1g; where this host's
-    compute puts c = 64 above 0.35 c* (CI runs measured 0.68 to 1.14 c*: slow small GEMMs), it
-    runs again on a slower link that puts it near 0.25 c* (c* grows as W falls), twice at most,
-    and skips, saying so, where even that (or 100 Mbit/s) leaves it above.
+    or above 4 c*. It starts on shaped-1g; where this host's compute puts c = 64 above 0.35 c*
+    (CI runs measured 0.68 to 1.36 c*: slow small GEMMs), it runs again on a slower link that
+    puts it near 0.25 c* (c* grows as W falls), twice at most, and skips, saying so, where even
+    that (or 100 Mbit/s) leaves it above. Every uncontended run's blocks are judged, and the
+    runs together must have one block of each kind: the slower link moves c = 2K below 4 c*
+    (3.76 c* on one CI host), so its hidden block may come from the shaped-1g run.
 
     A rank that waits for a CPU stalls its exchange for the scheduler's slice (another job's
     busy loop cost 20 to 40 ms per 2 ms exchange here), so the lower bounds need an idle host:
@@ -211,6 +215,7 @@ def scenario_ring(env: Env) -> None:
     the upper bound and the records are still checked and the scenario then skips, saying so."""
     require_shaping()
     rate, contended_runs, rate_changes = 1000, 0, 0
+    judged = []  # (rate, c, attributes) of every block of every uncontended run
     for attempt in range(1, 6):
         W = rate * 1e6 / 8 / 2
         out = env.workdir / f"ring{attempt}.h5"
@@ -242,33 +247,44 @@ def scenario_ring(env: Env) -> None:
                   f"lower bound and the overlap need the two cores to the two ranks (upper bound "
                   f"and records checked)")
             raise SystemExit(SKIP)
+        for c, a in cases.items():
+            w = a["measured_W_Bps"]
+            expect(0.85 * W <= w, f"c = {c}: W {w:.4g} B/s below the shaped link's {W:.4g}")
+        judged += [(rate, c, a) for c, a in cases.items()]
         smallest = cases[min(cases)]["c_over_c_star"]
-        if smallest > EXPOSED_C_OVER_C_STAR:
-            if rate_changes == 2 or rate <= 100:
-                print(f"SKIP: c = {min(cases)} is still {smallest:.2f} c* at {rate} Mbit/s: this "
-                      f"host computes it too slowly for a shaped loopback to show the transfer "
-                      f"(upper bound and records checked)")
-                raise SystemExit(SKIP)
-            rate = max(100, int(rate * RESCALE_TO / smallest) // 10 * 10)
-            rate_changes += 1
-            print(f"  c = {min(cases)} is {smallest:.2f} c* with this host's compute: again at "
-                  f"{rate} Mbit/s")
-            continue
-        break
-    for c, a in cases.items():
-        w = a["measured_W_Bps"]
-        expect(0.85 * W <= w, f"c = {c}: W {w:.4g} B/s below the shaped link's {W:.4g}")
-    exposed = {c: a for c, a in cases.items() if a["c_over_c_star"] <= EXPOSED_C_OVER_C_STAR}
-    hidden = {c: a for c, a in cases.items() if a["c_over_c_star"] >= HIDDEN_C_OVER_C_STAR}
-    expect(exposed and hidden, f"no block at or below {EXPOSED_C_OVER_C_STAR} c* or none at or "
-           f"above {HIDDEN_C_OVER_C_STAR} c*: the sweep does not cross")
-    for c, a in exposed.items():
-        expect(a["overlapped_over_compute_only"] > 1.2,
-               f"c = {c} ({a['c_over_c_star']:.2f} c*): the transfer does not show")
-    for c, a in hidden.items():
-        expect(a["overlapped_over_compute_only"] < 1.15,
-               f"c = {c} ({a['c_over_c_star']:.2f} c*): the transfer is not hidden")
+        if smallest <= EXPOSED_C_OVER_C_STAR:
+            break
+        if rate_changes == 2 or rate <= 100:
+            judge_overlap(judged, need_both=False)
+            print(f"SKIP: c = {min(cases)} is still {smallest:.2f} c* at {rate} Mbit/s: this "
+                  f"host computes it too slowly for a shaped loopback to show the transfer "
+                  f"(upper bound, records and hidden blocks checked)")
+            raise SystemExit(SKIP)
+        rate = max(100, int(rate * RESCALE_TO / smallest) // 10 * 10)
+        rate_changes += 1
+        print(f"  c = {min(cases)} is {smallest:.2f} c* with this host's compute: again at "
+              f"{rate} Mbit/s")
+    judge_overlap(judged, need_both=True)
     expect(not proc.left, f"namespaces left: {proc.left}")
+
+
+def judge_overlap(judged: list, need_both: bool) -> None:
+    """Each (rate, c, attributes) block by its own c/c*: the transfer shows at or below
+    EXPOSED_C_OVER_C_STAR, hides at or above HIDDEN_C_OVER_C_STAR; need_both: the blocks
+    include one of each."""
+    exposed = [(r, c, a) for r, c, a in judged if a["c_over_c_star"] <= EXPOSED_C_OVER_C_STAR]
+    hidden = [(r, c, a) for r, c, a in judged if a["c_over_c_star"] >= HIDDEN_C_OVER_C_STAR]
+    if need_both:
+        expect(exposed and hidden, f"no block at or below {EXPOSED_C_OVER_C_STAR} c* or none at "
+               f"or above {HIDDEN_C_OVER_C_STAR} c* in any run: the sweep does not cross")
+    for r, c, a in exposed:
+        expect(a["overlapped_over_compute_only"] > 1.2,
+               f"c = {c} at {r} Mbit/s ({a['c_over_c_star']:.2f} c*): the transfer does not show")
+    for r, c, a in hidden:
+        expect(a["overlapped_over_compute_only"] < 1.15,
+               f"c = {c} at {r} Mbit/s ({a['c_over_c_star']:.2f} c*): the transfer is not hidden")
+    print(f"  judged: exposed {[(r, c) for r, c, _ in exposed]}, "
+          f"hidden {[(r, c) for r, c, _ in hidden]} ((Mbit/s, c))")
 
 
 def scenario_cleanup(env: Env) -> None:
