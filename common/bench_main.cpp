@@ -1,5 +1,7 @@
 #include "common/bench_main.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

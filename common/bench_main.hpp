@@ -3,14 +3,13 @@
 // codes (0 ok, 1 a correctness check failed, 2 bad input, 3 fatal error).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "common/bench_case.hpp"
 #include "common/context.hpp"
+#include "common/options.hpp"  // CLI::App, declared
 
 namespace suite {
 

@@ -1,5 +1,7 @@
 #include "common/options.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include "common/errors.hpp"
 
 namespace suite {

@@ -1,6 +1,8 @@
 // moe: MoE expert parallelism (METHODS.md sections 4 and 5): a router with controllable skew,
 // capacity and drops, dispatch/combine all-to-alls, grouped expert GEMMs; forward, or forward
 // and backward (--pass).
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 
 #include "bench/moe/a2a_case.hpp"

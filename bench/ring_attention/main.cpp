@@ -1,4 +1,6 @@
 // ring_attention: context parallelism by ring attention (METHODS.md section 2).
+#include <CLI/CLI.hpp>
+
 #include "bench/ring_attention/ring_cases.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "common/bench_main.hpp"

@@ -1,4 +1,6 @@
 // sp_tp: Megatron sequence parallelism vs tensor parallelism (METHODS.md section 1).
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <sstream>
 

@@ -1,5 +1,7 @@
 // ulysses: DeepSpeed-Ulysses all-to-all attention and Ulysses x ring hybrids (METHODS.md
 // section 3), side by side with plain ring attention on the same inputs.
+#include <CLI/CLI.hpp>
+
 #include "bench/ring_attention/packed_documents.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "bench/ulysses/ulysses_cases.hpp"

@@ -1,3 +1,5 @@
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include "common/errors.hpp"
