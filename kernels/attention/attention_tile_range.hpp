@@ -49,23 +49,50 @@ inline std::int64_t same_document_end(const std::int64_t* q_pos, std::int64_t i0
   return r;
 }
 
+// Rows [r0, r1) of one document (of q_pos + i0) against the keys [j0, j1) they may see: the
+// leading keys all of them see in one unmasked call, then the rest (a causal diagonal) in
+// pieces of at most `piece` rows, each over its own span, so the diagonal wastes at most
+// piece x piece / 2 pairs per piece.
+template <class Fn>
+void for_each_diagonal_piece(bool causal, const std::int64_t* q_pos, std::int64_t i0,
+                             std::int64_t r0, std::int64_t r1, const std::int64_t* k_pos,
+                             std::int64_t j0, std::int64_t j1, std::int64_t piece, Fn& fn) {
+  const auto [lo, hi] = position_range(q_pos, i0 + r0, i0 + r1);
+  const KeySpan span = key_span(causal, k_pos, j0, j1, lo, hi);
+  if (span.empty()) return;
+  if (!span.needs_mask || r1 - r0 <= piece) {
+    fn(r0, r1, span);
+    return;
+  }
+  std::int64_t split = span.begin;
+  while (split < span.end && key_seen_by_all(causal, lo, hi, k_pos[split]))
+    ++split;
+  if (split > span.begin) fn(r0, r1, KeySpan{span.begin, split, false});
+  for (std::int64_t p0 = r0; p0 < r1; p0 += piece) {
+    const std::int64_t p1 = std::min(p0 + piece, r1);
+    const auto [plo, phi] = position_range(q_pos, i0 + p0, i0 + p1);
+    const KeySpan part = key_span(causal, k_pos, split, span.end, plo, phi);
+    if (!part.empty()) fn(p0, p1, part);
+  }
+}
+
 // Calls fn(r0, r1, span) for the query rows [i0 + r0, i0 + r1) of a query tile and keys
 // [span.begin, span.end) of the key tile [j0, j1) they may see. Where nothing is masked, once
 // for the whole tile (large GEMMs). Where a causal diagonal or a document boundary crosses the
-// tile: once for the leading keys every query of the tile sees (unmasked, all rows), then once
-// per sub-tile of at most `sub` rows of one document over the rest with its own span, so the
-// diagonal wastes at most sub x sub / 2 pairs per sub-tile instead of rows x rows / 2, and no
-// sub-tile computes one document's queries against another's keys.
+// tile: once for the leading keys every query of the tile sees (unmasked, all rows), then per
+// sub-tile of at most `sub` rows of one document over the rest (for_each_diagonal_piece:
+// unmasked where all its rows see the keys, a causal diagonal in pieces of `piece` rows), so
+// no call computes one document's queries against another's keys and a diagonal wastes at
+// most piece x piece / 2 pairs per piece instead of rows x rows / 2.
 template <class Fn>
 void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0, std::int64_t i1,
                         const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
-                        std::int64_t sub, Fn&& fn) {
+                        std::int64_t sub, std::int64_t piece, Fn&& fn) {
   const auto [q_min, q_max] = position_range(q_pos, i0, i1);
   const KeySpan span = key_span(causal, k_pos, j0, j1, q_min, q_max);
   const std::int64_t rows = i1 - i0;
   if (span.empty()) return;
-  const bool one_document = document_of(q_min) == document_of(q_max);
-  if (!span.needs_mask || (rows <= sub && one_document)) {
+  if (!span.needs_mask) {
     fn(std::int64_t{0}, rows, span);
     return;
   }
@@ -75,9 +102,7 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
   if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
   for (std::int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
     r1 = same_document_end(q_pos, i0, r0, std::min(r0 + sub, rows));
-    const auto [lo, hi] = position_range(q_pos, i0 + r0, i0 + r1);
-    const KeySpan part = key_span(causal, k_pos, split, span.end, lo, hi);
-    if (!part.empty()) fn(r0, r1, part);
+    for_each_diagonal_piece(causal, q_pos, i0, r0, r1, k_pos, split, span.end, piece, fn);
   }
 }
 

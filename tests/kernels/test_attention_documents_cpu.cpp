@@ -124,8 +124,9 @@ TEST(DocumentMask, TileClassificationAcrossDocuments) {
 
 // The CPU kernels' row blocks over tiles of short documents (striped positions, stride 3, as
 // a ring block holds them): every visible pair lies in exactly one block's rows and keys
-// (counted by brute force), and no block that masks spans two documents' queries. Tiles of
-// 128 rows (longer than a sub-tile) and of 20 (shorter, some across a document boundary).
+// (counted by brute force), no block that masks spans two documents' queries, and none has
+// more rows than a diagonal piece (8 here, sub-tiles of 32). Tiles of 128 rows (longer than a
+// sub-tile) and of 20 (shorter, some across a document boundary).
 TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
   const std::vector<std::int64_t> lengths = {3, 50, 1, 200, 46, 90, 7, 400};
   std::vector<std::int64_t> doc_of_pos;
@@ -146,8 +147,9 @@ TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
       std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
       for (std::int64_t i0 = 0; i0 < rows; i0 += tile) {
         const std::int64_t i1 = std::min(i0 + tile, rows);
-        cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32,
+        cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32, 8,
                                 [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
+                                  if (span.needs_mask) EXPECT_LE(r1 - r0, 8) << "rows " << i0 + r0;
                                   if (span.needs_mask)
                                     for (std::int64_t r = r0; r < r1; ++r)
                                       EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
