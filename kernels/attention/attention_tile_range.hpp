@@ -49,6 +49,16 @@ inline std::int64_t same_document_end(const std::int64_t* q_pos, std::int64_t i0
   return r;
 }
 
+// The end of the keys at the start of `span` that every query in [q_min, q_max] sees: they
+// need no mask.
+inline std::int64_t seen_by_all_end(bool causal, const std::int64_t* k_pos, const KeySpan& span,
+                                    std::int64_t q_min, std::int64_t q_max) {
+  std::int64_t j = span.begin;
+  while (j < span.end && key_seen_by_all(causal, q_min, q_max, k_pos[j]))
+    ++j;
+  return j;
+}
+
 // Rows [r0, r1) of one document (of q_pos + i0) against the keys [j0, j1) they may see: the
 // leading keys all of them see in one unmasked call, then the rest (a causal diagonal) in
 // pieces of at most `piece` rows, each over its own span, so the diagonal wastes at most
@@ -64,9 +74,7 @@ void for_each_diagonal_piece(bool causal, const std::int64_t* q_pos, std::int64_
     fn(r0, r1, span);
     return;
   }
-  std::int64_t split = span.begin;
-  while (split < span.end && key_seen_by_all(causal, lo, hi, k_pos[split]))
-    ++split;
+  const std::int64_t split = seen_by_all_end(causal, k_pos, span, lo, hi);
   if (split > span.begin) fn(r0, r1, KeySpan{span.begin, split, false});
   for (std::int64_t p0 = r0; p0 < r1; p0 += piece) {
     const std::int64_t p1 = std::min(p0 + piece, r1);
@@ -96,9 +104,7 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
     fn(std::int64_t{0}, rows, span);
     return;
   }
-  std::int64_t split = span.begin;
-  while (split < span.end && key_seen_by_all(causal, q_min, q_max, k_pos[split]))
-    ++split;
+  const std::int64_t split = seen_by_all_end(causal, k_pos, span, q_min, q_max);
   if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
   for (std::int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
     r1 = same_document_end(q_pos, i0, r0, std::min(r0 + sub, rows));
