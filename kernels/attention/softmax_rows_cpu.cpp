@@ -20,7 +20,8 @@ namespace {
 
 // e^x for float without a call: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial
 // (Cephes' expf coefficients), 2^n put into the exponent bits. Branch-free, so loops over it
-// vectorise. Below -87 (and for -inf) it returns 0; the kernels never pass x > 0 by much.
+// vectorise (given -fno-trapping-math: see kernels/CMakeLists.txt). Below -87 (and for -inf)
+// it returns 0; the kernels never pass x > 0 by much.
 SUITE_ROW_INLINE float exp_f(float x) {
   constexpr float lo = -87.0f, hi = 88.0f;
   float xc = x < lo ? lo : x;
@@ -48,13 +49,14 @@ SUITE_ROW_INLINE double exp_t(double x) {
   return std::exp(x);
 }
 
-// Sums and maxima over 64 bytes of lanes at a time (GCC vector extensions, lowered to what
-// the clone's instruction set has): the compiler may not reorder a float reduction by itself,
-// and its `a > b ? a : b` max would otherwise stay scalar.
+// Sums and maxima over 32 bytes of lanes at a time (GCC vector extensions): the compiler may
+// not reorder a float reduction by itself, and its `a > b ? a : b` max would otherwise stay
+// scalar. 32 bytes, not 64: on AVX2 GCC 12 lowered the 64-byte max to scalar code through the
+// stack, and row_max took 11% of a packed-documents forward.
 template <class T>
 struct Lanes {
-  static constexpr int n = 64 / sizeof(T);
-  typedef T vec __attribute__((vector_size(64)));
+  static constexpr int n = 32 / sizeof(T);
+  typedef T vec __attribute__((vector_size(32)));
 };
 
 template <class T>
