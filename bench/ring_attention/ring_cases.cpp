@@ -104,6 +104,32 @@ const char* check_word(const CaseRecord& r) {
   return passed == 1 ? "ok" : passed < 0 ? "off" : "FAIL";
 }
 
+// Why each case reaches its efficiency against the ideal: the factors of report_efficiency.
+void print_efficiency_factors(const std::vector<CaseRecord>& records) {
+  bool any = false, any_step = false;
+  for (const auto& r : records) {
+    any = any || std::isfinite(attr_number(r, "eff_balance"));
+    any_step = any_step || std::isfinite(attr_number(r, "bwd_eff_balance"));
+  }
+  if (!any) return;
+  std::printf(
+      "\nWhy eff_ideal: balance (mean / busiest rank's visible pairs, counted) x pair_rate (the "
+      "busiest rank's\npairs per second in the compute-only step over the ideal's, measured) x "
+      "exchange (compute-only step / step, measured)\n");
+  std::printf("%-52s %9s %8s %9s %8s", "case", "eff_ideal", "balance", "pair_rate", "exchange");
+  if (any_step) std::printf(" %9s %9s %9s", "bwd_eff", "bwd_rate", "bwd_xchg");
+  std::printf("\n");
+  for (const auto& r : records) {
+    std::printf("%-52s %9.2f %8.2f %9.2f %8.2f", r.name.c_str(),
+                attr_number(r, "efficiency_vs_ideal_fwd"), attr_number(r, "eff_balance"),
+                attr_number(r, "eff_pair_rate"), attr_number(r, "eff_exchange"));
+    if (any_step)
+      std::printf(" %9.2f %9.2f %9.2f", attr_number(r, "efficiency_vs_ideal_bwd"),
+                  attr_number(r, "bwd_eff_pair_rate"), attr_number(r, "bwd_eff_exchange"));
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory_cpu) {
@@ -133,6 +159,7 @@ void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory
         "noise, not overlap). Overlap is real on a link: a shaped one\n      "
         "(scripts/shaped_link.py, --link "
         "shaped-1g), a simulated one (scripts/simulate.py) or a GPU's.\n");
+  print_efficiency_factors(records);
   bool any_step = false;
   for (const auto& r : records)
     any_step = any_step || param_text(r, "pass") == "fwd_bwd";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/rank_gather.hpp"
 #include "common/stats.hpp"
@@ -38,12 +39,16 @@ PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, Cas
   // The busiest rank sets each round's time.
   const std::vector<std::int64_t> busiest = all_reduce_max(count.work);
   const std::int64_t max_pairs = all_reduce_max(std::vector<std::int64_t>{mine})[0];
+  std::int64_t sum_pairs = 0;
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum_pairs, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
   const double bytes =
       static_cast<double>(all_reduce_max(std::vector<std::int64_t>{runs.bytes_sent})[0]);
 
   PassRates r;
   r.t_comp = runs.compute.median();
   r.t_xfer = runs.transfer.median();
+  r.mean_pairs = static_cast<double>(sum_pairs) / ranks;
+  r.max_pairs = static_cast<double>(max_pairs);
   r.F = count.flops_per_pair * static_cast<double>(max_pairs) / r.t_comp;
   r.W = n_c > 1 ? bytes / r.t_xfer : NAN;
   // The overlapped time this run's F and W predict: each round as long as the busiest rank's
@@ -85,6 +90,26 @@ PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, Cas
   rec.int_tables.push_back({name("round_work_pairs"), rows, static_cast<std::size_t>(ranks),
                             gather_int_columns(count.work, ranks, rank)});
   return r;
+}
+
+EfficiencyFactors efficiency_factors(double mean_pairs, double max_pairs, int n_c, double ideal_s,
+                                     double t_comp, double t_over) {
+  if (!(max_pairs > 0 && ideal_s > 0 && t_comp > 0 && t_over > 0)) return {NAN, NAN, NAN};
+  const double ideal_pairs_per_s = n_c * mean_pairs / ideal_s;  // the ideal computes every pair
+  return {mean_pairs / max_pairs, max_pairs / t_comp / ideal_pairs_per_s, t_comp / t_over};
+}
+
+void report_efficiency(const std::string& prefix, const PassRates& rates, int n_c, double ideal_s,
+                       double t_over, CaseRecord& rec) {
+  const EfficiencyFactors e =
+      efficiency_factors(rates.mean_pairs, rates.max_pairs, n_c, ideal_s, rates.t_comp, t_over);
+  auto& a = rec.attrs;
+  if (!prefix.empty())
+    a.emplace_back("efficiency_vs_ideal_" + prefix.substr(0, prefix.size() - 1),
+                   ideal_s / n_c / t_over);
+  a.emplace_back(prefix + "eff_balance", e.balance);
+  a.emplace_back(prefix + "eff_pair_rate", e.pair_rate);
+  a.emplace_back(prefix + "eff_exchange", e.exchange);
 }
 
 }  // namespace suite::ring

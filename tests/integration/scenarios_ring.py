@@ -480,6 +480,12 @@ def scenario_ring_docs_np4(env: Env) -> None:
                 for key in ("pred_efficiency_lockstep", "pred_efficiency_balance"):
                     expect(0 < float(a[key]) <= 1, f"{spec} {name}: {key} = {a[key]}")
                 expect(0 < float(a["efficiency_vs_ideal_fwd"]) < 10, f"{spec} {name}: no measured efficiency")
+                # The efficiency's first factor is the layout's counted balance.
+                expect(abs(float(a["eff_balance"]) - float(a["pred_efficiency_balance"])) < 1e-12,
+                       f"{spec} {name}: balance factor {a['eff_balance']}")
+                for p in ("", "bwd_"):
+                    expect(0 < float(a[p + "eff_pair_rate"]) < 10 and 0 < float(a[p + "eff_exchange"]) <= 1.5,
+                           f"{spec} {name}: {p}factors")
                 expect(1 <= float(a["work_max_over_mean"]) < 4, f"{name}: imbalance {a['work_max_over_mean']}")
         print(f"  ok: {spec}")
 

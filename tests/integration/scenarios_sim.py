@@ -273,6 +273,14 @@ def scenario_modeled(env: Env) -> None:
                 expect(a["bwd_bytes_sent_per_rank_per_layer"] == a["pred_bwd_bytes_sent_per_rank_per_layer"],
                        f"{name}: backward bytes")
             expect(a["efficiency_vs_ideal_fwd"] > 0, f"{name}: no ideal")
+            # Modeled time charges every visible pair the same, on the ring's blocks as in the
+            # ideal's one call: the measured pair rate is the ideal's, and the three factors
+            # multiply to the efficiency.
+            for p in ("", "bwd_") if "bwd_eff_pair_rate" in a else ("",):
+                expect(abs(a[p + "eff_pair_rate"] - 1) < 1e-3, f"{name}: {p}pair rate {a[p + 'eff_pair_rate']}")
+                eff = a["efficiency_vs_ideal_" + (p[:-1] if p else "fwd")]
+                product = a[p + "eff_balance"] * a[p + "eff_pair_rate"] * a[p + "eff_exchange"]
+                expect(abs(product / eff - 1) < 1e-9, f"{name}: {p}factors {product} != {eff}")
     with run_ok(env, "ulysses", env.workdir / "uly.h5", *common,
                 flags=["--seq", "4096", "--heads", "16", "--kv-heads", "16", "--ulysses-degree", "8,16",
                        "--iters", "1", "--warmup", "0"]) as f:
