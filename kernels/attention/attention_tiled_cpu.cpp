@@ -22,7 +22,9 @@ constexpr std::int64_t kSubQ = 64;
 // Rows per GEMM at most on a causal diagonal inside such a sub-tile: smaller GEMMs, less work
 // above the diagonal. On striped blocks of lognormal:256:1 documents (4 ranks) the forward
 // computed 0.86 to 0.88 of the whole pack's pairs per second with pieces of 16 rows, 0.83 to
-// 0.84 without (another draw: 0.79 against 0.74). One-off timing.
+// 0.84 without (another draw: 0.79 against 0.74), while exp was scalar. With the vectorised
+// row operations pieces of 16, 32 and 64 rows are within noise of each other (0.77 to 0.80;
+// 0.60 to 0.67 on the other draw). One-off timings.
 constexpr std::int64_t kPieceQ = 16;
 constexpr std::int64_t kTileK = 512;
 
