@@ -27,6 +27,11 @@ KEY_FIGURES = (
     ("bwd_measured_F_flops", "F_b={:.3g}FLOP/s"),  # a training step's backward (fwd_bwd)
     ("bwd_c_star_tokens", "c*_bwd={:.0f}"),
     ("bwd_overlapped_over_compute_only", "bwd overlapped/compute={:.2f}"),
+    # why the ring reaches its efficiency against the ideal: the three factors multiply to it
+    ("efficiency_vs_ideal_fwd", "eff_ideal={:.2f}"),
+    ("eff_balance", "= balance {:.2f}"),
+    ("eff_pair_rate", "x pair rate {:.2f}"),
+    ("eff_exchange", "x exchange {:.2f}"),
     ("flops_per_s", "{:.3g}FLOP/s"),  # kernel_bench
     ("frac_of_peak", "{:.0%} of peak"),
 )

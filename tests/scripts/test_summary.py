@@ -44,6 +44,17 @@ def test_training_step_shows_its_backward_first(tmp_path: Path) -> None:
     assert "=100/100" not in line  # one pair asked for: the backward's
 
 
+def test_ring_efficiency_and_its_factors(tmp_path: Path) -> None:
+    case = ring_case("ring_docs", 1)
+    case["attrs"].update({"efficiency_vs_ideal_fwd": 0.5, "eff_balance": 0.8, "eff_pair_rate": 0.78125,
+                          "eff_exchange": 0.8})
+    path = write_results(tmp_path / "ring.h5", "ring_attention", [case], world_size=2)
+    proc = run_script("summary.py", path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.strip().startswith("ring_docs "))
+    assert "eff_ideal=0.50 = balance 0.80 x pair rate 0.78 x exchange 0.80" in line, line
+
+
 def test_failed_check_sets_exit_status(tmp_path: Path) -> None:
     path = write_results(tmp_path / "ring.h5", "ring_attention", [ring_case("ring_bad", 0)], world_size=2)
     proc = run_script("summary.py", path)
