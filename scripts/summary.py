@@ -32,6 +32,10 @@ KEY_FIGURES = (
     ("eff_balance", "= balance {:.2f}"),
     ("eff_pair_rate", "x pair rate {:.2f}"),
     ("eff_exchange", "x exchange {:.2f}"),
+    ("efficiency_vs_ideal_bwd", "bwd eff_ideal={:.2f}"),
+    ("bwd_eff_balance", "= balance {:.2f}"),
+    ("bwd_eff_pair_rate", "x pair rate {:.2f}"),
+    ("bwd_eff_exchange", "x exchange {:.2f}"),
     ("flops_per_s", "{:.3g}FLOP/s"),  # kernel_bench
     ("frac_of_peak", "{:.0%} of peak"),
 )

@@ -101,7 +101,7 @@ class RingCase final : public BenchCase {
     if (!ideal.skipped) {
       rec.attrs.emplace_back("ideal_time_fwd_s", ideal.fwd_s);
       rec.attrs.emplace_back("efficiency_vs_ideal_fwd", ideal.fwd_s / cfg_.n_c / fwd.t_over);
-      report_efficiency("", f, cfg_.n_c, ideal.fwd_s, fwd.t_over, rec);
+      report_efficiency_factors("", f, cfg_.n_c, ideal.fwd_s, fwd.t_over, rec);
     } else {
       rec.attrs.emplace_back("ideal_note", "skipped: " + ideal.why_skipped);
     }
@@ -114,7 +114,8 @@ class RingCase final : public BenchCase {
       report_backward(f, b, rec);
       if (!ideal.skipped) {
         rec.attrs.emplace_back("ideal_time_bwd_s", ideal.bwd_s);
-        report_efficiency("bwd_", b, cfg_.n_c, ideal.bwd_s, bwd.t_over, rec);
+        rec.attrs.emplace_back("efficiency_vs_ideal_bwd", ideal.bwd_s / cfg_.n_c / bwd.t_over);
+        report_efficiency_factors("bwd_", b, cfg_.n_c, ideal.bwd_s, bwd.t_over, rec);
         rec.attrs.emplace_back("efficiency_vs_ideal_fwd_bwd",
                                (ideal.fwd_s + ideal.bwd_s) / cfg_.n_c / m.step.median);
       }

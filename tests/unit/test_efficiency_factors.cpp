@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "bench/ring_attention/ring_pass_report.hpp"
+#include "bench/ring_attention/ring_efficiency.hpp"
 
 namespace suite::ring {
 namespace {
