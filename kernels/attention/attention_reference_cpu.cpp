@@ -1,10 +1,9 @@
-// The clear versions: reference attention (one query at a time, long double) and the merge.
+// The clear version: reference attention (one query at a time, long double).
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/attention/attention_cpu.hpp"
-#include "kernels/attention/lse_merge.hpp"
 
 namespace suite::kernels::cpu {
 
@@ -57,29 +56,9 @@ void attention_reference(const AttentionParams& p, const T* q, const T* k, const
   }
 }
 
-template <class T>
-void lse_merge(std::int64_t cq, int heads, int head_dim, const T* o_a, std::int64_t ld_a,
-               const T* lse_a, const T* o_b, std::int64_t ld_b, const T* lse_b, T* o,
-               std::int64_t ld_o, T* lse) {
-  for (int h = 0; h < heads; ++h) {
-    for (std::int64_t i = 0; i < cq; ++i) {
-      const std::int64_t li = h * cq + i;
-      const MergeWeights<T> w = merge_weights(lse_a[li], lse_b[li]);
-      const T* a = o_a + i * ld_a + h * head_dim;
-      const T* b = o_b + i * ld_b + h * head_dim;
-      T* out = o + i * ld_o + h * head_dim;
-      for (int c = 0; c < head_dim; ++c)
-        out[c] = weighted(w.w_a, a[c]) + weighted(w.w_b, b[c]);
-      lse[li] = w.lse;
-    }
-  }
-}
-
-#define SUITE_INSTANTIATE_ATTN_REF(T)                                                            \
-  template void attention_reference<T>(const AttentionParams&, const T*, const T*, const T*,     \
-                                       const std::int64_t*, const std::int64_t*, T*, T*);        \
-  template void lse_merge<T>(std::int64_t, int, int, const T*, std::int64_t, const T*, const T*, \
-                             std::int64_t, const T*, T*, std::int64_t, T*);
+#define SUITE_INSTANTIATE_ATTN_REF(T)                                                        \
+  template void attention_reference<T>(const AttentionParams&, const T*, const T*, const T*, \
+                                       const std::int64_t*, const std::int64_t*, T*, T*);
 SUITE_INSTANTIATE_ATTN_REF(float)
 SUITE_INSTANTIATE_ATTN_REF(double)
 #undef SUITE_INSTANTIATE_ATTN_REF

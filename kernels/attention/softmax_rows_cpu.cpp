@@ -5,16 +5,11 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/core/cpu_clones.hpp"
+
 namespace suite::kernels::cpu {
 namespace {
 
-// One clone per x86-64 level; elsewhere the plain build.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SUITE_ROW_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define SUITE_ROW_CLONES
-#endif
 // Helpers are inlined into each clone, so they are compiled for its instruction set too.
 #define SUITE_ROW_INLINE inline __attribute__((always_inline))
 
@@ -99,29 +94,29 @@ SUITE_ROW_INLINE T lane_max(const T* x, std::int64_t n) {
 }
 
 #define SUITE_ROW_OPS(T)                                                                    \
-  SUITE_ROW_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos, \
+  SUITE_CPU_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos, \
                                      std::int64_t n, std::int64_t lo, std::int64_t hi) {    \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
       x[j] = k_pos[j] >= lo && k_pos[j] <= hi ? x[j] : -std::numeric_limits<T>::infinity(); \
   }                                                                                         \
-  SUITE_ROW_CLONES T row_max_##T(const T* __restrict x, std::int64_t n) {                   \
+  SUITE_CPU_CLONES T row_max_##T(const T* __restrict x, std::int64_t n) {                   \
     return lane_max(x, n);                                                                  \
   }                                                                                         \
-  SUITE_ROW_CLONES void exp_shift_##T(T* __restrict x, std::int64_t n, T shift) {           \
+  SUITE_CPU_CLONES void exp_shift_##T(T* __restrict x, std::int64_t n, T shift) {           \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
       x[j] = exp_t(x[j] - shift);                                                           \
   }                                                                                         \
-  SUITE_ROW_CLONES T exp_shift_sum_##T(T* __restrict x, std::int64_t n, T shift) {          \
+  SUITE_CPU_CLONES T exp_shift_sum_##T(T* __restrict x, std::int64_t n, T shift) {          \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
       x[j] = exp_t(x[j] - shift);                                                           \
     return lane_sum(x, n);                                                                  \
   }                                                                                         \
-  SUITE_ROW_CLONES void softmax_grad_row_##T(T* __restrict dp, const T* __restrict p,       \
+  SUITE_CPU_CLONES void softmax_grad_row_##T(T* __restrict dp, const T* __restrict p,       \
                                              std::int64_t n, T delta) {                     \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
       dp[j] = p[j] * (dp[j] - delta);                                                       \
   }                                                                                         \
-  SUITE_ROW_CLONES void scale_row_##T(T* __restrict x, std::int64_t n, T a) {               \
+  SUITE_CPU_CLONES void scale_row_##T(T* __restrict x, std::int64_t n, T a) {               \
     for (std::int64_t j = 0; j < n; ++j)                                                    \
       x[j] *= a;                                                                            \
   }
