@@ -268,13 +268,7 @@ class RingCase final : public BenchCase {
     const bool observable = ctx_.backend == Backend::cpu && exchanges > 0;
     a.emplace_back("transfer_done_during_compute_fraction",
                    observable ? done_early / exchanges : NAN);
-    a.emplace_back("overlap_mechanism",
-                   cp_.overlap_mechanism() +
-                       (sim::modeled() ? " (modeled compute: no polling, SMPI moves transfers in "
-                                         "simulated time)"
-                        : cfg_.poll_progress || ctx_.backend != Backend::cpu
-                            ? ""
-                            : " (polling off: --cpu-progress none)"));
+    a.emplace_back("overlap_mechanism", overlap_mechanism());
     a.emplace_back("attn_kernel", engine_->name());
     a.emplace_back("attn_library", engine_->library_version());
     a.emplace_back("attn_fallback_blocks",
@@ -358,6 +352,17 @@ class RingCase final : public BenchCase {
       out.step.push_back(slowest);
     }
     out.rounds = ring_->collect_times();
+    return out;
+  }
+
+  // How the transfer overlaps the compute, and where the CPU backend does not poll, why.
+  std::string overlap_mechanism() const {
+    std::string out = cp_.overlap_mechanism();
+    if (sim::modeled())
+      out += " (modeled compute: no polling, SMPI moves transfers in simulated time)";
+    else if (ctx_.backend == Backend::cpu && !cfg_.poll_progress)
+      out += sim::kSmpiBuild ? " (no polling: SMPI moves transfers in simulated time)"
+                             : " (polling off: --cpu-progress none)";
     return out;
   }
 

@@ -22,7 +22,7 @@ struct RingSweep {
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
-  bool poll_progress = true;
+  bool poll_progress = !sim::kSmpiBuild;  // RingConfig::poll_progress
   std::vector<Pass> passes{Pass::fwd};
   DType grad_dtype = DType::fp32;  // the travelling dK/dV partial sums (--grad-dtype)
   std::optional<DocSpec> docs;     // --docs: packed documents, drawn per case's s with --seed
