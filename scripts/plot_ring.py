@@ -132,14 +132,19 @@ def docs_balance_figure(by_layout: dict[str, Case], label: str, title: Title) ->
         total = np.atleast_2d(np.asarray(by_layout[layout].datasets["round_work_pairs"], dtype=float)).sum(axis=0)
         x = np.arange(total.size) + (i - (len(usable) - 1) / 2) * width
         pad = float(a.get("docs_padding_fraction", 0.0))
+        # why the measured figure is what it is: balance x pair rate x exchange (they multiply to it)
+        why = (f" = {float(a['eff_balance']):.2f} x {float(a['eff_pair_rate']):.2f} x {float(a['eff_exchange']):.2f}"
+               if all(k in a for k in ("eff_balance", "eff_pair_rate", "eff_exchange")) else "")
         ax.bar(x, total / total.mean(), width,
                label=f"{layout}: predicted {float(a.get('pred_efficiency_lockstep', np.nan)):.2f}, measured "
-                     f"{float(a.get('efficiency_vs_ideal_fwd', np.nan)):.2f}" + (f", padding {100 * pad:.1f}%" if pad else ""))
+                     f"{float(a.get('efficiency_vs_ideal_fwd', np.nan)):.2f}{why}"
+                     + (f", padding {100 * pad:.1f}%" if pad else ""))
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(total.size))
     ax.set_xlabel("rank")
     ax.set_ylabel("total work / mean (visible pairs)")
-    ax.legend(fontsize=8, title="layout: efficiency (mean / lockstep), vs ideal", title_fontsize=8)
+    ax.legend(fontsize=8, title="layout: efficiency (mean / lockstep), vs ideal = balance x pair rate x exchange",
+              title_fontsize=8)
     docs = next(iter(by_layout.values())).attrs.get("docs", "")
     ax.set_title(title(f"ring_attention {label}, documents {docs}: per-rank work by layout"))
     return fig
