@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "bench/ring_attention/ring_pass_report.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/rank_gather.hpp"
@@ -29,16 +30,11 @@ void report_documents(const RingConfig& cfg, const RingAttention& ring,
   // Padding (doc_zigzag): slots that travel and take memory but hold no token.
   a.emplace_back("docs_pad_slots", d.pad_slots());
   a.emplace_back("docs_padding_fraction", static_cast<double>(d.pad_slots()) / d.slots());
-  const std::vector<std::int64_t> work = ring.work_pairs();
+  const WorkTotals totals = work_totals(ring.work_pairs());
+  const std::int64_t sum = totals.sum, most = totals.most;
   double lockstep = 0;  // every round waits for its busiest rank
-  for (auto w : all_reduce_max(work))
+  for (auto w : totals.busiest)
     lockstep += static_cast<double>(w);
-  std::int64_t mine = 0;
-  for (auto w : work)
-    mine += w;
-  std::int64_t sum = 0, most = 0;
-  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
   const double mean = static_cast<double>(sum) / ranks;
   a.emplace_back("work_pairs_total", sum / (ranks / cfg.n_c));
   a.emplace_back("work_max_over_mean", mean > 0 ? static_cast<double>(most) / mean : NAN);

@@ -29,26 +29,32 @@ std::vector<double> round_medians(const std::vector<RoundTimes>& runs,
   return out;
 }
 
+WorkTotals work_totals(const std::vector<std::int64_t>& work) {
+  WorkTotals t;
+  t.busiest = all_reduce_max(work);
+  std::int64_t mine = 0;
+  for (auto w : work)
+    mine += w;
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &t.sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &t.most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return t;
+}
+
 PassRates report_pass(const PassCount& count, const PassRuns& runs, int n_c, CaseRecord& rec) {
   int ranks = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const int R = static_cast<int>(count.work.size());
-  std::int64_t mine = 0;
-  for (auto w : count.work)
-    mine += w;
-  // The busiest rank sets each round's time.
-  const std::vector<std::int64_t> busiest = all_reduce_max(count.work);
-  const std::int64_t max_pairs = all_reduce_max(std::vector<std::int64_t>{mine})[0];
-  std::int64_t sum_pairs = 0;
-  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &sum_pairs, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  const WorkTotals totals = work_totals(count.work);
+  const std::vector<std::int64_t>& busiest = totals.busiest;  // sets each round's time
+  const std::int64_t max_pairs = totals.most;
   const double bytes =
       static_cast<double>(all_reduce_max(std::vector<std::int64_t>{runs.bytes_sent})[0]);
 
   PassRates r;
   r.t_comp = runs.compute.median();
   r.t_xfer = runs.transfer.median();
-  r.mean_pairs = static_cast<double>(sum_pairs) / ranks;
+  r.mean_pairs = static_cast<double>(totals.sum) / ranks;
   r.max_pairs = static_cast<double>(max_pairs);
   r.F = count.flops_per_pair * static_cast<double>(max_pairs) / r.t_comp;
   r.W = n_c > 1 ? bytes / r.t_xfer : NAN;

@@ -46,6 +46,14 @@ struct PassRates {
   double mean_pairs = 0, max_pairs = 0;  // visible pairs per rank: mean and busiest
 };
 
+// The ranks' visible pairs: each round's busiest rank, and the sum and maximum over ranks of
+// their totals (collective: every rank calls it).
+struct WorkTotals {
+  std::vector<std::int64_t> busiest;  // per round
+  std::int64_t sum = 0, most = 0;
+};
+WorkTotals work_totals(const std::vector<std::int64_t>& work);
+
 // Writes the pass's efficiency factors against the ideal (ring_efficiency.hpp) as `eff_*`, or
 // `bwd_eff_*` for the backward (prefix "bwd_"); the caller writes the efficiency itself.
 void report_efficiency_factors(const std::string& prefix, const PassRates& rates, int n_c,
