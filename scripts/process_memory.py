@@ -17,6 +17,15 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
+def parent(pid: int) -> int:
+    """pid's parent now; -1 once it is gone. The command name in /proc/PID/stat may hold
+    spaces and parentheses: the fields after its last ')' are fixed."""
+    try:
+        return int((PROC / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     for task in (PROC / str(pid) / "task").glob("*"):
@@ -27,19 +36,25 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def tree(pid: int) -> list[int]:
-    """pid and its descendants alive now."""
-    seen, todo = [], [pid]
+def tree(pid: int) -> list[tuple[int, int]]:
+    """(process, its parent) for pid and its descendants alive now (pid's own parent as -1)."""
+    seen: list[tuple[int, int]] = []
+    todo = [(pid, -1)]
     while todo:
-        p = todo.pop()
-        if p not in seen:
-            seen.append(p)
-            todo += _children(p)
+        p, up = todo.pop()
+        if all(p != q for q, _ in seen):
+            seen.append((p, up))
+            todo += [(c, p) for c in _children(p)]
     return seen
 
 
-def rollup(pid: int) -> tuple[int, int]:
-    """(rss, pss) of one process in bytes; (0, 0) once it is gone or unreadable."""
+def rollup(pid: int, expected_parent: int = -1) -> tuple[int, int]:
+    """(rss, pss) of one process in bytes; (0, 0) once it is gone or unreadable, or when its
+    parent is no longer `expected_parent` (given): a descendant that ended between the listing
+    and the reading can have its number taken by an unrelated process, which must not count
+    (a machine that runs many processes, a CI job's, wraps around the 32768 numbers)."""
+    if expected_parent >= 0 and parent(pid) != expected_parent:
+        return 0, 0
     rss = pss = 0
     try:
         for line in (PROC / str(pid) / "smaps_rollup").read_text().splitlines():
@@ -49,6 +64,8 @@ def rollup(pid: int) -> tuple[int, int]:
                 rss, pss = (kib, pss) if key == "Rss" else (rss, kib)
     except (OSError, ValueError, IndexError):
         pass
+    if expected_parent >= 0 and parent(pid) != expected_parent:
+        return 0, 0  # taken over while it was read
     return rss, pss
 
 
@@ -77,8 +94,8 @@ class PeakMemory:
 
     def sample(self) -> None:
         rss = pss = 0
-        for p in tree(self.pid):
-            r, s = rollup(p)
+        for p, up in tree(self.pid):
+            r, s = rollup(p, up)
             rss, pss = rss + r, pss + s
         self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
 

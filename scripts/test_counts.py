@@ -10,8 +10,10 @@ and .ci/run print it after ctest:
 It prints `N ran (P passed, F failed), M skipped`, the skips grouped by the reason the test
 printed (a GoogleTest skip message, a `SKIP: ...` line, else ctest's own), and the skips inside
 tests that ran (a pytest or GoogleTest run inside one ctest test that skipped some of its own
-tests). With --markdown the same as a Markdown block (a CI job summary); exit status 0 (1 when
-the report cannot be read). Nothing here decides pass or fail: ctest's exit status does.
+tests). Each failed test's verdict comes last, with the last lines it printed: a CI log that
+keeps only its tail still says why. With --markdown the same as a Markdown block (a CI job
+summary); exit status 0 (1 when the report cannot be read). Nothing here decides pass or fail:
+ctest's exit status does.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ passed.*?) in [\d.]+s", re.M)
 PYTEST_SKIPPED = re.compile(r"(\d+) skipped")
 GTEST_INNER = re.compile(r"^\[  SKIPPED \] (\d+) tests?, listed below", re.M)
 INNER_SKIP_LINE = re.compile(r"^\s+skip: (.+)$", re.M)
+# A verdict line: a scenario's `FAIL: ...`, GoogleTest's `file:line: Failure`, pytest's `FAILED`,
+# ctest's own timeout or crash note.
+VERDICT = re.compile(r"^(FAIL\b.*|.*: Failure$|FAILED .*|.*Timeout.*|.*(Segmentation|Abort|Killed).*)$",
+                     re.M)
+TAIL_LINES, LINE_CHARS = 8, 240
 
 
 @dataclass
@@ -40,6 +47,7 @@ class Counts:
     not_run: int = 0  # disabled, or ctest could not start it
     skipped: Counter = field(default_factory=Counter)  # reason -> tests
     inner: list[str] = field(default_factory=list)  # skips inside tests that ran
+    failures: dict[str, str] = field(default_factory=dict)  # failed test -> its output
 
     @property
     def ran(self) -> int:
@@ -71,6 +79,19 @@ def inner_skips(name: str, output: str) -> list[str]:
     return notes
 
 
+def verdict(output: str) -> list[str]:
+    """What a failed test said: its first verdict line (if any), then its last TAIL_LINES
+    non-blank lines, each cut to LINE_CHARS characters."""
+    lines = [l.rstrip() for l in output.splitlines() if l.strip()]
+    found = VERDICT.search(output)
+    picked = ([found.group(0).rstrip()] if found else []) + lines[-TAIL_LINES:]
+    out: list[str] = []
+    for line in picked:  # the verdict is often the last line too: once
+        if line not in out:
+            out.append(line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " ...")
+    return out or ["(it printed nothing)"]
+
+
 def read_junit(path: Path) -> Counts:
     counts = Counts()
     for case in ET.parse(path).getroot().iter("testcase"):
@@ -84,6 +105,7 @@ def read_junit(path: Path) -> Counts:
             counts.skipped[skip_reason(output, fallback)] += 1
         elif status in ("fail",) or case.find("failure") is not None:
             counts.failed += 1
+            counts.failures[name] = output
         elif status in ("notrun", "disabled"):
             counts.not_run += 1
         else:
@@ -105,6 +127,9 @@ def report(counts: Counts, markdown: bool = False) -> str:
     if counts.inner:
         lines.append("skipped inside tests that ran:")
         lines += [f"         {note}" for note in counts.inner]
+    for name, output in counts.failures.items():
+        lines.append(f"failed: {name}; it printed, last:")
+        lines += [f"    {line}" for line in verdict(output)]
     if markdown:
         return "### Tests\n\n```\n" + "\n".join(lines) + "\n```\n"
     return "\n".join(["test counts: " + lines[0], *lines[1:]])

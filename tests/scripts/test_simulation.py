@@ -248,3 +248,32 @@ def test_peak_memory_counts_shared_pages_once_in_pss(tmp_path):
         proc.kill()
     assert peak.peak_rss >= 4 * (60 << 20)
     assert (60 << 20) <= peak.peak_pss < 2 * (64 << 20)
+
+
+def test_peak_memory_skips_a_process_number_taken_by_another(tmp_path):
+    """A descendant is counted only while its parent is still the one that listed it: a number
+    freed and handed to an unrelated process (PID reuse) reads as nothing. The parent is read
+    past a command name that holds spaces and parentheses."""
+    import os
+    import subprocess
+    import sys
+    import process_memory
+    code = ("import subprocess,sys,time\n"
+            "open('/proc/self/comm','w').write('a) b (c')\n"
+            "c=subprocess.Popen([sys.executable,'-c','import time; b=bytearray(32<<20); print(1,flush=True); time.sleep(30)'],"
+            "stdout=subprocess.PIPE,text=True)\n"
+            "c.stdout.readline(); print(c.pid,flush=True); time.sleep(30)\n")
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
+        child = int(proc.stdout.readline())
+        try:
+            assert process_memory.parent(proc.pid) == os.getpid()
+            assert process_memory.parent(child) == proc.pid
+            assert process_memory.tree(proc.pid) == [(proc.pid, -1), (child, proc.pid)]
+            assert process_memory.rollup(child, proc.pid)[1] >= 32 << 20
+            assert process_memory.rollup(child, os.getpid()) == (0, 0)  # not whose it was listed as
+        finally:
+            for p in (child, proc.pid):
+                os.kill(p, 9)
+    # Orphaned (adopted by init) or gone: no longer the listed parent's, so not counted under it.
+    assert process_memory.parent(child) != proc.pid
+    assert process_memory.rollup(child, proc.pid) == (0, 0)

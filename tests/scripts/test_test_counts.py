@@ -18,7 +18,7 @@ PROJECT = f"""cmake_minimum_required(VERSION 3.21)
 project(counts NONE)
 enable_testing()
 add_test(NAME passes COMMAND sh -c "echo fine")
-add_test(NAME fails COMMAND sh -c "echo broken; exit 1")
+add_test(NAME fails COMMAND sh -c "echo 'FAIL: x is 3, expected 4'; seq 1 12; exit 1")
 add_test(NAME slurm_like COMMAND sh -c "echo 'SKIP: a local Slurm cannot run here: no munge'; exit 77")
 set_tests_properties(slurm_like PROPERTIES SKIP_RETURN_CODE 77)
 foreach(n 1 2)
@@ -54,7 +54,11 @@ def test_ran_and_skipped_with_their_reasons(junit):
         "cudaGetDeviceCount: no device",
         "      1  a local Slurm cannot run here: no munge",
         "skipped inside tests that ran:",
-        "         pytest_like: pytest 90 passed, 4 skipped"]
+        "         pytest_like: pytest 90 passed, 4 skipped",
+        # last, so that a log's tail says why: the verdict line, then the last 8 lines
+        "failed: fails; it printed, last:",
+        "    FAIL: x is 3, expected 4",
+        *(f"    {n}" for n in range(5, 13))]
 
 
 def test_markdown_and_unreadable_report(junit, tmp_path):
