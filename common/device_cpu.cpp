@@ -4,10 +4,9 @@
 #include <new>
 #include <utility>
 
-#include <unistd.h>
-
 #include "common/cpu_info.hpp"
 #include "common/device.hpp"
+#include "common/host_memory.hpp"
 #include "common/run_clock.hpp"
 #include "common/sim.hpp"
 
@@ -65,12 +64,11 @@ class CpuDevice final : public Device {
   void fill_zero(void* dst, std::size_t bytes) override {
     if (bytes > 0 && !sim::is_placeholder(dst)) std::memset(dst, 0, bytes);
   }
-  // This rank's share of the free memory (under SMPI every simulated rank lives in this process).
+  // This rank's share of what the host can still give (MemAvailable: the page cache a build
+  // leaves counts as available); under SMPI every simulated rank lives in this process.
   std::size_t memory_available() const override {
-    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return SIZE_MAX;
-    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) /
-           static_cast<std::size_t>(sim::ranks_per_process());
+    const std::size_t bytes = host_memory_available();
+    return bytes == SIZE_MAX ? bytes : bytes / static_cast<std::size_t>(sim::ranks_per_process());
   }
   void synchronize() override {}
   std::unique_ptr<IntervalTimer> make_timer() override { return std::make_unique<WallTimer>(); }
