@@ -42,7 +42,7 @@ def simulate(env: Env, bench: str, *args: str, flags: list[str] = (), timeout: f
 
 def run_ok(env: Env, bench: str, out: Path, *args: str, flags: list[str] = ()) -> h5py.File:
     proc = simulate(env, bench, *args, "--out", str(out), flags=flags)
-    expect(proc.returncode == 0, f"{bench}: simulation failed", proc)
+    expect(proc.returncode == 0, f"{bench}: simulation failed (exit {proc.returncode})", proc)
     for suffix in (".platform.xml", ".hosts", ".sim.json"):
         expect(out.with_suffix(suffix).exists(), f"{bench}: no {suffix} beside the results", proc)
     return h5py.File(out)
