@@ -28,10 +28,17 @@ run: build sim
 	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
-# skipped and why (from ctest's JUnit report); ctest's exit status stays make's.
+# skipped and why (from ctest's JUnit report), and what each failed test printed last. A failed
+# test is run once more, alone, to tell a failure from a clash with the tests beside it (its
+# line comes last); ctest's exit status from the first run stays make's.
 test: build sim
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
-	status=$$?; .venv/bin/python scripts/test_counts.py $(BUILD)/ctest-junit.xml; exit $$status
+	status=$$?; \
+	if [ $$status -ne 0 ]; then ctest --test-dir $(BUILD) --rerun-failed >$(BUILD)/ctest-rerun.log 2>&1; fi; \
+	.venv/bin/python scripts/test_counts.py $(BUILD)/ctest-junit.xml; \
+	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
+	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
+	exit $$status
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i
