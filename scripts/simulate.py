@@ -7,8 +7,8 @@ writes the platform file and the hostfile, runs `smpirun` on the SMPI build of B
 (`make sim`: build-sim/bin), and leaves what a real run leaves: the results file (`--out`,
 default results/sim/<bench>_<platform>_<UTC>.h5; its attributes say `simulated = 1`, the
 platform, the compute mode and SMPI's version), the platform and hostfile beside it
-(<stem>.platform.xml, <stem>.hosts), the run's wall time and peak memory (PSS and RSS,
-<stem>.sim.json) and the
+(<stem>.platform.xml, <stem>.hosts), the run's wall time and peak memory (PSS and RSS, with
+the number of samples, in <stem>.sim.json) and the
 plots (<stem>_plots/). FLAGS are the benchmark's own (after `--`).
 
 Compute, recorded in the results:
@@ -251,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                "ranks": args.ranks, "compute": "modeled" if args.sim_flops else "executed",
                "sim_flops": args.sim_flops, "wall_s": round(wall, 3),
                "peak_pss_bytes": memory.peak_pss, "peak_rss_bytes": memory.peak_rss,
+               "memory_samples": memory.samples, "memory_sample_errors": memory.errors,
+               "memory_last_error": memory.last_error,
                "simulated_s": float(m.group(1)) if m else None, "command": cmd}
     (out.parent / f"{stem}.sim.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"simulated {args.ranks} ranks on {platform.name} in {wall:.1f} s of wall time, peak "

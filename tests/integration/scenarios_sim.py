@@ -48,6 +48,17 @@ def run_ok(env: Env, bench: str, out: Path, *args: str, flags: list[str] = ()) -
     return h5py.File(out)
 
 
+def sampled_memory(out: Path) -> dict:
+    """simulate.py's <stem>.sim.json, once its memory sampler is known to have run: at least
+    two samples and none failed (a failed one used to end the sampling and leave the peak at
+    whatever came before, 0 when it was the first)."""
+    summary = json.loads(out.with_suffix(".sim.json").read_text())
+    expect(summary["memory_samples"] >= 2 and summary["memory_sample_errors"] == 0,
+           f"memory sampler: {summary['memory_samples']} samples, {summary['memory_sample_errors']} "
+           f"failed ({summary['memory_last_error']})")
+    return summary
+
+
 def check_sim_attrs(f: h5py.File, platform: str, mode: str, ranks: int) -> None:
     a = f.attrs
     expect(a["complete"] == 1 and a["simulated"] == 1, "not a complete simulated run")
@@ -335,7 +346,7 @@ def scenario_modeled_memory(env: Env) -> None:
                    f"{name}: the allocator counted {peak.min()} B, the method holds "
                    f"{a['pred_memory_bytes']}")
             tensors = max(tensors, int(peak.sum()))
-    summary = json.loads(out.with_suffix(".sim.json").read_text())
+    summary = sampled_memory(out)
     pss = summary["peak_pss_bytes"]
     print(f"  tensors {tensors / 2**30:.2f} GiB on 16 ranks; the run's peak PSS {pss / 2**30:.2f} GiB, "
           f"RSS {summary['peak_rss_bytes'] / 2**30:.2f} GiB")

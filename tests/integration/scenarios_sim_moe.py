@@ -7,7 +7,6 @@ scenarios_sim.py).
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, run_cli  # noqa: E402
-from scenarios_sim import check_sim_attrs, run_ok  # noqa: E402
+from scenarios_sim import check_sim_attrs, run_ok, sampled_memory  # noqa: E402
 
 M64 = (1 << 64) - 1
 
@@ -142,10 +141,10 @@ def scenario_modeled_memory(env: Env) -> None:
             expect(a["phase_dispatch_median_s"] > 0 and a["phase_combine_median_s"] > 0, f"{name}: no a2a time")
             tensors = max(tensors, int(g["allocated_peak_bytes"][()].sum()))
         expect(cases == 4, f"{cases} cases, expected 4")
-    summary = json.loads(out.with_suffix(".sim.json").read_text())
+    summary = sampled_memory(out)
     pss, rss = summary["peak_pss_bytes"], summary["peak_rss_bytes"]
     print(f"  tensors {tensors / 2**30:.2f} GiB on {ranks} ranks; the run's peak PSS {pss / 2**30:.2f} GiB, "
-          f"RSS {rss / 2**30:.2f} GiB, {summary['wall_s']:.1f} s")
+          f"RSS {rss / 2**30:.2f} GiB ({summary['memory_samples']} samples), {summary['wall_s']:.1f} s")
     expect(tensors > 2**31, f"the case is too small to show anything: {tensors} B")
     expect(0 < pss < 0.1 * tensors, f"peak PSS {pss} B for {tensors} B of tensors")
 

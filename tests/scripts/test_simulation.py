@@ -277,3 +277,26 @@ def test_peak_memory_skips_a_process_number_taken_by_another(tmp_path):
     # Orphaned (adopted by init) or gone: no longer the listed parent's, so not counted under it.
     assert process_memory.parent(child) != proc.pid
     assert process_memory.rollup(child, proc.pid) == (0, 0)
+
+
+def test_peak_memory_survives_children_that_end_while_it_reads():
+    """A shell forking a child that lives a millisecond, sampled for two seconds: listing the
+    tree never raises (it did about once in 270 listings before every /proc read was guarded),
+    and the sampler thread keeps sampling, first 0.05 s apart."""
+    import subprocess
+    import time
+    import process_memory
+    with subprocess.Popen(["sh", "-c", "while :; do x=$(true); done"]) as proc:
+        try:
+            end, listings = time.monotonic() + 2, 0
+            while time.monotonic() < end:
+                process_memory.tree(proc.pid)
+                listings += 1
+            with process_memory.PeakMemory(proc.pid) as peak:
+                time.sleep(1.0)
+        finally:
+            proc.kill()
+    assert listings > 1000
+    assert peak.errors == 0, peak.last_error
+    assert peak.samples >= 4  # 0, 0.05, 0.15, 0.35, 0.75 s
+    assert peak.peak_pss > 0
