@@ -522,11 +522,12 @@ def scenario_ring_watchdog_names_peer(env: Env) -> None:
     print("\n".join(lines))
     expect(all("this rank made no progress" not in l for l in lines), f"rank 0 blames itself: {lines}", proc)
     expect(all("rank 1" in l and "waiting" in l for l in lines), f"rank 0 does not name rank 1: {lines}", proc)
-    # Twice the 2 s timeout: over 4 s idle when its watchdog (which looks every 0.1 s) fires;
-    # a busy host may wake that thread late, so up to 10 s, never the 2-3 s of the plain timeout.
+    # Twice the 2 s timeout: over 4 s idle when its watchdog (which looks every 0.1 s) fires,
+    # never the 2-3 s of the plain timeout (the check). A busy host may wake that thread late:
+    # the ceiling (30 s) only catches a watchdog that does not fire when it should.
     idle = [int(m.group(1)) for l in lines for m in [re.search(r"no progress for (\d+) s", l)] if m]
-    expect(len(idle) == len(lines) and all(4 <= s <= 10 for s in idle),
-           f"rank 0 did not get the longer timeout (idle {idle} s, expected 4 to 10): {lines}", proc)
+    expect(len(idle) == len(lines) and all(4 <= s <= 30 for s in idle),
+           f"rank 0 did not get the longer timeout (idle {idle} s, expected 4 to 30): {lines}", proc)
 
 
 SCENARIOS = {
