@@ -44,14 +44,14 @@ def _children(pid: int) -> list[int]:
 
 def tree(pid: int) -> list[tuple[int, int]]:
     """(process, its parent) for pid and its descendants alive now (pid's own parent as -1)."""
-    seen: list[tuple[int, int]] = []
+    seen: dict[int, int] = {}  # process -> parent, in the order found
     todo = [(pid, -1)]
     while todo:
         p, up = todo.pop()
-        if all(p != q for q, _ in seen):
-            seen.append((p, up))
+        if p not in seen:
+            seen[p] = up
             todo += [(c, p) for c in _children(p)]
-    return seen
+    return list(seen.items())
 
 
 def rollup(pid: int, expected_parent: int = -1) -> tuple[int, int]:
@@ -59,8 +59,6 @@ def rollup(pid: int, expected_parent: int = -1) -> tuple[int, int]:
     parent is no longer `expected_parent` (given): a descendant that ended between the listing
     and the reading can have its number taken by an unrelated process, which must not count
     (a machine that runs many processes, a CI job's, wraps around the 32768 numbers)."""
-    if expected_parent >= 0 and parent(pid) != expected_parent:
-        return 0, 0
     rss = pss = 0
     try:
         for line in (PROC / str(pid) / "smaps_rollup").read_text().splitlines():
@@ -71,7 +69,7 @@ def rollup(pid: int, expected_parent: int = -1) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         pass
     if expected_parent >= 0 and parent(pid) != expected_parent:
-        return 0, 0  # taken over while it was read
+        return 0, 0  # taken over before or while it was read
     return rss, pss
 
 
