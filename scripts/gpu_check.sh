@@ -88,6 +88,11 @@ step ring_mpi_4ranks 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 1K 
 step ring_docs_2ranks 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
   --layout contiguous,zigzag,striped,doc_zigzag,balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 \
   --head-dim 128 --pass fwd,fwd_bwd --out "$R/ring_docs2.h5"
+# The same with one kernel call per ring block (--varlen-calls block: the suite's kernel reads the
+# document-tagged positions of a whole block, padding slots among them).
+step ring_docs_2ranks_block 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
+  --layout doc_zigzag,balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 --head-dim 128 \
+  --pass fwd,fwd_bwd --varlen-calls block --out "$R/ring_docs2_block.h5"
 # The same documents through Ulysses and its hybrid's ring part (balanced and zig-zag layouts).
 step ulysses_docs_4ranks 60 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 50 --link local \
   --warmup 1 --iters 3 --dtype bf16 --transport mpi --seq 8K --heads 16 --kv-heads 4 --head-dim 128 \

@@ -25,6 +25,7 @@ struct RingOptions {
   std::string passes = "fwd";
   std::string grad_dtype = "auto";
   std::string docs;
+  std::string varlen_calls = "pair";
 };
 
 suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
@@ -51,6 +52,7 @@ suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
   s.passes = suite::parse_pass_list("--pass", o.passes);
   s.grad_dtype = suite::parse_grad_dtype_flag(o.grad_dtype, dtype);
   if (!o.docs.empty()) s.docs = parse_doc_spec(o.docs);
+  s.block_calls = o.varlen_calls == "block";
   return s;
 }
 
@@ -88,6 +90,15 @@ int main(int argc, char** argv) {
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--docs", o.docs, suite::ring::kDocsHelp);
+    app.add_option("--varlen-calls", o.varlen_calls,
+                   "with --docs, ring variant: pair (one attention call per query run and key "
+                   "run of one document, each merged: the structured masks vendor kernels take) "
+                   "or block (one call per range of adjacent query runs and ring block, over "
+                   "document-tagged positions: the kernel splits at document boundaries, as a "
+                   "varlen call with cu_seqlens does; one merge per round). On cuda, block runs "
+                   "the suite's kernel (positions), not cuDNN")
+        ->check(CLI::IsMember({"pair", "block"}))
+        ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
     app.add_option(
            "--kv-heads", o.kv_heads,

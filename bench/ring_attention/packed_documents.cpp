@@ -228,7 +228,8 @@ std::vector<std::int64_t> PackedDocuments::tagged(
     const std::vector<std::int64_t>& positions) const {
   std::vector<std::int64_t> out(positions.size());
   for (std::size_t i = 0; i < positions.size(); ++i)
-    out[i] = kernels::tag_document(document_of(positions[i]), positions[i]);
+    out[i] = kernels::tag_document(
+        is_pad(positions[i]) ? kernels::kNoDocument : document_of(positions[i]), positions[i]);
   return out;
 }
 

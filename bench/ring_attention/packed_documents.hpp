@@ -67,8 +67,8 @@ class PackedDocuments {
   std::int64_t cut_tokens() const { return cut_; }
   // The document holding global position `pos` (0 <= pos < tokens()).
   std::int64_t document_of(std::int64_t pos) const;
-  // Positions tagged with their documents, as the kernels read them (tokens only: a pad slot
-  // belongs to no document).
+  // Positions tagged with their documents, as the kernels read them (a pad slot belongs to no
+  // document: kernels::kNoDocument, visible to no query).
   std::vector<std::int64_t> tagged(const std::vector<std::int64_t>& positions) const;
   // Visible (query, key) pairs of the whole sequence: sum of L(L+1)/2 (causal) or L^2.
   std::int64_t total_visible_pairs(bool causal) const;

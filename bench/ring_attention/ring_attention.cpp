@@ -140,6 +140,7 @@ RingAttention::Impl::GatheredKeys RingAttention::Impl::gathered_keys(const Segme
 
 void RingAttention::Impl::plan_schedule() {
   const PackedDocuments* docs = cfg.documents();
+  query_runs = my_segs().size();
   plans.assign(static_cast<std::size_t>(n), {});
   census.assign(static_cast<std::size_t>(n), {});
   for (int src = 0; src < n; ++src) {
@@ -190,10 +191,45 @@ void RingAttention::Impl::plan_schedule() {
     if (sim::modeled() && !row.empty())
       row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs}};
   }
+  if (cfg.block_calls && docs && cfg.variant == Variant::ring && !sim::modeled())
+    merge_into_block_calls();
   gathered_plan.clear();
   if (cfg.variant == Variant::allgather)
     for (const Segment& qs : my_segs())
       gathered_plan.push_back(gathered_keys(qs));
+}
+
+void RingAttention::Impl::merge_into_block_calls() {
+  std::vector<std::size_t> range_of(qsegs.size());
+  std::vector<Segment> ranges;
+  for (std::size_t i = 0; i < qsegs.size(); ++i) {
+    const Segment& s = qsegs[i];
+    SUITE_CHECK(
+        ranges.empty() || s.local_offset >= ranges.back().local_offset + ranges.back().count,
+        "block calls: the query runs are not in local order");
+    if (ranges.empty() || ranges.back().local_offset + ranges.back().count != s.local_offset)
+      ranges.push_back({s.local_offset, s.start, 1, 0});
+    ranges.back().count += s.count;
+    range_of[i] = ranges.size() - 1;
+  }
+  // A source's entries come by query run, so those of one range are consecutive.
+  for (std::vector<PairPlan>& row : plans) {
+    std::vector<PairPlan> merged;
+    for (const PairPlan& pl : row) {
+      const std::int64_t k0 = pl.ks.local_offset, k1 = k0 + pl.ks.count;
+      if (merged.empty() || merged.back().qi != range_of[pl.qi]) {
+        merged.push_back({range_of[pl.qi], Segment{k0, 0, 1, k1 - k0}, BlockMask::positions, 0});
+      } else {
+        Segment& keys = merged.back().ks;
+        const std::int64_t end = std::max(keys.local_offset + keys.count, k1);
+        keys.local_offset = std::min(keys.local_offset, k0);
+        keys.count = end - keys.local_offset;
+      }
+      merged.back().pairs += pl.pairs;
+    }
+    row = std::move(merged);
+  }
+  qsegs = std::move(ranges);
 }
 
 RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
@@ -440,7 +476,7 @@ RingAttention::BlockCensus RingAttention::block_census() const {
     const int src = ring_source(m.rank, k, m.n);
     const Impl::SourceCensus& tally = m.census[static_cast<std::size_t>(src)];
     // Every (query segment, key run) pair without an entry is skipped.
-    const auto pairs = static_cast<std::int64_t>(m.my_segs().size()) * tally.key_runs;
+    const auto pairs = static_cast<std::int64_t>(m.query_runs) * tally.key_runs;
     out.skipped.push_back(pairs - tally.masked - tally.whole);
     out.masked.push_back(tally.masked);
     out.whole.push_back(tally.whole);

@@ -58,7 +58,11 @@ struct RingAttention::Impl {
   // modeled compute one per source): with thousands of document chunks per rank, every rank
   // holding every rank's runs grows as N_c^2 in one simulated process.
   std::vector<std::vector<Segment>> segs;
-  std::vector<Segment> qsegs;  // this rank's runs attention is computed on
+  // This rank's runs attention is computed on. Under block calls (RingConfig::block_calls) the
+  // runs locally adjacent are one range, several documents' runs: only local_offset and count
+  // describe it then (q_pos has its positions).
+  std::vector<Segment> qsegs;
+  std::size_t query_runs = 0;  // the layout's runs (the block census counts pairs of them)
   // One (query segment, key run) pair of the schedule with a visible pair, fixed for the run by
   // the layout and the documents: its mask and its exact visible pairs (modeled compute injects
   // their FLOPs from it). A pair that shares no document or that the causal mask hides has no
@@ -170,6 +174,10 @@ struct RingAttention::Impl {
   }
   // Fills plans, census and gathered_plan (the constructor, once the segments are known).
   void plan_schedule();
+  // Block calls: qsegs becomes the ranges of locally adjacent runs, and each source's plan one
+  // entry per range, over the keys from its first to its last planned key run (a padding slot
+  // between them is visible to no query: kernels::kNoDocument).
+  void merge_into_block_calls();
 
   // ---- forward (ring_attention.cpp) ----
   // Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),

@@ -43,6 +43,7 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
             cfg.batch = sweep.batch;
             cfg.dtype = ctx.dtype;
             cfg.poll_progress = sweep.poll_progress;
+            cfg.block_calls = sweep.block_calls;
             cfg.pass = pass;
             cfg.grad_dtype = sweep.grad_dtype;
             validate_layout(cfg.layout, cfg.c, cfg.n_c);
@@ -85,6 +86,8 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
     if (cfg.docs) {
       spec.params.emplace_back("docs", cfg.docs_spec);
       spec.params.emplace_back("docs_count", cfg.docs->count());
+      if (cfg.variant == Variant::ring)
+        spec.params.emplace_back("varlen_calls", std::string(cfg.block_calls ? "block" : "pair"));
     }
     spec.console_counters = {"c_star_tokens", "overlap_efficiency"};
     if (cfg.backward()) {

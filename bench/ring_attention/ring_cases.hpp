@@ -26,6 +26,7 @@ struct RingSweep {
   std::vector<Pass> passes{Pass::fwd};
   DType grad_dtype = DType::fp32;  // the travelling dK/dV partial sums (--grad-dtype)
   std::optional<DocSpec> docs;     // --docs: packed documents, drawn per case's s with --seed
+  bool block_calls = false;        // --varlen-calls block: RingConfig::block_calls
 };
 
 // Validates every case for this job (UsageError) and builds them; ctx.comm is the

@@ -38,6 +38,12 @@ struct RingConfig {
   // balanced blocks ran at 0.61 of the ideal's pairs per second with polls, 0.80 without;
   // overlap on a 64 MB/s link unchanged, the step 0.72 and 0.69 of compute + transfer).
   bool poll_progress = !sim::kSmpiBuild;
+  // Packed documents, ring variant: one kernel call per query range and ring block over the
+  // document-tagged positions (the kernel splits at document boundaries itself, as a varlen
+  // kernel's cu_seqlens call does), merged once per round, instead of one call per (query run,
+  // key run) pair of one document, each merged (--varlen-calls). The CPU kernels skip what no
+  // query sees; the vendor kernels express only the structured masks of the per-pair calls.
+  bool block_calls = false;
   // fwd_bwd: each step is the forward then the backward (METHODS.md section 5).
   Pass pass = Pass::fwd;
   // Element type of the dK/dV partial sums that travel with the K/V blocks (--grad-dtype).

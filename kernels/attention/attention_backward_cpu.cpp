@@ -56,6 +56,7 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
   const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
   std::vector<T> prob(static_cast<std::size_t>(tile_rows * tile_cols));
   std::vector<T> grad(static_cast<std::size_t>(tile_rows * tile_cols));  // dP, then dS in place
+  const TileCalls calls(p.causal, q_pos, p.cq, kTileQ, k_pos, p.ck, kTileK, kSubQ, kPieceQ);
 
   for (int h = 0; h < p.heads; ++h) {
     const int kh = h / group;
@@ -99,8 +100,7 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
                      dk + a * p.ld_k + kh * d, p.ld_k);
       };
       for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
-        for_each_row_block(p.causal, q_pos, i0, i1, k_pos, kt * kTileK, tile_end(kt, kTileK, p.ck),
-                           kSubQ, kPieceQ, attend);
+        calls.run(qt, kt, attend);
       if (after_tile) after_tile();
     }
   }

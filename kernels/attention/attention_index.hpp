@@ -79,6 +79,9 @@ SUITE_HD inline std::int64_t document_of(std::int64_t tagged) {
 SUITE_HD inline std::int64_t untagged_position(std::int64_t tagged) {
   return tagged & ((std::int64_t{1} << kDocShift) - 1);
 }
+// The document of a slot that holds no token (a padded document's padding): no query has it, so
+// a kernel given such a key among others never sees it, causal or not.
+constexpr std::int64_t kNoDocument = (std::int64_t{1} << (63 - kDocShift)) - 1;
 
 // The keys a query at (tagged) q_pos sees are those with lo <= k_pos <= hi: its own document,
 // up to itself when causal. One range test per key, as vectorised row masks want it.

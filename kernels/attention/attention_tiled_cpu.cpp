@@ -44,6 +44,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
   const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
   std::vector<T> s(static_cast<std::size_t>(tile_rows * tile_cols));
   std::vector<T> acc(static_cast<std::size_t>(tile_rows * d)), m(tile_rows), l(tile_rows);
+  const TileCalls calls(p.causal, q_pos, p.cq, kTileQ, k_pos, p.ck, kTileK, kSubQ, kPieceQ);
 
   for (int h = 0; h < p.heads; ++h) {
     const int kh = h / group;
@@ -82,8 +83,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
                      T(1), acc.data() + r0 * d, d);
       };
       for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
-        for_each_row_block(p.causal, q_pos, i0, i1, k_pos, kt * kTileK, tile_end(kt, kTileK, p.ck),
-                           kSubQ, kPieceQ, attend);
+        calls.run(qt, kt, attend);
       for (std::int64_t i = 0; i < tq; ++i) {
         T* oi = o + (i0 + i) * p.ld_o + h * d;
         if (l[i] == T(0)) {  // no visible key at all

@@ -392,12 +392,20 @@ def scenario_ring_docs_tensors(env: Env) -> None:
     saved O, lse, dQ, dK and dV equal attention numpy computes from the saved inputs and the
     recorded cu_seqlens (padding rows: no output, no gradient), the per-round work is the document
     mask's own count over each rank's recorded rows, and for the plain layouts a skipped block is
-    counted where the mask says so."""
-    out = env.workdir / "docs.h5"
+    counted where the mask says so.
+    Both ways of calling the kernel run it: one call per pair of document runs (the default) and
+    one per ring block (--varlen-calls block)."""
+    for calls in ("block", "pair"):
+        check_docs_tensors(env, calls)
+
+
+def check_docs_tensors(env: Env, calls: str) -> None:
+    """scenario_ring_docs_tensors with --varlen-calls `calls`."""
+    out = env.workdir / f"docs_{calls}.h5"
     proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout",
                   "contiguous,zigzag,striped,doc_zigzag,balanced", "--variant", "ring,allgather",
                   "--causal", "0,1", "--heads", "2", "--kv-heads", "1", "--pass", "fwd_bwd",
-                  "--docs", "uniform:1:9", "--save-tensors")
+                  "--docs", "uniform:1:9", "--save-tensors", "--varlen-calls", calls)
     expect("FAIL" not in proc.stdout, "a check failed", proc)
     n = 2
     with h5py.File(out) as f:
@@ -407,6 +415,7 @@ def scenario_ring_docs_tensors(env: Env) -> None:
             g = f[BIN][name]
             a = g.attrs
             expect(int(a["check_passed"]) == 1, f"{name}: the benchmark's own check failed")
+            expect(a.get("varlen_calls", calls) == calls, f"{name}: varlen_calls {a.get('varlen_calls')}")
             pack = Pack.of(g)
             s, c, causal, layout = int(a["s"]), int(a["c"]), bool(a["causal"]), a["layout"]
             lengths = pack.lengths
@@ -457,7 +466,7 @@ def scenario_ring_docs_tensors(env: Env) -> None:
                             for ks in segments(layout, (r - rnd) % n, n, c):
                                 skipped[rnd, r] += visible(np.array(qs), np.array(ks), causal, pack).sum() == 0
                 expect(np.array_equal(g["round_blocks_skipped"][()].reshape(n, n), skipped), f"{name}: skipped blocks")
-        print(f"  ok: {len(names)} cases against numpy with their documents")
+        print(f"  ok: {len(names)} cases against numpy with their documents, {calls} calls")
 
 
 def segments(layout: str, rank: int, n: int, c: int) -> list[list[int]]:

@@ -13,6 +13,7 @@
 #include "bench/ring_attention/packed_documents.hpp"
 #include "bench/ring_attention/ring_layout.hpp"
 #include "common/errors.hpp"
+#include "kernels/attention/attention_index.hpp"
 
 namespace suite::ring {
 namespace {
@@ -77,6 +78,32 @@ TEST(PackedDocuments, FillsTheSequenceAndCutsTheLast) {
   const auto exact = PackedDocuments::pack(parse_doc_spec("fixed:250"), 1000, 1);
   EXPECT_EQ(exact.count(), 4);
   EXPECT_EQ(exact.cut_tokens(), 0);
+}
+
+// A padding slot is tagged with no document, so a kernel given it as a key among a block's
+// tokens (--varlen-calls block) never lets a query see it, causal or not.
+TEST(PackedDocuments, PaddingSlotsAreTaggedWithNoDocument) {
+  // Documents of 5 and 2 tokens padded to multiples of 4: slots 5..7 and 10..11 are padding.
+  const auto spec = parse_doc_spec("file:" + temp_file("padded.txt", "5\n2\n"));
+  const auto p = PackedDocuments::pack(spec, 12, 3, 4);
+  ASSERT_EQ(p.cu_seqlens_padded(), (std::vector<std::int64_t>{0, 8, 12}));
+  std::vector<std::int64_t> slots(12);
+  for (std::int64_t i = 0; i < 12; ++i)
+    slots[static_cast<std::size_t>(i)] = i;
+  const std::vector<std::int64_t> tagged = p.tagged(slots);
+  const std::vector<std::int64_t> pads{5, 6, 7, 10, 11};
+  for (std::int64_t i = 0; i < 12; ++i) {
+    const bool pad = std::find(pads.begin(), pads.end(), i) != pads.end();
+    const std::int64_t t = tagged[static_cast<std::size_t>(i)];
+    EXPECT_EQ(kernels::untagged_position(t), i);
+    EXPECT_EQ(kernels::document_of(t), pad ? kernels::kNoDocument : (i < 8 ? 0 : 1)) << i;
+    for (std::int64_t q : {0, 4, 8, 9})  // the tokens of both documents
+      for (bool causal : {false, true}) {
+        const std::int64_t tq = tagged[static_cast<std::size_t>(q)];
+        if (pad) EXPECT_FALSE(kernels::key_visible(causal, tq, t)) << q << " " << i;
+        if (pad) EXPECT_FALSE(kernels::key_maybe_visible(causal, tq, tq, t)) << q << " " << i;
+      }
+  }
 }
 
 TEST(PackedDocuments, FileLengthsInOrderThenAgain) {
