@@ -56,6 +56,8 @@ void report_documents(const RingConfig& cfg, const RingAttention& ring,
       {"round_blocks_skipped", rounds, cols, gather_int_columns(census.skipped, ranks, rank)});
   rec.int_tables.push_back(
       {"round_blocks_masked", rounds, cols, gather_int_columns(census.masked, ranks, rank)});
+  rec.int_tables.push_back(
+      {"round_kernel_calls", rounds, cols, gather_int_columns(census.calls, ranks, rank)});
 }
 
 }  // namespace suite::ring

@@ -90,13 +90,15 @@ int main(int argc, char** argv) {
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--docs", o.docs, suite::ring::kDocsHelp);
-    app.add_option("--varlen-calls", o.varlen_calls,
-                   "with --docs, ring variant: pair (one attention call per query run and key "
-                   "run of one document, each merged: the structured masks vendor kernels take) "
-                   "or block (one call per range of adjacent query runs and ring block, over "
-                   "document-tagged positions: the kernel splits at document boundaries, as a "
-                   "varlen call with cu_seqlens does; one merge per round). On cuda, block runs "
-                   "the suite's kernel (positions), not cuDNN")
+    app.add_option(
+           "--varlen-calls", o.varlen_calls,
+           "with --docs, ring variant: pair (one attention call per query run and key "
+           "run that share a document, each result merged) or block (one call per range "
+           "of locally adjacent query runs against the keys of the ring block it may see, "
+           "over document-tagged positions: the kernel splits at document boundaries, as "
+           "a varlen call with cu_seqlens does; one merge per range and round; doc_zigzag's "
+           "padding splits ranges). On cuda, block runs the suite's kernel, not cuDNN; "
+           "modeled compute calls no kernel and ignores it")
         ->check(CLI::IsMember({"pair", "block"}))
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();

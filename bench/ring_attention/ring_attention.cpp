@@ -480,6 +480,12 @@ RingAttention::BlockCensus RingAttention::block_census() const {
     out.skipped.push_back(pairs - tally.masked - tally.whole);
     out.masked.push_back(tally.masked);
     out.whole.push_back(tally.whole);
+    // The ring calls the kernel once per plan entry; the all-gather variant once per query
+    // segment, all in its one round.
+    const bool ring = m.cfg.variant == Variant::ring;
+    out.calls.push_back(ring     ? static_cast<std::int64_t>(m.plan(src).size())
+                        : k == 0 ? static_cast<std::int64_t>(m.my_segs().size())
+                                 : 0);
   }
   return out;
 }

@@ -65,9 +65,11 @@ class RingAttention {
   std::vector<std::int64_t> work_pairs() const;
   // Per ring round (n_c of them, whatever the variant), this rank's (query segment, key
   // segment) block pairs of one sequence: skipped (no visible pair: not computed), masked
-  // (some pairs hidden) and whole (every pair visible).
+  // (some pairs hidden) and whole (every pair visible), counted per pair of the layout's runs
+  // whatever --varlen-calls; and the attention kernel calls the forward makes (the backward
+  // makes as many), which --varlen-calls block reduces.
   struct BlockCensus {
-    std::vector<std::int64_t> skipped, masked, whole;
+    std::vector<std::int64_t> skipped, masked, whole, calls;
   };
   BlockCensus block_census() const;
   // This rank's output [c, batch, heads, d] (local token order) and lse, one [heads, count]
@@ -76,7 +78,8 @@ class RingAttention {
   std::vector<double> lse() const;
   const std::vector<std::int64_t>& positions() const { return q_positions_; }
   // The runs of local tokens attention is computed on (the layout's segments when causal,
-  // the whole block otherwise): they define the lse layout.
+  // the whole block otherwise; under --varlen-calls block, ranges of adjacent runs, of which
+  // only local_offset and count mean anything): they define the lse layout.
   const std::vector<Segment>& segments() const;
   // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
   // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).

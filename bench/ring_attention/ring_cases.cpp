@@ -43,7 +43,9 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
             cfg.batch = sweep.batch;
             cfg.dtype = ctx.dtype;
             cfg.poll_progress = sweep.poll_progress;
-            cfg.block_calls = sweep.block_calls;
+            // Only the ring makes one call per pair of runs; modeled compute calls no kernel.
+            cfg.block_calls =
+                sweep.block_calls && sweep.docs && variant == Variant::ring && !sim::modeled();
             cfg.pass = pass;
             cfg.grad_dtype = sweep.grad_dtype;
             validate_layout(cfg.layout, cfg.c, cfg.n_c);
@@ -86,7 +88,7 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
     if (cfg.docs) {
       spec.params.emplace_back("docs", cfg.docs_spec);
       spec.params.emplace_back("docs_count", cfg.docs->count());
-      if (cfg.variant == Variant::ring)
+      if (cfg.variant == Variant::ring && !sim::modeled())
         spec.params.emplace_back("varlen_calls", std::string(cfg.block_calls ? "block" : "pair"));
     }
     spec.console_counters = {"c_star_tokens", "overlap_efficiency"};

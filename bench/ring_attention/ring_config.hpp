@@ -42,7 +42,9 @@ struct RingConfig {
   // document-tagged positions (the kernel splits at document boundaries itself, as a varlen
   // kernel's cu_seqlens call does), merged once per round, instead of one call per (query run,
   // key run) pair of one document, each merged (--varlen-calls). The CPU kernels skip what no
-  // query sees; the vendor kernels express only the structured masks of the per-pair calls.
+  // query sees; the vendor kernels express only the structured masks of the per-pair calls. A
+  // padding slot may then be a key (kernels::kNoDocument: weight 0, so its V must be finite, as
+  // the drawn inputs are), never a query.
   bool block_calls = false;
   // fwd_bwd: each step is the forward then the backward (METHODS.md section 5).
   Pass pass = Pass::fwd;

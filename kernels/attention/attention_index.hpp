@@ -80,7 +80,8 @@ SUITE_HD inline std::int64_t untagged_position(std::int64_t tagged) {
   return tagged & ((std::int64_t{1} << kDocShift) - 1);
 }
 // The document of a slot that holds no token (a padded document's padding): no query has it, so
-// a kernel given such a key among others never sees it, causal or not.
+// a kernel given such a key among others never sees it, causal or not. Such a slot must never be
+// a query (it would see the other padding, and visible_window would overflow).
 constexpr std::int64_t kNoDocument = (std::int64_t{1} << (63 - kDocShift)) - 1;
 
 // The keys a query at (tagged) q_pos sees are those with lo <= k_pos <= hi: its own document,

@@ -394,13 +394,41 @@ def scenario_ring_docs_tensors(env: Env) -> None:
     mask's own count over each rank's recorded rows, and for the plain layouts a skipped block is
     counted where the mask says so.
     Both ways of calling the kernel run it: one call per pair of document runs (the default) and
-    one per ring block (--varlen-calls block)."""
-    for calls in ("block", "pair"):
-        check_docs_tensors(env, calls)
+    one per ring block (--varlen-calls block). Block calls: one per range of adjacent token rows
+    that sees a key of the round's block, counted here from the rows and the mask; never more
+    than the per-pair calls, fewer for the balanced layout."""
+    made = {calls: check_docs_tensors(env, calls) for calls in ("block", "pair")}
+    for name, block in made["block"].items():
+        pair = made["pair"][name]
+        expect(np.all(block <= pair), f"{name}: block calls {block.tolist()} above pair calls {pair.tolist()}")
+        if "balanced" in name:
+            expect(block.sum() < pair.sum(), f"{name}: block calls {block.sum()}, pair calls {pair.sum()}")
 
 
-def check_docs_tensors(env: Env, calls: str) -> None:
-    """scenario_ring_docs_tensors with --varlen-calls `calls`."""
+def block_calls(rows: np.ndarray, causal: bool, pack: "Pack") -> np.ndarray:
+    """[rounds, ranks] kernel calls of --varlen-calls block: per rank, its ranges of adjacent
+    rows that hold tokens, each called once per round in which it sees a key of the block."""
+    n = len(rows)
+    calls = np.zeros((n, n), dtype=np.int64)
+    for r in range(n):
+        ranges, run = [], []
+        for p in rows[r]:
+            if pack.doc(p) >= 0:
+                run.append(p)
+            elif run:
+                ranges.append(np.array(run))
+                run = []
+        if run:
+            ranges.append(np.array(run))
+        for rnd in range(n):
+            calls[rnd, r] = sum(bool(visible(q, rows[(r - rnd) % n], causal, pack).any()) for q in ranges)
+    return calls
+
+
+def check_docs_tensors(env: Env, calls: str) -> dict:
+    """scenario_ring_docs_tensors with --varlen-calls `calls`; returns each ring case's recorded
+    kernel calls per round and rank."""
+    made = {}
     out = env.workdir / f"docs_{calls}.h5"
     proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout",
                   "contiguous,zigzag,striped,doc_zigzag,balanced", "--variant", "ring,allgather",
@@ -415,7 +443,7 @@ def check_docs_tensors(env: Env, calls: str) -> None:
             g = f[BIN][name]
             a = g.attrs
             expect(int(a["check_passed"]) == 1, f"{name}: the benchmark's own check failed")
-            expect(a.get("varlen_calls", calls) == calls, f"{name}: varlen_calls {a.get('varlen_calls')}")
+            expect(a.get("varlen_calls") == (calls if a["variant"] == "ring" else None), f"{name}: varlen_calls {a.get('varlen_calls')}")
             pack = Pack.of(g)
             s, c, causal, layout = int(a["s"]), int(a["c"]), bool(a["causal"]), a["layout"]
             lengths = pack.lengths
@@ -458,6 +486,11 @@ def check_docs_tensors(env: Env, calls: str) -> None:
             # The efficiency's first factor is that balance (absent only with the ideal).
             expect("ideal_note" in a or abs(float(a["eff_balance"]) - total.mean() / total.max()) < 1e-9,
                    f"{name}: balance factor {a.get('eff_balance')}")
+            if a["variant"] == "ring":
+                made[name] = g["round_kernel_calls"][()].reshape(n, n)
+                if calls == "block":
+                    want = block_calls(rows, causal, pack)
+                    expect(np.array_equal(made[name], want), f"{name}: kernel calls {made[name].tolist()} != {want.tolist()}")
             if layout in ("contiguous", "zigzag", "striped"):
                 skipped = np.zeros((n, n), dtype=np.int64)
                 for r in range(n):
@@ -467,6 +500,7 @@ def check_docs_tensors(env: Env, calls: str) -> None:
                                 skipped[rnd, r] += visible(np.array(qs), np.array(ks), causal, pack).sum() == 0
                 expect(np.array_equal(g["round_blocks_skipped"][()].reshape(n, n), skipped), f"{name}: skipped blocks")
         print(f"  ok: {len(names)} cases against numpy with their documents, {calls} calls")
+    return made
 
 
 def segments(layout: str, rank: int, n: int, c: int) -> list[list[int]]:
