@@ -191,8 +191,7 @@ void RingAttention::Impl::plan_schedule() {
     if (sim::modeled() && !row.empty())
       row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs}};
   }
-  if (cfg.block_calls && docs && cfg.variant == Variant::ring && !sim::modeled())
-    merge_into_block_calls();
+  if (cfg.block_calls) merge_into_block_calls();
   gathered_plan.clear();
   if (cfg.variant == Variant::allgather)
     for (const Segment& qs : my_segs())
@@ -200,6 +199,7 @@ void RingAttention::Impl::plan_schedule() {
 }
 
 void RingAttention::Impl::merge_into_block_calls() {
+  SUITE_CHECK(cfg.variant == Variant::ring, "block calls: only the ring variant makes them");
   std::vector<std::size_t> range_of(qsegs.size());
   std::vector<Segment> ranges;
   for (std::size_t i = 0; i < qsegs.size(); ++i) {

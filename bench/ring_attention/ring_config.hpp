@@ -40,8 +40,9 @@ struct RingConfig {
   bool poll_progress = !sim::kSmpiBuild;
   // Packed documents, ring variant: one kernel call per query range and ring block over the
   // document-tagged positions (the kernel splits at document boundaries itself, as a varlen
-  // kernel's cu_seqlens call does), merged once per round, instead of one call per (query run,
-  // key run) pair of one document, each merged (--varlen-calls). The CPU kernels skip what no
+  // kernel's cu_seqlens call does), merged once per range and round, instead of one call per
+  // (query run, key run) pair of one document, each merged (--varlen-calls; ring_cases sets it
+  // only for the ring variant with documents and executed compute). The CPU kernels skip what no
   // query sees; the vendor kernels express only the structured masks of the per-pair calls. A
   // padding slot may then be a key (kernels::kNoDocument: weight 0, so its V must be finite, as
   // the drawn inputs are), never a query.

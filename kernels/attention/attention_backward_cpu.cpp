@@ -61,7 +61,7 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
   for (int h = 0; h < p.heads; ++h) {
     const int kh = h / group;
     for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
-      const std::int64_t i0 = qt * kTileQ, i1 = tile_end(qt, kTileQ, p.cq);
+      const std::int64_t i0 = qt * kTileQ;
       const T* q_tile = q + i0 * p.ld_q + h * d;
       const T* do_tile = d_o + i0 * p.ld_o + h * d;
       T* dq_tile = dq + i0 * p.ld_q + h * d;
@@ -99,8 +99,7 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
         blas_gemm<T>(true, false, nj, d, rows, scale, grad.data(), nj, qr, p.ld_q, T(1),
                      dk + a * p.ld_k + kh * d, p.ld_k);
       };
-      for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
-        calls.run(qt, kt, attend);
+      calls.run(qt, attend);
       if (after_tile) after_tile();
     }
   }

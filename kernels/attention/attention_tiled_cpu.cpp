@@ -82,8 +82,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
         blas_gemm<T>(false, false, rows, d, nj, T(1), s.data(), nj, v + a * p.ld_v + kh * d, p.ld_v,
                      T(1), acc.data() + r0 * d, d);
       };
-      for (std::int64_t kt = 0; kt < tile_count(p.ck, kTileK); ++kt)
-        calls.run(qt, kt, attend);
+      calls.run(qt, attend);
       for (std::int64_t i = 0; i < tq; ++i) {
         T* oi = o + (i0 + i) * p.ld_o + h * d;
         if (l[i] == T(0)) {  // no visible key at all
