@@ -79,7 +79,8 @@ Row ulysses_row(const VarlenOptions& o, const ring::DocSpec& spec, int n_c, std:
 }  // namespace
 
 void print_varlen(const VarlenOptions& o) {
-  const ring::DocSpec spec = ring::parse_doc_spec(o.docs);
+  ring::DocSpec spec = ring::parse_doc_spec(o.docs);
+  spec.balanced_chunk = o.balanced_chunk;
   std::vector<Layout> layouts;
   for (const std::string& name : o.layouts) {
     const auto l = ring::parse_layout(name);
@@ -110,6 +111,9 @@ void print_varlen(const VarlenOptions& o) {
       "eff_allgather = mean / max)\n",
       spec.text.c_str(), static_cast<unsigned long long>(o.seed),
       o.causal ? "causal" : "full attention");
+  if (o.balanced_chunk > 0)
+    std::printf("(balanced: chunks of at least %lld tokens where it has the choice)\n",
+                static_cast<long long>(o.balanced_chunk));
   std::printf("%6s %4s %5s %-11s %9s %7s %8s %8s %9s %9s %9s %9s %11s %13s %8s\n", "N_c", "u",
               "ring", "layout", "s", "c", "docs", "longest", "padding", "max/mean", "lockstep",
               "eff_ring", "eff_allgath", "bytes/rank", "count_s");

@@ -13,6 +13,7 @@ namespace suite::model_cli {
 
 struct VarlenOptions {
   std::string docs;                  // --docs, as ring_attention takes it
+  std::int64_t balanced_chunk = 0;   // --balanced-chunk, as ring_attention takes it
   std::vector<int> cp;               // N_c values
   std::int64_t tokens_per_rank = 0;  // c; 0: s / N_c
   double s = 0;                      // --seq, when tokens_per_rank is 0

@@ -24,19 +24,26 @@ std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::i
                                       const PackedDocuments& docs);
 
 // Every rank's layout for a document layout (doc_zigzag needs docs packed with pad_to 2 n_c;
-// balanced needs no padding). Throws UsageError where the documents cannot be laid out so.
+// balanced needs no padding; balanced_chunk: balanced_min_chunk's request). Throws UsageError
+// where the documents cannot be laid out so.
 std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, int n_c,
-                                        std::int64_t c, bool causal);
+                                        std::int64_t c, bool causal,
+                                        std::int64_t balanced_chunk = 0);
 
 // Rank r of doc_zigzag: for every document of P slots (a multiple of 2 n_c), its chunks r and
 // 2 n_c - 1 - r of P / (2 n_c) slots each; the document's padding sits at its end.
 RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c);
 
+// The chunk balanced cuts documents into, at least, when it chooses how many ranks each goes
+// over: `requested` (--balanced-chunk) when above 0, else 16 (c / 64 for c under 1K, at least
+// 1). UsageError for a negative request.
+std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested);
+
 // balanced (balanced_layout.cpp): planned against the ring's lockstep (the sum over rounds of
 // each round's busiest rank), with every rank's visible pairs per round tracked as it places.
-// Every document long enough is cut into 2g chunks of at least 16 tokens (c / 64 for c under
-// 1K, at least 1; 4 where a level too sparse to even out its rounds moves up) over a group of
-// g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks i and
+// Every document long enough is cut into 2g chunks of at least min_chunk tokens
+// (balanced_min_chunk; 4 where a level too sparse to even out its rounds moves up) over a group
+// of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks i and
 // 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
 // per-document zig-zag, without padding), and all of them work on it in the same rounds, the
 // multiples of n_c / g. Heaviest first, each goes to the group position (of n_c / g) that
@@ -46,7 +53,7 @@ RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c);
 // over the documents for n_c's divisors, then n_c g table cells per cut document and n_c
 // ranks per whole one, from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
-                                        bool causal);
+                                        bool causal, std::int64_t requested_chunk = 0);
 
 // The work of queries [a, b) of document d (a, b within its tokens) against every key: its
 // visible pairs, sum of (p - start + 1) when causal, (b - a) L otherwise.

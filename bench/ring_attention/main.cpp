@@ -26,6 +26,7 @@ struct RingOptions {
   std::string grad_dtype = "auto";
   std::string docs;
   std::string varlen_calls = "pair";
+  std::int64_t balanced_chunk = 0;
 };
 
 suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
@@ -51,7 +52,10 @@ suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
   s.poll_progress = o.cpu_progress == "poll";
   s.passes = suite::parse_pass_list("--pass", o.passes);
   s.grad_dtype = suite::parse_grad_dtype_flag(o.grad_dtype, dtype);
-  if (!o.docs.empty()) s.docs = parse_doc_spec(o.docs);
+  if (!o.docs.empty()) {
+    s.docs = parse_doc_spec(o.docs);
+    s.docs->balanced_chunk = o.balanced_chunk;
+  }
   s.block_calls = o.varlen_calls == "block";
   return s;
 }
@@ -100,6 +104,9 @@ int main(int argc, char** argv) {
            "padding splits ranges). On cuda, block runs the suite's kernel, not cuDNN; "
            "modeled compute calls no kernel and ignores it")
         ->check(CLI::IsMember({"pair", "block"}))
+        ->capture_default_str();
+    app.add_option("--balanced-chunk", o.balanced_chunk, suite::ring::kBalancedChunkHelp)
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
     app.add_option(

@@ -94,6 +94,13 @@ const char* const kDocsHelp =
     "with --seed until the sequence is full, the last document cut at its end. Empty: one "
     "sequence, no documents";
 
+const char* const kBalancedChunkHelp =
+    "with --docs, layout balanced: chunk length in tokens. A document is cut over g ranks into "
+    "2g chunks of at least this many (shorter ones stay whole), except where its work alone "
+    "exceeds a rank's share or too few documents share a g to even out their rounds (then "
+    "finer, down to 4 tokens). Longer chunks: fewer, larger kernel calls, rounds a little less "
+    "even (e.g. the attention kernel's query tile); 0: 16, or c / 64 for c under 1K";
+
 std::int64_t DocSpec::shortest() const {
   switch (kind) {
     case Kind::fixed:

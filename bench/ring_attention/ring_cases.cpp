@@ -90,6 +90,9 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
       spec.params.emplace_back("docs_count", cfg.docs->count());
       if (cfg.variant == Variant::ring && !sim::modeled())
         spec.params.emplace_back("varlen_calls", std::string(cfg.block_calls ? "block" : "pair"));
+      if (cfg.layout == Layout::balanced)
+        spec.params.emplace_back("balanced_chunk",
+                                 balanced_min_chunk(cfg.c, sweep.docs->balanced_chunk));
     }
     spec.console_counters = {"c_star_tokens", "overlap_efficiency"};
     if (cfg.backward()) {

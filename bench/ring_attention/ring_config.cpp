@@ -45,7 +45,7 @@ void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed) 
   // planned once for all ranks.
   if (cfg.layout == Layout::balanced)
     cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(
-        document_layout(cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal));
+        document_layout(cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal, spec.balanced_chunk));
 }
 
 namespace {

@@ -26,6 +26,7 @@ struct UlyssesOptions {
   std::string passes = "fwd";
   std::string grad_dtype = "auto";
   std::string docs;
+  std::int64_t balanced_chunk = 0;
 };
 
 std::vector<int> parse_ints(const std::string& flag, const std::string& text, int min) {
@@ -49,7 +50,10 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
   s.cp = parse_ints("--cp", o.cp, 0);  // 0 = all ranks
   if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees, 1);
   s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
-  if (!o.docs.empty()) s.docs = suite::ring::parse_doc_spec(o.docs);
+  if (!o.docs.empty()) {
+    s.docs = suite::ring::parse_doc_spec(o.docs);
+    s.docs->balanced_chunk = o.balanced_chunk;
+  }
   s.causal = suite::ring::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
@@ -99,6 +103,11 @@ int main(int argc, char** argv) {
                    std::string(suite::ring::kDocsHelp) +
                        ". Plain Ulysses attends over the whole pack for its heads (equal work on "
                        "every rank); a hybrid's ring part lays the pack out by --layout.");
+    app.add_option(
+           "--balanced-chunk", o.balanced_chunk,
+           std::string(suite::ring::kBalancedChunkHelp) + " (c: the ring part's tokens per rank)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+        ->capture_default_str();
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();

@@ -410,6 +410,10 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
     if (cfg.docs) {
       spec.params.emplace_back("docs", cfg.docs_spec);
       spec.params.emplace_back("docs_count", cfg.docs->count());
+      if (cfg.ring_degree() > 1 && cfg.layout == ring::Layout::balanced)
+        spec.params.emplace_back(
+            "balanced_chunk",
+            ring::balanced_min_chunk(cfg.ring_config().c, sweep.docs->balanced_chunk));
     }
     spec.console_counters = {"bytes_sent_per_rank", "pred_bytes_sent_per_rank"};
     if (cfg.backward()) {

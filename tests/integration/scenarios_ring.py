@@ -546,6 +546,7 @@ def scenario_ring_docs_bad_input(env: Env) -> None:
             "missing file": (["--docs", "file:/nonexistent/lengths"], "cannot read"),
             "pack too small": (["--docs", "uniform:5000:6000", "--block", "64"], "cannot hold a document"),
             "document layout without documents": (["--layout", "balanced"], "give --docs"),
+            "negative chunk": (["--docs", "fixed:8", "--balanced-chunk", "-2"], "--balanced-chunk"),
         })
     finally:
         lens.unlink()

@@ -320,7 +320,28 @@ def scenario_docs_model_agrees(env: Env) -> None:
                     same(row, a, key, "docs_" + key if key == "padding_fraction" else key)
             checked += 1
     expect(checked == 10 + 6, f"{checked} cases compared, expected 16")
-    print(f"  ok: {checked} cases, model == benchmark counts")
+    # --balanced-chunk: the benchmark (checked against the reference) and the model lay the
+    # documents out alike; the default (c / 64 = 1 token here) and the request are recorded.
+    chunk_out = env.workdir / "ring_chunk.h5"
+    proc = env.mpirun(4, "ring_attention", "--backend", "cpu", "--iters", "1", "--warmup", "0",
+                      "--out", str(chunk_out), "--block", str(c), "--layout", "balanced",
+                      "--docs", spec, "--balanced-chunk", "16")
+    expect(proc.returncode == 0, "ring_attention --balanced-chunk 16 failed", proc)
+    chunk_row = next(r for r in model_varlen_rows(env, *common, "--layout", "balanced", "--balanced-chunk", "16")
+                     if r["u"] == "1")
+    expect(chunk_row["work_max_over_mean"] != ring_rows["balanced"]["work_max_over_mean"],
+           "--balanced-chunk 16 lays these documents out as the default does")
+    with h5py.File(chunk_out) as f:
+        (a,) = [g.attrs for g in f["ring_attention"].values()]
+        expect(int(a["check_passed"]) == 1 and int(a["balanced_chunk"]) == 16,
+               f"--balanced-chunk 16: check {a['check_passed']}, recorded {a['balanced_chunk']}")
+        for key in ("work_max_over_mean", "pred_efficiency_lockstep"):
+            same(chunk_row, a, key, key)
+    with h5py.File(ring_out) as f:
+        chunks = {int(g.attrs["balanced_chunk"]) for g in f["ring_attention"].values()
+                  if g.attrs["layout"] == "balanced"}
+        expect(chunks == {1}, f"default balanced_chunk recorded {chunks}, expected c / 64 = 1")
+    print(f"  ok: {checked} cases, model == benchmark counts; --balanced-chunk 16 too")
 
 
 def scenario_docs_bad_input(env: Env) -> None:
@@ -329,11 +350,13 @@ def scenario_docs_bad_input(env: Env) -> None:
         "unknown distribution": (["--docs", "zipf:2"], "unknown distribution"),
         "document layout without documents": (["--ulysses-degree", "2", "--layout", "balanced"], "give --docs"),
         "pack too small": (["--docs", "uniform:5000:6000", "--seq", "64"], "cannot hold a document"),
+        "negative chunk": (["--docs", "fixed:8", "--balanced-chunk", "-2"], "--balanced-chunk"),
     })
     for args, want in ((["--docs", "pareto:0:1"], "pareto"), (["--cp-sweep", "4"], "needs --docs"),
                        (["--docs", "fixed:8", "--cp-sweep", "0"], "out of range"),
                        (["--docs", "fixed:8", "--layout", "diagonal"], "unknown layout"),
-                       (["--docs", "fixed:8", "--seq", "100", "--cp-sweep", "8"], "not a multiple")):
+                       (["--docs", "fixed:8", "--seq", "100", "--cp-sweep", "8"], "not a multiple"),
+                       (["--docs", "fixed:8", "--balanced-chunk", "-1"], "--balanced-chunk")):
         csv_path = env.workdir / "refused.csv"
         proc = subprocess.run([str(env.bin_dir / "model"), "--section", "varlen", "--csv", str(csv_path), *args],
                               capture_output=True, text=True, timeout=30)

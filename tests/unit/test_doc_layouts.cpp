@@ -12,6 +12,7 @@
 #include <set>
 
 #include "bench/ring_attention/doc_layouts.hpp"
+#include "common/errors.hpp"
 
 namespace suite::ring {
 namespace {
@@ -231,6 +232,36 @@ TEST(Balanced, WithinFivePercentOfPerfectAndTheBestRingLayout) {
             padded.total_visible_pairs(causal);
         EXPECT_LE(per_pair, dz * 1.001) << spec << " n_c " << n_c << " vs doc_zigzag";
       }
+}
+
+// --balanced-chunk: 8 documents of 256 tokens on 2 ranks of 1K. By default (chunks of 16 or
+// more) each is cut into 4 mirrored chunks of 64 over both ranks; asked for chunks of 128, none
+// can be cut (4 chunks of 64), none outweighs a rank's share, so each stays whole, 4 a rank,
+// and the work is still even. Chunks of 64 cut as the default does.
+TEST(Balanced, RequestedChunkKeepsShortDocumentsWhole) {
+  const std::int64_t c = 1024;
+  const auto docs = PackedDocuments::from_lengths(std::vector<std::int64_t>(8, 256));
+  auto ranks_of = [&](const std::vector<RankLayout>& lay, std::int64_t d) {
+    std::set<int> ranks;
+    for (int r = 0; r < 2; ++r)
+      for (const Segment& t : lay[r].tokens)
+        if (docs.document_of(t.first()) == d) ranks.insert(r);
+    return ranks.size();
+  };
+  for (std::int64_t chunk : {0, 64, 128}) {
+    const auto lay = balanced_layout(docs, 2, c, true, chunk);
+    const auto w = rank_work(docs, lay, true);
+    EXPECT_EQ(w[0], w[1]) << "chunk " << chunk;
+    for (std::int64_t d = 0; d < docs.count(); ++d)
+      EXPECT_EQ(ranks_of(lay, d), chunk == 128 ? 1u : 2u) << "chunk " << chunk << " doc " << d;
+    for (const RankLayout& r : lay)
+      for (const Segment& t : r.tokens)
+        EXPECT_EQ(t.count % (chunk == 128 ? 256 : 64), 0) << "chunk " << chunk;
+  }
+  EXPECT_EQ(balanced_min_chunk(1024, 0), 16);
+  EXPECT_EQ(balanced_min_chunk(256, 0), 4);
+  EXPECT_EQ(balanced_min_chunk(256, 128), 128);
+  EXPECT_THROW(balanced_min_chunk(1024, -1), UsageError);
 }
 
 // One document over ranks with an odd c: its L mod 2g extra tokens cannot all go two to a
