@@ -93,6 +93,12 @@ step ring_docs_2ranks 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K
 step ring_docs_2ranks_block 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
   --layout doc_zigzag,balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 --head-dim 128 \
   --pass fwd,fwd_bwd --varlen-calls block --out "$R/ring_docs2_block.h5"
+# balanced with chunks of a flash kernel's query tile (--balanced-chunk 128) against its default
+# chunks of 16 above: what small chunks cost a GPU kernel per pair (on 4 CPU ranks with a core
+# each they cost a fifth of the measured efficiency).
+step ring_docs_2ranks_chunk128 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
+  --layout balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 --head-dim 128 \
+  --pass fwd,fwd_bwd --balanced-chunk 128 --out "$R/ring_docs2_chunk128.h5"
 # The same documents through Ulysses and its hybrid's ring part (balanced and zig-zag layouts).
 step ulysses_docs_4ranks 60 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 50 --link local \
   --warmup 1 --iters 3 --dtype bf16 --transport mpi --seq 8K --heads 16 --kv-heads 4 --head-dim 128 \
