@@ -9,7 +9,7 @@
 #include "bench/model/params.hpp"
 #include "bench/model/planning.hpp"
 #include "bench/model/varlen.hpp"
-#include "bench/ring_attention/packed_documents.hpp"
+#include "bench/ring_attention/sweep_flags.hpp"
 #include "common/errors.hpp"
 #include "common/model.hpp"
 #include "common/options.hpp"
@@ -276,11 +276,8 @@ int main(int argc, char** argv) {
                  "varlen: c, tokens per rank: s = c N_c for every N_c of the sweep (default: "
                  "s / N_c)");
   app.add_option("--layout", layouts, "varlen: ring layouts, a list")->capture_default_str();
-  app.add_option(
-         "--balanced-chunk", varlen.balanced_chunk,
-         std::string("varlen: as ring_attention takes it: ") + suite::ring::kBalancedChunkHelp)
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
-      ->capture_default_str();
+  suite::ring::add_balanced_chunk_flag(app, varlen.balanced_chunk,
+                                       " (varlen: as ring_attention takes it)");
   varlen.seed = suite::CommonOptions{}.seed;
   app.add_option("--seed", varlen.seed,
                  "varlen: the seed the documents are drawn with (the benchmarks' --seed)")

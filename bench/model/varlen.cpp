@@ -1,5 +1,6 @@
 #include "bench/model/varlen.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -111,7 +112,8 @@ void print_varlen(const VarlenOptions& o) {
       "eff_allgather = mean / max)\n",
       spec.text.c_str(), static_cast<unsigned long long>(o.seed),
       o.causal ? "causal" : "full attention");
-  if (o.balanced_chunk > 0)
+  if (o.balanced_chunk > 0 &&
+      std::find(layouts.begin(), layouts.end(), Layout::balanced) != layouts.end())
     std::printf("(balanced: chunks of at least %lld tokens where it has the choice)\n",
                 static_cast<long long>(o.balanced_chunk));
   std::printf("%6s %4s %5s %-11s %9s %7s %8s %8s %9s %9s %9s %9s %11s %13s %8s\n", "N_c", "u",

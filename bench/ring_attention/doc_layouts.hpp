@@ -41,10 +41,11 @@ std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested);
 
 // balanced (balanced_layout.cpp): planned against the ring's lockstep (the sum over rounds of
 // each round's busiest rank), with every rank's visible pairs per round tracked as it places.
-// Every document long enough is cut into 2g chunks of at least min_chunk tokens
-// (balanced_min_chunk; 4 where a level too sparse to even out its rounds moves up) over a group
-// of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks i and
-// 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
+// Every document of 4 min_chunk tokens or more (balanced_min_chunk) is cut into 2g chunks of
+// at least min_chunk tokens (fewer where a document longer than c or heavier than a rank's
+// share needs more ranks; 4 where a level too sparse to even out its rounds moves up) over a
+// group of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks
+// i and 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
 // per-document zig-zag, without padding), and all of them work on it in the same rounds, the
 // multiples of n_c / g. Heaviest first, each goes to the group position (of n_c / g) that
 // raises the rounds' peaks least. Documents too short to cut go whole, last, to the rank with

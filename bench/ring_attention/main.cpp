@@ -105,9 +105,7 @@ int main(int argc, char** argv) {
            "modeled compute calls no kernel and ignores it")
         ->check(CLI::IsMember({"pair", "block"}))
         ->capture_default_str();
-    app.add_option("--balanced-chunk", o.balanced_chunk, suite::ring::kBalancedChunkHelp)
-        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
-        ->capture_default_str();
+    suite::ring::add_balanced_chunk_flag(app, o.balanced_chunk);
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
     app.add_option(
            "--kv-heads", o.kv_heads,

@@ -95,11 +95,12 @@ const char* const kDocsHelp =
     "sequence, no documents";
 
 const char* const kBalancedChunkHelp =
-    "with --docs, layout balanced: chunk length in tokens. A document is cut over g ranks into "
-    "2g chunks of at least this many (shorter ones stay whole), except where its work alone "
-    "exceeds a rank's share or too few documents share a g to even out their rounds (then "
-    "finer, down to 4 tokens). Longer chunks: fewer, larger kernel calls, rounds a little less "
-    "even (e.g. the attention kernel's query tile); 0: 16, or c / 64 for c under 1K";
+    "with --docs, layout balanced: chunk length T in tokens. A document of 4T tokens or more is "
+    "cut over g ranks into 2g chunks of at least T, a shorter one stays whole, except that one "
+    "longer than c or whose work alone exceeds a rank's share is cut over as many ranks as it "
+    "needs, and documents of a g too few to even out their rounds are cut finer (chunks of 4 "
+    "tokens or more). Longer chunks: fewer, larger kernel calls, rounds a little less even "
+    "(e.g. the attention kernel's query tile); 0: 16, or c / 64 (at least 1) for c under 1K";
 
 std::int64_t DocSpec::shortest() const {
   switch (kind) {

@@ -17,8 +17,8 @@ struct DocSpec {
   double a = 0, b = 0;                // L | MIN, MAX | MEDIAN, SIGMA | MIN, ALPHA
   std::vector<std::int64_t> lengths;  // file: the lengths, in order
   std::string text;                   // as given, for the results
-  // How balanced lays them out (--balanced-chunk): the shortest chunk it cuts a document into
-  // where it has the choice; 0: its default (balanced_min_chunk).
+  // How balanced lays them out (--balanced-chunk): the chunk length it cuts documents into
+  // where their lengths decide (kBalancedChunkHelp); 0: its default (balanced_min_chunk).
   std::int64_t balanced_chunk = 0;
   // The shortest document it can give: a sequence shorter than that cannot hold one.
   std::int64_t shortest() const;

@@ -1,5 +1,6 @@
 #include "bench/ring_attention/sweep_flags.hpp"
 
+#include "bench/ring_attention/packed_documents.hpp"
 #include "common/errors.hpp"
 #include "common/size_list.hpp"
 
@@ -41,6 +42,12 @@ kernels::AttnKernelChoice parse_attn_kernel_flag(const std::string& text) {
   auto k = kernels::parse_attn_kernel(text);
   if (!k) throw UsageError("--attn-kernel: unknown kernel '" + text + "' (auto, suite, cudnn)");
   return *k;
+}
+
+void add_balanced_chunk_flag(CLI::App& app, std::int64_t& chunk, const std::string& note) {
+  app.add_option("--balanced-chunk", chunk, std::string(kBalancedChunkHelp) + note)
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str();
 }
 
 }  // namespace suite::ring

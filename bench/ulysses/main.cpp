@@ -103,11 +103,8 @@ int main(int argc, char** argv) {
                    std::string(suite::ring::kDocsHelp) +
                        ". Plain Ulysses attends over the whole pack for its heads (equal work on "
                        "every rank); a hybrid's ring part lays the pack out by --layout.");
-    app.add_option(
-           "--balanced-chunk", o.balanced_chunk,
-           std::string(suite::ring::kBalancedChunkHelp) + " (c: the ring part's tokens per rank)")
-        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
-        ->capture_default_str();
+    suite::ring::add_balanced_chunk_flag(app, o.balanced_chunk,
+                                         " (c: the ring part's tokens per rank)");
     app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
         ->capture_default_str();
     app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();

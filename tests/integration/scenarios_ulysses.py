@@ -341,6 +341,10 @@ def scenario_docs_model_agrees(env: Env) -> None:
         chunks = {int(g.attrs["balanced_chunk"]) for g in f["ring_attention"].values()
                   if g.attrs["layout"] == "balanced"}
         expect(chunks == {1}, f"default balanced_chunk recorded {chunks}, expected c / 64 = 1")
+    with h5py.File(uly_out) as f:  # the hybrid's ring part holds u c = 128 tokens a rank
+        chunks = {int(g.attrs["balanced_chunk"]) for g in f[BIN].values()
+                  if g.attrs["method"] != "ulysses" and g.attrs["layout"] == "balanced"}
+        expect(chunks == {2}, f"ulysses hybrid balanced_chunk recorded {chunks}, expected 128 / 64 = 2")
     print(f"  ok: {checked} cases, model == benchmark counts; --balanced-chunk 16 too")
 
 

@@ -234,34 +234,60 @@ TEST(Balanced, WithinFivePercentOfPerfectAndTheBestRingLayout) {
       }
 }
 
-// --balanced-chunk: 8 documents of 256 tokens on 2 ranks of 1K. By default (chunks of 16 or
-// more) each is cut into 4 mirrored chunks of 64 over both ranks; asked for chunks of 128, none
-// can be cut (4 chunks of 64), none outweighs a rank's share, so each stays whole, 4 a rank,
-// and the work is still even. Chunks of 64 cut as the default does.
+// Ranks holding some of document d.
+std::size_t ranks_holding(const PackedDocuments& docs, const std::vector<RankLayout>& lay,
+                          std::int64_t d) {
+  std::set<std::size_t> ranks;
+  for (std::size_t r = 0; r < lay.size(); ++r)
+    for (const Segment& t : lay[r].tokens)
+      if (docs.document_of(t.first()) == d) ranks.insert(r);
+  return ranks.size();
+}
+
+// --balanced-chunk T: a document is cut over g ranks only where its 2g chunks get T tokens
+// each. 8 documents of 256 tokens on 2 ranks of 1K: by default (chunks of 16 or more) each is
+// cut into 4 mirrored chunks of 64 over both ranks, as with T = 64; with T = 128 none can be
+// (4 chunks of 64), none outweighs a rank's share, so each stays whole, 4 a rank, the work
+// still even.
 TEST(Balanced, RequestedChunkKeepsShortDocumentsWhole) {
   const std::int64_t c = 1024;
   const auto docs = PackedDocuments::from_lengths(std::vector<std::int64_t>(8, 256));
-  auto ranks_of = [&](const std::vector<RankLayout>& lay, std::int64_t d) {
-    std::set<int> ranks;
-    for (int r = 0; r < 2; ++r)
-      for (const Segment& t : lay[r].tokens)
-        if (docs.document_of(t.first()) == d) ranks.insert(r);
-    return ranks.size();
-  };
   for (std::int64_t chunk : {0, 64, 128}) {
     const auto lay = balanced_layout(docs, 2, c, true, chunk);
     const auto w = rank_work(docs, lay, true);
     EXPECT_EQ(w[0], w[1]) << "chunk " << chunk;
     for (std::int64_t d = 0; d < docs.count(); ++d)
-      EXPECT_EQ(ranks_of(lay, d), chunk == 128 ? 1u : 2u) << "chunk " << chunk << " doc " << d;
+      EXPECT_EQ(ranks_holding(docs, lay, d), chunk == 128 ? 1u : 2u)
+          << "chunk " << chunk << " doc " << d;
     for (const RankLayout& r : lay)
       for (const Segment& t : r.tokens)
         EXPECT_EQ(t.count % (chunk == 128 ? 256 : 64), 0) << "chunk " << chunk;
   }
   EXPECT_EQ(balanced_min_chunk(1024, 0), 16);
   EXPECT_EQ(balanced_min_chunk(256, 0), 4);
+  EXPECT_EQ(balanced_min_chunk(32, 0), 1);
   EXPECT_EQ(balanced_min_chunk(256, 128), 128);
   EXPECT_THROW(balanced_min_chunk(1024, -1), UsageError);
+}
+
+// Where T cuts: 64 documents of 512 tokens on 4 ranks of 8K. By default each goes over all 4
+// ranks (8 chunks of 64); with T = 128 over 2 (4 chunks of 128: a rank holds chunks 0 and 3, its
+// partner 1 and 2, one run of 256), the 64 documents enough to even out the rounds of g = 2.
+TEST(Balanced, RequestedChunkSetsTheGroupSize) {
+  const auto docs = PackedDocuments::from_lengths(std::vector<std::int64_t>(64, 512));
+  for (std::int64_t chunk : {0, 128}) {
+    const auto lay = balanced_layout(docs, 4, 8192, true, chunk);
+    for (std::int64_t d = 0; d < docs.count(); ++d)
+      ASSERT_EQ(ranks_holding(docs, lay, d), chunk == 128 ? 2u : 4u)
+          << "chunk " << chunk << " doc " << d;
+    for (const RankLayout& r : lay)
+      for (const Segment& t : r.tokens)
+        ASSERT_TRUE(chunk == 128 ? t.count == 128 || t.count == 256 : t.count % 64 == 0)
+            << "chunk " << chunk << ": a run of " << t.count;
+    const auto w = rank_work(docs, lay, true);
+    EXPECT_EQ(*std::min_element(w.begin(), w.end()), *std::max_element(w.begin(), w.end()))
+        << "chunk " << chunk;
+  }
 }
 
 // One document over ranks with an odd c: its L mod 2g extra tokens cannot all go two to a
