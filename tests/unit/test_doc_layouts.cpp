@@ -2,7 +2,8 @@
 // TransformerEngine's rule says (every document to a multiple of 2 N_c); the balanced layout
 // holds c tokens per rank, every token once, its per-rank work within a few percent of the
 // mean wherever no document outweighs a rank's share, never far from the brute-force optimum
-// on small packs, and its ring lockstep no worse than any other layout's.
+// on small packs, and its ring lockstep no worse than contiguous's or zigzag's and within 1% of
+// striped's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
