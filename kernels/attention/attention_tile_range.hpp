@@ -51,19 +51,21 @@ inline std::int64_t same_document_end(const std::int64_t* q_pos, std::int64_t i0
 }
 
 // The end of the keys at the start of `span` that every query in [q_min, q_max] sees: they
-// need no mask.
+// need no mask. Fewer than `least` such keys are not worth a call of their own (a causal
+// diagonal's first key is seen by all its rows: a call of one key over every row): then
+// span.begin, and the masked calls take them.
 inline std::int64_t seen_by_all_end(bool causal, const std::int64_t* k_pos, const KeySpan& span,
-                                    std::int64_t q_min, std::int64_t q_max) {
+                                    std::int64_t q_min, std::int64_t q_max, std::int64_t least) {
   std::int64_t j = span.begin;
   while (j < span.end && key_seen_by_all(causal, q_min, q_max, k_pos[j]))
     ++j;
-  return j;
+  return j - span.begin < least ? span.begin : j;
 }
 
 // Rows [r0, r1) of one document (of q_pos + i0) against the keys [j0, j1) they may see: the
-// leading keys all of them see in one unmasked call, then the rest (a causal diagonal) in
-// pieces of at most `piece` rows, each over its own span, so the diagonal wastes at most
-// piece x piece / 2 pairs per piece.
+// leading keys all of them see in one unmasked call (if `piece` or more), then the rest (a
+// causal diagonal) in pieces of at most `piece` rows, each over its own span, so the diagonal
+// wastes at most piece x piece / 2 pairs per piece.
 template <class Fn>
 void for_each_diagonal_piece(bool causal, const std::int64_t* q_pos, std::int64_t i0,
                              std::int64_t r0, std::int64_t r1, const std::int64_t* k_pos,
@@ -75,7 +77,7 @@ void for_each_diagonal_piece(bool causal, const std::int64_t* q_pos, std::int64_
     fn(r0, r1, span);
     return;
   }
-  const std::int64_t split = seen_by_all_end(causal, k_pos, span, lo, hi);
+  const std::int64_t split = seen_by_all_end(causal, k_pos, span, lo, hi, piece);
   if (split > span.begin) fn(r0, r1, KeySpan{span.begin, split, false});
   for (std::int64_t p0 = r0; p0 < r1; p0 += piece) {
     const std::int64_t p1 = std::min(p0 + piece, r1);
@@ -88,11 +90,11 @@ void for_each_diagonal_piece(bool causal, const std::int64_t* q_pos, std::int64_
 // Calls fn(r0, r1, span) for the query rows [i0 + r0, i0 + r1) of a query tile and keys
 // [span.begin, span.end) of the key tile [j0, j1) they may see. Where nothing is masked, once
 // for the whole tile (large GEMMs). Where a causal diagonal or a document boundary crosses the
-// tile: once for the leading keys every query of the tile sees (unmasked, all rows), then per
-// sub-tile of at most `sub` rows of one document over the rest (for_each_diagonal_piece:
-// unmasked where all its rows see the keys, a causal diagonal in pieces of `piece` rows), so
-// no call computes one document's queries against another's keys and a diagonal wastes at
-// most piece x piece / 2 pairs per piece instead of rows x rows / 2.
+// tile: once for the leading keys every query of the tile sees (unmasked, all rows; if `piece`
+// or more), then per sub-tile of at most `sub` rows of one document over the rest
+// (for_each_diagonal_piece: unmasked where all its rows see the keys, a causal diagonal in
+// pieces of `piece` rows), so no call computes one document's queries against another's keys
+// and a diagonal wastes at most piece x piece / 2 pairs per piece instead of rows x rows / 2.
 template <class Fn>
 void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0, std::int64_t i1,
                         const std::int64_t* k_pos, std::int64_t j0, std::int64_t j1,
@@ -105,7 +107,7 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
     fn(std::int64_t{0}, rows, span);
     return;
   }
-  const std::int64_t split = seen_by_all_end(causal, k_pos, span, q_min, q_max);
+  const std::int64_t split = seen_by_all_end(causal, k_pos, span, q_min, q_max, piece);
   if (split > span.begin) fn(std::int64_t{0}, rows, KeySpan{span.begin, split, false});
   for (std::int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
     r1 = same_document_end(q_pos, i0, r0, std::min(r0 + sub, rows));
