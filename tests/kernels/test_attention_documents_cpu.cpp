@@ -4,6 +4,8 @@
 // not come from the tagging code under test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
 
@@ -123,53 +125,74 @@ TEST(DocumentMask, TileClassificationAcrossDocuments) {
 }
 
 // The CPU kernels' row blocks over tiles of short documents (striped positions, stride 3, as
-// a ring block holds them): every visible pair lies in exactly one block's rows and keys
-// (counted by brute force), no block that masks spans two documents' queries, and none has
-// more rows than a diagonal piece (8 here, sub-tiles of 32). Tiles of 128 rows (longer than a
-// sub-tile) and of 20 (shorter, some across a document boundary).
+// a ring block holds them; and the same with the second half of each block's rows reversed, as
+// a zig-zag block holds two chunks out of order): every visible pair lies in exactly one block's
+// rows and keys (counted by brute force over the raw positions), no unmasked block holds a
+// hidden pair, no block that masks spans two documents' queries, and none has more rows than a
+// diagonal piece (8 here, sub-tiles of 32). Tiles of 128 rows (longer than a sub-tile) and of 20
+// (shorter, some across a document boundary).
 TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
   const std::vector<std::int64_t> lengths = {3, 50, 1, 200, 46, 90, 7, 400};
   std::vector<std::int64_t> doc_of_pos;
   for (std::size_t d = 0; d < lengths.size(); ++d)
     doc_of_pos.insert(doc_of_pos.end(), static_cast<std::size_t>(lengths[d]),
                       static_cast<std::int64_t>(d));
-  auto strided = [&](std::int64_t first) {
+  auto strided = [&](std::int64_t first, bool reverse_half) {
     std::vector<std::int64_t> pos;
     for (std::int64_t p = first; p < static_cast<std::int64_t>(doc_of_pos.size()); p += 3)
-      pos.push_back(tag_document(doc_of_pos[static_cast<std::size_t>(p)], p));
+      pos.push_back(p);
+    if (reverse_half)
+      std::reverse(pos.begin() + static_cast<std::ptrdiff_t>(pos.size() / 2), pos.end());
     return pos;
   };
-  for (const std::int64_t tile : {128, 20})
-    for (bool causal : {true, false}) {
-      const std::vector<std::int64_t> q = strided(1), k = strided(2);
-      const auto rows = static_cast<std::int64_t>(q.size()),
-                 keys = static_cast<std::int64_t>(k.size());
-      std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
-      for (std::int64_t i0 = 0; i0 < rows; i0 += tile) {
-        const std::int64_t i1 = std::min(i0 + tile, rows);
-        cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32, 8,
-                                [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
-                                  if (span.needs_mask) {
-                                    EXPECT_LE(r1 - r0, 8) << "rows " << i0 + r0;
+  auto tagged = [&](const std::vector<std::int64_t>& raw) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t p : raw)
+      out.push_back(tag_document(doc_of_pos[static_cast<std::size_t>(p)], p));
+    return out;
+  };
+  for (bool reverse_half : {false, true})
+    for (const std::int64_t tile : {128, 20})
+      for (bool causal : {true, false}) {
+        const std::vector<std::int64_t> qp = strided(1, reverse_half),
+                                        kp = strided(2, reverse_half);
+        const std::vector<std::int64_t> q = tagged(qp), k = tagged(kp);
+        const auto rows = static_cast<std::int64_t>(q.size()),
+                   keys = static_cast<std::int64_t>(k.size());
+        std::vector<int> covered(static_cast<std::size_t>(rows * keys), 0);
+        for (std::int64_t i0 = 0; i0 < rows; i0 += tile) {
+          const std::int64_t i1 = std::min(i0 + tile, rows);
+          cpu::for_each_row_block(causal, q.data(), i0, i1, k.data(), 0, keys, 32, 8,
+                                  [&](std::int64_t r0, std::int64_t r1, const cpu::KeySpan& span) {
+                                    if (span.needs_mask) {
+                                      EXPECT_LE(r1 - r0, 8) << "rows " << i0 + r0;
+                                      for (std::int64_t r = r0; r < r1; ++r)
+                                        EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
+                                            << "a masked block spans documents at row " << i0 + r;
+                                    }
                                     for (std::int64_t r = r0; r < r1; ++r)
-                                      EXPECT_EQ(document_of(q[i0 + r]), document_of(q[i0 + r0]))
-                                          << "a masked block spans documents at row " << i0 + r;
-                                  }
-                                  for (std::int64_t r = r0; r < r1; ++r)
-                                    for (std::int64_t j = span.begin; j < span.end; ++j)
-                                      if (key_visible(causal, q[i0 + r], k[j]))
-                                        ++covered[(i0 + r) * keys + j];
-                                });
-      }
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < keys; ++j) {
-          const bool visible = doc_of_pos[static_cast<std::size_t>(3 * i + 1)] ==
-                                   doc_of_pos[static_cast<std::size_t>(3 * j + 2)] &&
-                               (!causal || 3 * j + 2 <= 3 * i + 1);
-          ASSERT_EQ(covered[i * keys + j], visible ? 1 : 0)
-              << "query " << i << ", key " << j << ", tiles of " << tile;
+                                      for (std::int64_t j = span.begin; j < span.end; ++j) {
+                                        const bool seen = key_visible(causal, q[i0 + r], k[j]);
+                                        // A call without a mask computes every pair it spans.
+                                        EXPECT_TRUE(seen || span.needs_mask)
+                                            << "an unmasked call holds hidden pair (" << i0 + r
+                                            << ", " << j << ")";
+                                        if (seen) ++covered[(i0 + r) * keys + j];
+                                      }
+                                  });
         }
-    }
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < keys; ++j) {
+            const std::int64_t a = qp[static_cast<std::size_t>(i)],
+                               b = kp[static_cast<std::size_t>(j)];
+            const bool visible = doc_of_pos[static_cast<std::size_t>(a)] ==
+                                     doc_of_pos[static_cast<std::size_t>(b)] &&
+                                 (!causal || b <= a);
+            ASSERT_EQ(covered[i * keys + j], visible ? 1 : 0)
+                << "query " << i << ", key " << j << ", tiles of " << tile
+                << (reverse_half ? ", half reversed" : "");
+          }
+      }
 }
 
 // A causal diagonal of 64 rows (one document, queries and keys at the same positions), sub-tiles
