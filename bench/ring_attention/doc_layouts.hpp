@@ -48,9 +48,13 @@ std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested);
 // i and 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
 // per-document zig-zag, without padding), and all of them work on it in the same rounds, the
 // multiples of n_c / g. Heaviest first, each goes to the group position (of n_c / g) that
-// raises the rounds' peaks least. Documents too short to cut go whole, last, to the rank with
-// room whose round 0 is lightest, split over consecutive ranks only where no rank has room for
-// all of one. Every rank holds exactly c tokens, in runs of one document each. A few passes
+// raises the rounds' peaks least. A document's L mod 2g extra tokens go to the group's ranks
+// whose extra tokens so far weigh least (q pairs a round each), two to a rank at the ends of
+// its chunks, or one to a rank in the document's middle where chunks hold 256 tokens or more.
+// Documents too short to cut go whole, last, to the rank with room whose round 0 is lightest;
+// where no rank has room for all of one, in pieces on consecutive ranks or mirrored over the
+// ranks with the most room, whichever raises the peaks least. Every rank holds exactly c
+// tokens, in runs of one document each. A few passes
 // over the documents for n_c's divisors, then n_c g table cells per cut document and n_c
 // ranks per whole one, from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
