@@ -125,6 +125,7 @@ class Planner {
   struct Chunks {
     std::vector<std::int64_t> early, middle, late;
     int rot = 0;
+    bool has_middle = false;
   };
 
   // Where the L mod 2g extra tokens of a document cut in chunks of q go decides how even its
@@ -145,14 +146,25 @@ class Planner {
     const std::int64_t len = docs_.length(d), q = len / (2 * g), r = len % (2 * g);
     Chunks ch{std::vector<std::int64_t>(g, q), std::vector<std::int64_t>(g, 0),
               std::vector<std::int64_t>(g, q)};
-    // Group positions, the least extra weight first (ties: the fewest tokens).
+    // Group positions, the least extra weight first (ties: the fewest tokens, then the first);
+    // only as many sorted as the extra tokens can use, the rest where room runs short.
     std::vector<int> pos(static_cast<std::size_t>(g));
     std::iota(pos.begin(), pos.end(), 0);
     auto rank_at = [&](int p) { return rank(first, p); };
-    std::stable_sort(pos.begin(), pos.end(), [&](int a, int b) {
+    auto lighter = [&](int a, int b) {
       const std::int64_t wa = weight(rank_at(a)), wb = weight(rank_at(b));
-      return wa != wb ? wa < wb : tokens_[rank_at(a)] < tokens_[rank_at(b)];
-    });
+      if (wa != wb) return wa < wb;
+      const std::int64_t ta = tokens_[rank_at(a)], tb = tokens_[rank_at(b)];
+      return ta != tb ? ta < tb : a < b;
+    };
+    std::size_t sorted =
+        std::min<std::size_t>(static_cast<std::size_t>(g), static_cast<std::size_t>(r) + 1);
+    std::partial_sort(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(sorted), pos.end(),
+                      lighter);
+    auto sort_all = [&] {
+      std::sort(pos.begin() + static_cast<std::ptrdiff_t>(sorted), pos.end(), lighter);
+      sorted = pos.size();
+    };
     std::vector<std::int64_t> extra(static_cast<std::size_t>(g), 0);  // by position
     auto room = [&](int p, std::int64_t n) { return tokens_[rank_at(p)] + 2 * q + n <= c_; };
     int middle_at = -1;  // the position whose index becomes g - 1
@@ -165,7 +177,9 @@ class Planner {
       if (r > 0) middle_at = pos[0];
     } else {
       std::int64_t pairs = r / 2;
-      for (int p : pos) {
+      for (std::size_t k = 0; k < pos.size() && (pairs > 0 || (r % 2 == 1 && middle_at < 0)); ++k) {
+        if (k == sorted) sort_all();
+        const int p = pos[k];
         if (pairs > 0 && room(p, 2))
           extra[p] = 2, --pairs;
         else if (r % 2 == 1 && middle_at < 0 && room(p, 1))
@@ -179,7 +193,7 @@ class Planner {
     for (int p = 0; p < g; ++p) {
       const int i = ((p - ch.rot) % g + g) % g;
       if (q >= kMiddleTokensMinChunk)
-        ch.middle[i] = extra[p];
+        ch.middle[i] = extra[p], ch.has_middle |= extra[p] > 0;
       else if (extra[p] == 2)
         ++ch.early[i], ++ch.late[i];
       else if (extra[p] == 1)
@@ -219,8 +233,13 @@ class Planner {
   // middle tokens see every early chunk and the middle tokens before them; late chunk i sees
   // every early chunk and middle token and late j > i.
   std::int64_t chunk_pairs(const Chunks& ch, int i, int j) const {
-    const std::int64_t xi = ch.early[i], mi = ch.middle[i], yi = ch.late[i];
-    const std::int64_t xj = ch.early[j], mj = ch.middle[j], yj = ch.late[j];
+    const std::int64_t xi = ch.early[i], yi = ch.late[i], xj = ch.early[j], yj = ch.late[j];
+    if (!ch.has_middle) {  // the common case, and the planner's inner loop: kept short
+      if (!causal_) return (xi + yi) * (xj + yj);
+      if (i == j) return xi * (xi + 1) / 2 + yi * (yi + 1) / 2 + yi * xi;
+      return i > j ? xj * (xi + yi) : yi * (xj + yj);
+    }
+    const std::int64_t mi = ch.middle[i], mj = ch.middle[j];
     if (!causal_) return (xi + mi + yi) * (xj + mj + yj);
     if (i == j)
       return xi * (xi + 1) / 2 + mi * (mi + 1) / 2 + yi * (yi + 1) / 2 + mi * xi + yi * (xi + mi);
@@ -234,13 +253,15 @@ class Planner {
   std::pair<std::int64_t, std::int64_t> placement_cost(const Chunks& ch, int first) {
     const int g = static_cast<int>(ch.early.size());
     std::int64_t filled = 0;
-    for (int i = 0; i < g; ++i)
+    for (int i = 0; i < g; ++i) {
+      const int r = rank(first, (i + ch.rot) % g);
       for (int j = 0; j < g; ++j) {
-        const int k = round_of(i, j), r = rank(first, (i + ch.rot) % g);
+        const int k = (i >= j ? i - j : i - j + g) * stride_;  // round_of(i, j)
         const std::int64_t now = cell(k, r);
         filled += now;
         new_peak_[k] = std::max({new_peak_[k], peak_[k], now + chunk_pairs(ch, i, j)});
       }
+    }
     std::int64_t rise = 0;
     for (int m = 0; m < g; ++m) {  // the rounds touched: the multiples of n_c / g
       const int k = m * stride_;
