@@ -41,22 +41,23 @@ std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested);
 
 // balanced (balanced_layout.cpp): planned against the ring's lockstep (the sum over rounds of
 // each round's busiest rank), with every rank's visible pairs per round tracked as it places.
-// Every document of 4 min_chunk tokens or more (balanced_min_chunk) is cut into 2g chunks of
-// at least min_chunk tokens (fewer where a document longer than c or heavier than a rank's
-// share needs more ranks; 4 where a level too sparse to even out its rounds moves up) over a
-// group of g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks
-// i and 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
+// Every document of 4 min_chunk tokens or more (balanced_min_chunk) is cut into 2g chunks of at
+// least min_chunk tokens (fewer where a document longer than c or heavier than a rank's share
+// needs more ranks; 4 where a level too sparse to even out its rounds moves up) over a group of
+// g ranks, g a divisor of n_c, the group's ranks n_c / g apart; group rank i takes chunks i and
+// 2g - 1 - i (mirrored: every pair of the group's ranks gets the same causal work of it, as
 // per-document zig-zag, without padding), and all of them work on it in the same rounds, the
-// multiples of n_c / g. Heaviest first, each goes to the group position (of n_c / g) that
-// raises the rounds' peaks least. A document's L mod 2g extra tokens go to the group's ranks
-// whose extra tokens so far weigh least (q pairs a round each), two to a rank at the ends of
-// its chunks, or one to a rank in the document's middle where chunks hold 256 tokens or more.
-// Documents too short to cut go whole, last, to the rank with room whose round 0 is lightest;
-// where no rank has room for all of one, in pieces on consecutive ranks or mirrored over the
-// ranks with the most room, whichever raises the peaks least. Every rank holds exactly c
-// tokens, in runs of one document each. A few passes
-// over the documents for n_c's divisors, then n_c g table cells per cut document and n_c
-// ranks per whole one, from the lengths alone.
+// multiples of n_c / g. The documents of each g are partitioned by work over its n_c / g group
+// positions (heaviest first to the lightest, then swaps that narrow the heaviest and lightest
+// positions' gap; where a position lacks room, the one that raises the rounds' peaks least). A
+// document's L mod 2g extra tokens go to the group's ranks whose extra tokens so far weigh least
+// (q pairs a round each), two to a rank at the ends of its chunks, or one to a rank in the
+// document's middle where chunks hold 256 tokens or more. Documents too short to cut go whole,
+// last, to the rank with room whose round 0 is lightest; where no rank has room for all of one,
+// in pieces on consecutive ranks or mirrored over the ranks with the most room, whichever raises
+// the peaks least. Every rank holds exactly c tokens, in runs of one document each. A few passes
+// over the documents for n_c's divisors, then g^2 table cells per cut document (n_c g where its
+// position lacks room) and n_c ranks per whole one, from the lengths alone.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
                                         bool causal, std::int64_t requested_chunk = 0);
 
