@@ -22,6 +22,9 @@ struct Row {
   std::string layout;
   std::int64_t s, c, documents, longest;
   double padding, max_over_mean, lockstep_blocks, eff_ring, eff_allgather, bytes, seconds;
+  // Block pairs of the ring's runs (one ring, all rounds): skipped (no visible pair) and masked
+  // (some hidden), as the benchmarks' census counts them; -1 for plain Ulysses (no ring).
+  std::int64_t blocks_skipped = -1, blocks_masked = -1;
 };
 
 // The ring (part) of N_c / u ranks over c_ring tokens each, under one layout.
@@ -59,7 +62,9 @@ Row ring_row(const VarlenOptions& o, const ring::DocSpec& spec, int n_c, int u, 
           w.efficiency_lockstep(),
           w.efficiency_balance(),
           bytes,
-          secs};
+          secs,
+          w.blocks_skipped(),
+          w.blocks_masked()};
 }
 
 // Plain Ulysses: every rank attends over all s tokens for a / N_c heads, so every rank does the
@@ -116,17 +121,18 @@ void print_varlen(const VarlenOptions& o) {
       std::find(layouts.begin(), layouts.end(), Layout::balanced) != layouts.end())
     std::printf("(balanced: chunks of at least %lld tokens where it has the choice)\n",
                 static_cast<long long>(o.balanced_chunk));
-  std::printf("%6s %4s %5s %-11s %9s %7s %8s %8s %9s %9s %9s %9s %11s %13s %8s\n", "N_c", "u",
-              "ring", "layout", "s", "c", "docs", "longest", "padding", "max/mean", "lockstep",
-              "eff_ring", "eff_allgath", "bytes/rank", "count_s");
+  std::printf("%6s %4s %5s %-11s %9s %7s %8s %8s %9s %9s %9s %9s %11s %13s %11s %11s %8s\n", "N_c",
+              "u", "ring", "layout", "s", "c", "docs", "longest", "padding", "max/mean", "lockstep",
+              "eff_ring", "eff_allgath", "bytes/rank", "blk_skipped", "blk_masked", "count_s");
   for (const Row& r : rows)
     std::printf(
         "%6d %4d %5d %-11s %9lld %7lld %8lld %8lld %8.2f%% %9.3f %9.2f %9.3f %11.3f %13.4g "
-        "%8.3f\n",
+        "%11lld %11lld %8.3f\n",
         r.n_c, r.u, r.ring_degree, r.layout.c_str(), static_cast<long long>(r.s),
         static_cast<long long>(r.c), static_cast<long long>(r.documents),
         static_cast<long long>(r.longest), 100 * r.padding, r.max_over_mean, r.lockstep_blocks,
-        r.eff_ring, r.eff_allgather, r.bytes, r.seconds);
+        r.eff_ring, r.eff_allgather, r.bytes, static_cast<long long>(r.blocks_skipped),
+        static_cast<long long>(r.blocks_masked), r.seconds);
   std::printf(
       "bytes/rank: the mask changes no byte (the ring sends every K/V block on; all-gather sends "
       "the same N_c - 1 blocks; Ulysses' all-to-alls are unchanged); doc_zigzag's padding travels "
@@ -137,12 +143,13 @@ void print_varlen(const VarlenOptions& o) {
   f.precision(12);
   f << "docs,seed,causal,n_c,u,ring_degree,layout,s,c,documents,longest,padding_fraction,"
        "work_max_over_mean,lockstep_blocks,pred_efficiency_lockstep,pred_efficiency_balance,"
-       "bytes_per_rank\n";
+       "bytes_per_rank,blocks_skipped,blocks_masked\n";
   for (const Row& r : rows)
     f << '"' << spec.text << "\"," << o.seed << ',' << (o.causal ? 1 : 0) << ',' << r.n_c << ','
       << r.u << ',' << r.ring_degree << ',' << r.layout << ',' << r.s << ',' << r.c << ','
       << r.documents << ',' << r.longest << ',' << r.padding << ',' << r.max_over_mean << ','
-      << r.lockstep_blocks << ',' << r.eff_ring << ',' << r.eff_allgather << ',' << r.bytes << '\n';
+      << r.lockstep_blocks << ',' << r.eff_ring << ',' << r.eff_allgather << ',' << r.bytes << ','
+      << r.blocks_skipped << ',' << r.blocks_masked << '\n';
 }
 
 }  // namespace suite::model_cli

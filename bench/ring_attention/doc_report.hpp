@@ -17,4 +17,8 @@ namespace suite::ring {
 void report_documents(const RingConfig& cfg, const RingAttention& ring,
                       const std::vector<std::int64_t>& rows, CaseRecord& rec);
 
+// The table both benchmarks print for their cases over packed documents (those report_documents
+// wrote): the counted balance, padding and block pairs beside the measured efficiency.
+void print_documents_table(const std::vector<CaseRecord>& records);
+
 }  // namespace suite::ring

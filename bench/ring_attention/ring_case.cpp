@@ -23,7 +23,6 @@ namespace suite::ring {
 namespace {
 
 constexpr std::int64_t kMaxSavedPerRank = 1 << 20;  // elements, as --help says
-constexpr int kIdealIterations = 3;
 
 class RingCase final : public BenchCase {
  public:

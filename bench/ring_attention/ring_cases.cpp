@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_case.hpp"
 #include "common/attention_select.hpp"
@@ -171,6 +172,7 @@ void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory
         "(scripts/shaped_link.py, --link "
         "shaped-1g), a simulated one (scripts/simulate.py) or a GPU's.\n");
   print_efficiency_factors(records);
+  print_documents_table(records);
   bool any_step = false;
   for (const auto& r : records)
     any_step = any_step || param_text(r, "pass") == "fwd_bwd";

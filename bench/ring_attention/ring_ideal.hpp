@@ -12,6 +12,8 @@
 
 namespace suite::ring {
 
+constexpr int kIdealIterations = 3;  // timed calls of the ideal (the median is kept)
+
 struct IdealTimes {
   bool skipped = false;
   std::string why_skipped;

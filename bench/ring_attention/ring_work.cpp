@@ -71,8 +71,10 @@ RingWork consecutive_runs(const RingConfig& cfg, std::vector<Run> runs) {
     for (; it != runs.end() && it->seg.first() <= hi; ++it) {
       const int round =
           ((q.rank - it->rank) % n + n) % n;  // ring_source(q.rank, round) == it->rank
-      w.pairs[static_cast<std::size_t>(round) * n + q.rank] +=
-          visible_pairs(q.seg, it->seg, cfg.causal, docs);
+      const std::int64_t v = visible_pairs(q.seg, it->seg, cfg.causal, docs);
+      w.pairs[static_cast<std::size_t>(round) * n + q.rank] += v;
+      w.blocks_visible += v > 0;
+      w.blocks_whole += v > 0 && v == q.seg.count * it->seg.count;
     }
   }
   return w;
@@ -123,6 +125,9 @@ RingWork striped(const RingConfig& cfg) {
     for (std::int64_t r = 0; r < n; ++r) {
       run += diff[static_cast<std::size_t>(r)];
       w.pairs[static_cast<std::size_t>(k * n + r)] = run;
+      // One strided run per rank: one block pair per round, whole only if all c x c are seen.
+      w.blocks_visible += run > 0;
+      w.blocks_whole += run > 0 && run == cfg.c * cfg.c;
     }
   }
   return w;
@@ -131,12 +136,21 @@ RingWork striped(const RingConfig& cfg) {
 }  // namespace
 
 RingWork ring_work(const RingConfig& cfg) {
-  if (cfg.layout == Layout::striped && cfg.n_c > 1) return striped(cfg);
+  if (cfg.layout == Layout::striped && cfg.n_c > 1) {
+    RingWork w = striped(cfg);
+    w.blocks = static_cast<std::int64_t>(cfg.n_c) * cfg.n_c;
+    return w;
+  }
   std::vector<Run> runs;
+  std::int64_t all_runs = 0;  // empty ones too: the census pairs every run with every run
   for (int r = 0; r < cfg.n_c; ++r)
-    for (const Segment& s : token_segments(cfg, r))
+    for (const Segment& s : token_segments(cfg, r)) {
+      ++all_runs;
       if (s.count > 0) runs.push_back({s, r});
-  return consecutive_runs(cfg, std::move(runs));
+    }
+  RingWork w = consecutive_runs(cfg, std::move(runs));
+  w.blocks = all_runs * all_runs;  // over the rounds each rank meets every rank's runs once
+  return w;
 }
 
 }  // namespace suite::ring

@@ -15,6 +15,10 @@ struct RingWork {
   int n_c = 0;
   // Round k, rank r: r's queries against the K/V block of ring_source(r, k, n_c) (one sequence).
   std::vector<std::int64_t> pairs;  // [k * n_c + r]
+  // Block pairs over all rounds and ranks, as the benchmarks' census counts them: (query run,
+  // key run) pairs of the layout's runs, those with a visible pair and those with every pair
+  // visible; the rest are skipped (not computed) and the visible but not whole ones masked.
+  std::int64_t blocks = 0, blocks_visible = 0, blocks_whole = 0;
 
   std::int64_t at(int round, int rank) const {
     return pairs[static_cast<std::size_t>(round) * n_c + rank];
@@ -31,6 +35,8 @@ struct RingWork {
   double efficiency_balance() const;
   // mean / lockstep: the ring.
   double efficiency_lockstep() const;
+  std::int64_t blocks_skipped() const { return blocks - blocks_visible; }
+  std::int64_t blocks_masked() const { return blocks_visible - blocks_whole; }
 };
 
 // From token_segments(cfg, r) for every rank: a query run is matched only with the key runs

@@ -11,6 +11,9 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/global_order.hpp"
+#include "bench/ring_attention/ring_efficiency.hpp"
+#include "bench/ring_attention/ring_ideal.hpp"
+#include "bench/ring_attention/ring_pass_report.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
 #include "bench/ulysses/ulysses_attention.hpp"
 #include "common/attention_select.hpp"
@@ -160,11 +163,52 @@ class UlyssesCase final : public BenchCase {
     // Packed documents: the ring part's balance (plain Ulysses: every rank attends over the
     // whole pack for its heads, equal work by construction).
     ring::report_documents(cfg_.ring_config(), method_->ring_part(), method_->positions(), rec);
+    if (cfg_.docs) report_against_ideal(m, rec);
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
     rec.int_tables.push_back({"ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
                               gather_int(ulysses_bytes_, ranks, rank)});
     rec.int_tables.push_back({"ring_bytes_sent", 1, static_cast<std::size_t>(ranks),
                               gather_int(ring_bytes_, ranks, rank)});
+  }
+
+  // Packed documents: the ring part's visible pairs per rank and round (plain Ulysses: one
+  // round, the whole pack for this rank's heads), and the case's pass against the ideal, one
+  // rank's attention of the whole pack for the a / u heads of a ring over its N_c / u ranks
+  // (ring_attention's ideal for the ring part's config), with its factors: balance (counted),
+  // pair rate (the attention phases' pairs per second over the ideal's) and exchange (the
+  // attention phases over the pass: what the all-to-alls, packing and casts add). Names as
+  // ring_attention's, `step_eff_*` for the factors of a --pass fwd_bwd step.
+  void report_against_ideal(const Measurement& m, CaseRecord& rec) {
+    const ring::RingConfig rc = cfg_.ring_config();
+    const std::vector<std::int64_t> work = method_->ring_part().work_pairs();
+    const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
+    rec.int_tables.push_back({"round_work_pairs", work.size(), static_cast<std::size_t>(ranks),
+                              gather_int_columns(work, ranks, rank)});
+    const ring::WorkTotals totals = ring::work_totals(work);
+    const double mean = static_cast<double>(totals.sum) / ranks;
+    const double most = static_cast<double>(totals.most);
+    double t_attention = phase_median(m, "attention");
+    if (cfg_.backward()) t_attention += phase_median(m, "bwd_attention");
+    const double flops_per_pair = (cfg_.backward() ? 14.0 : 4.0) * rc.head_dim * rc.heads;
+    const double flops_per_s = flops_per_pair * most / t_attention;
+    const ring::IdealTimes ideal = ring::measure_ideal(rc, ctx_.device, *engine_, flops_per_s,
+                                                       cfg_.backward(), ring::kIdealIterations);
+    auto& a = rec.attrs;
+    if (ideal.skipped) {
+      a.emplace_back("ideal_note", "skipped: " + ideal.why_skipped);
+      return;
+    }
+    const double ideal_s = ideal.fwd_s + ideal.bwd_s, t = m.step.median;
+    a.emplace_back("ideal_time_fwd_s", ideal.fwd_s);
+    if (cfg_.backward()) a.emplace_back("ideal_time_bwd_s", ideal.bwd_s);
+    a.emplace_back(cfg_.backward() ? "efficiency_vs_ideal_fwd_bwd" : "efficiency_vs_ideal_fwd",
+                   ideal_s / rc.n_c / t);
+    const ring::EfficiencyFactors f =
+        ring::efficiency_factors(mean, most, rc.n_c, ideal_s, t_attention, t);
+    const std::string prefix = cfg_.backward() ? "step_" : "";
+    a.emplace_back(prefix + "eff_balance", f.balance);
+    a.emplace_back(prefix + "eff_pair_rate", f.pair_rate);
+    a.emplace_back(prefix + "eff_exchange", f.exchange);
   }
 
   // The Ulysses group and the ring across groups, where they are not the job's communicator
@@ -452,6 +496,7 @@ void print_ulysses_table(const std::vector<CaseRecord>& records) {
                 : passed < 0 ? "off"
                              : "FAIL");
   }
+  ring::print_documents_table(records);
 }
 
 }  // namespace suite::ulysses

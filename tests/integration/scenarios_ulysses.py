@@ -305,6 +305,8 @@ def scenario_docs_model_agrees(env: Env) -> None:
             same(row, a, "padding_fraction", "docs_padding_fraction")
             same(row, a, "work_max_over_mean", "work_max_over_mean")
             same(row, a, "pred_efficiency_balance", "pred_efficiency_balance")
+            for key in ("blocks_skipped", "blocks_masked"):  # the census, any variant
+                same(row, a, key, key)
             if a["variant"] == "ring":
                 same(row, a, "pred_efficiency_lockstep", "pred_efficiency_lockstep")
                 same(row, a, "bytes_per_rank", "bytes_sent_per_rank_per_layer")
@@ -316,8 +318,22 @@ def scenario_docs_model_agrees(env: Env) -> None:
             if a["method"] == "ulysses":
                 expect(float(a["work_max_over_mean"]) == 1.0, f"{name}: imbalance {a['work_max_over_mean']}")
             else:
-                for key in ("padding_fraction", "work_max_over_mean", "pred_efficiency_lockstep"):
+                for key in ("padding_fraction", "work_max_over_mean", "pred_efficiency_lockstep",
+                            "blocks_skipped", "blocks_masked"):
                     same(row, a, key, "docs_" + key if key == "padding_fraction" else key)
+            # The ring part's work matrix: every ring (one per Ulysses group, u of them) counts
+            # each visible pair of the pack once, for its heads; the pack's pairs by hand from
+            # the saved document offsets (causal: L (L + 1) / 2 a document).
+            lengths = np.diff(np.asarray(g["cu_seqlens"][()], dtype=np.int64))
+            work = np.atleast_2d(g["round_work_pairs"][()])
+            u = int(a["u"])
+            expect(int(work.sum()) == u * int((lengths * (lengths + 1) // 2).sum()),
+                   f"{name}: round_work_pairs sums to {work.sum()}, expected {u} x the pack's pairs")
+            # Measured against the ideal, with the factors that multiply to it.
+            eff = float(a["efficiency_vs_ideal_fwd"])
+            product = float(a["eff_balance"]) * float(a["eff_pair_rate"]) * float(a["eff_exchange"])
+            expect(eff > 0 and abs(product - eff) <= 1e-9 * eff,
+                   f"{name}: efficiency_vs_ideal_fwd {eff}, factors multiply to {product}")
             checked += 1
     expect(checked == 10 + 6, f"{checked} cases compared, expected 16")
     # --balanced-chunk: the benchmark (checked against the reference) and the model lay the

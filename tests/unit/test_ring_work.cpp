@@ -66,6 +66,50 @@ TEST(RingWork, EqualsABruteForceCountOfTheMaskForEveryLayout) {
   EXPECT_EQ(checked, 230);
 }
 
+// Every (query run, key run) pair of every round, token by token: how many have a visible pair
+// and how many have only visible pairs (the census the benchmarks record).
+struct BlockCount {
+  std::int64_t all = 0, visible = 0, whole = 0;
+};
+BlockCount brute_blocks(const RingConfig& cfg) {
+  auto doc = [&](std::int64_t p) { return cfg.docs ? cfg.docs->document_of(p) : 0; };
+  BlockCount b;
+  for (int r = 0; r < cfg.n_c; ++r)
+    for (int src = 0; src < cfg.n_c; ++src)
+      for (const Segment& q : token_segments(cfg, r))
+        for (const Segment& k : token_segments(cfg, src)) {
+          std::int64_t seen = 0;
+          for (std::int64_t i = 0; i < q.count; ++i)
+            for (std::int64_t j = 0; j < k.count; ++j)
+              seen += doc(q.position(i)) == doc(k.position(j)) &&
+                      (!cfg.causal || k.position(j) <= q.position(i));
+          ++b.all;
+          b.visible += seen > 0;
+          b.whole += seen > 0 && seen == q.count * k.count;
+        }
+  return b;
+}
+
+TEST(RingWork, BlockPairsSkippedAndMaskedEqualABruteForceCount) {
+  int checked = 0;
+  for (const char* spec : {"uniform:1:40", "lognormal:24:1", "fixed:7"})
+    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::doc_zigzag,
+                     Layout::balanced})
+      for (int n_c : {1, 2, 4})
+        for (bool causal : {true, false}) {
+          const RingConfig cfg = config(l, n_c, 48, causal, spec, 5 + n_c);
+          const RingWork w = ring_work(cfg);
+          const BlockCount b = brute_blocks(cfg);
+          const std::string what = std::string(layout_name(l)) + " " + spec + " n_c " +
+                                   std::to_string(n_c) + (causal ? " causal" : " full");
+          EXPECT_EQ(w.blocks, b.all) << what;
+          EXPECT_EQ(w.blocks_skipped(), b.all - b.visible) << what;
+          EXPECT_EQ(w.blocks_masked(), b.visible - b.whole) << what;
+          ++checked;
+        }
+  EXPECT_EQ(checked, 90);
+}
+
 TEST(RingWork, FiguresFollowFromTheMatrixByHand) {
   // Contiguous causal, one document, 2 ranks of 4 tokens: rank 0 sees 10 pairs in round 0;
   // rank 1 sees 10 in round 0 and 16 (all of rank 0's keys) in round 1.
