@@ -36,13 +36,21 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def measured_points(paths: list[Path], docs: str) -> dict[str, list[tuple[int, float]]]:
-    """(N_c, efficiency against the ideal) per layout of the ring cases over these documents."""
+def measured_points(paths: list[Path], rows: list[dict[str, str]]) -> dict[str, list[tuple[int, float]]]:
+    """(N_c, efficiency against the ideal) per layout of the ring cases that match a row of the
+    CSV: the same documents and mask, layout, N_c and tokens per rank (a case at another c or
+    with the other mask is no point of these curves)."""
+    wanted = {(r["docs"], int(r["causal"]), r["layout"], int(r["n_c"]), int(r["c"]))
+              for r in rows if r["u"] == "1"}
     out: dict[str, list[tuple[int, float]]] = {}
     for p in paths:
         for case in read_results(p, load_datasets=False).cases.values():
             a = case.attrs
-            if case.bench != "ring_attention" or a.get("docs") != docs or a.get("variant") != "ring":
+            if case.bench != "ring_attention" or a.get("variant") != "ring":
+                continue
+            key = (a.get("docs"), int(a.get("causal", -1)), str(a.get("layout")), int(a.get("n_c", -1)),
+                   int(a.get("c", -1)))
+            if key not in wanted:
                 continue
             eff = a.get("efficiency_vs_ideal_fwd")
             if eff is not None and np.isfinite(float(eff)):
@@ -97,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for path in args.csv:
         rows = read_rows(path)
-        fig = figure(rows, measured_points(args.measured, rows[0]["docs"]))
+        fig = figure(rows, measured_points(args.measured, rows))
         name = "varlen_" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in rows[0]["docs"]) + ".png"
         fig.savefig(args.out / name, dpi=110)
         plt.close(fig)

@@ -316,7 +316,10 @@ int main(int argc, char** argv) {
                  "the backward: fp32 (as ring-flash-attention keeps them), bf16 or fp64; the "
                  "other gradients (TP/SP, Ulysses' dO, dQ, dK, dV) travel in --dtype")
       ->capture_default_str();
-  app.add_flag("--causal", p.causal, "causal attention with a balanced (zig-zag) layout");
+  app.add_flag("--causal", p.causal,
+               "causal attention with a balanced (zig-zag) layout; in --section varlen, causal "
+               "within each document (without it: full attention within each document, where "
+               "ring_attention and ulysses default to causal)");
   app.add_option("--experts,-E", p.experts, "E: experts")->capture_default_str();
   app.add_option("--ep", p.n_e, "N_e: expert-parallel degree")->capture_default_str();
   app.add_option("--top-k,-k", p.k, "k: experts per token")->capture_default_str();

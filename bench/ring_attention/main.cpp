@@ -85,7 +85,11 @@ int main(int argc, char** argv) {
     app.add_option(
            "--layout", o.layouts,
            "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "
-           "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod N_c)")
+           "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod N_c); "
+           "with --docs also doc_zigzag (each document cut into 2N_c chunks, zig-zag, padded to a "
+           "multiple of 2N_c as TransformerEngine's THD layout) and balanced (document chunks "
+           "placed so that every rank's visible pairs per round are as equal as the documents "
+           "allow; --balanced-chunk)")
         ->capture_default_str();
     app.add_option("--variant", o.variants,
                    "ring (K/V travel, overlapped) and/or allgather (gather all K/V once, exposed, "

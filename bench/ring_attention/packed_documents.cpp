@@ -172,7 +172,7 @@ PackedDocuments PackedDocuments::pack(const DocSpec& spec, std::int64_t s, std::
   if (spec.shortest() > s)
     bad(spec.text, "a sequence of " + std::to_string(s) + " tokens cannot hold a document of " +
                        std::to_string(spec.shortest()) +
-                       " (use a larger --block or shorter documents)");
+                       " (use a longer sequence or shorter documents)");
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
                     static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(s >> 32)};
   std::mt19937_64 g(seq);

@@ -59,3 +59,25 @@ def test_a_file_that_is_not_the_model_s_csv_is_refused(tmp_path: Path) -> None:
     bad.write_text("a,b\n1,2\n")
     proc = run_script("plot_varlen.py", bad, "--out", tmp_path)
     assert proc.returncode != 0 and "is not a CSV of `model --section varlen --csv`" in proc.stderr
+
+
+def test_measured_points_keep_only_cases_of_the_csv_s_curves(tmp_path: Path) -> None:
+    """A ring case with the other mask or another c is no point of the CSV's curves."""
+    from plot_varlen import measured_points, read_rows
+    from synthetic_results import rank_times, write_results
+
+    csv_path = tmp_path / "lognormal.csv"
+    write_rows(csv_path)  # causal, c = 256, N_c 4..16
+
+    def case(name: str, causal: int, c: int, eff: float) -> dict:
+        return {"name": name,
+                "params": {"variant": "ring", "layout": "striped", "causal": causal, "c": c, "n_c": 4,
+                           "docs": "lognormal:64:1", "dtype": "fp32"},
+                "attrs": {"check_passed": 1, "efficiency_vs_ideal_fwd": eff},
+                "time_s": rank_times(1e-3)}
+
+    h5 = write_results(tmp_path / "ring.h5", "ring_attention",
+                       [case("ring_striped_causal_c256", 1, 256, 0.8),
+                        case("ring_striped_full_c256", 0, 256, 0.3),
+                        case("ring_striped_causal_c1024", 1, 1024, 0.5)])
+    assert measured_points([h5], read_rows(csv_path)) == {"striped": [(4, 0.8)]}
