@@ -175,7 +175,8 @@ class UlyssesCase final : public BenchCase {
   // round, the whole pack for this rank's heads), and the case's pass against the ideal, one
   // rank's attention of the whole pack for the a / u heads of a ring over its N_c / u ranks
   // (ring_attention's ideal for the ring part's config), with its factors: balance (counted),
-  // pair rate (the attention phases' pairs per second over the ideal's) and exchange (the
+  // pair rate (the attention phases' pairs per second over the ideal's; the ring part's
+  // transfers run inside those phases, so what they expose lands here) and exchange (the
   // attention phases over the pass: what the all-to-alls, packing and casts add). Names as
   // ring_attention's, `step_eff_*` for the factors of a --pass fwd_bwd step.
   void report_against_ideal(const Measurement& m, CaseRecord& rec) {
