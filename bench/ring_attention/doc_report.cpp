@@ -18,9 +18,9 @@ constexpr std::int64_t kMaxSavedRows = 1 << 20;  // row_positions: small runs on
 
 }  // namespace
 
-void report_documents(const RingConfig& cfg, const RingAttention& ring,
-                      const std::vector<std::int64_t>& rows, CaseRecord& rec) {
-  if (!cfg.docs) return;
+WorkTotals report_documents(const RingConfig& cfg, const RingAttention& ring,
+                            const std::vector<std::int64_t>& rows, CaseRecord& rec) {
+  if (!cfg.docs) return {};
   int ranks = 0, rank = 0;
   SUITE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
   SUITE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -49,11 +49,7 @@ void report_documents(const RingConfig& cfg, const RingAttention& ring,
   // Block pairs over the ranks of one ring (every ring of a hybrid has the same), as the model
   // counts them.
   auto ring_total = [&](const std::vector<std::int64_t>& per_round) {
-    std::int64_t mine = 0, all = 0;
-    for (auto v : per_round)
-      mine += v;
-    SUITE_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-    return all / (ranks / cfg.n_c);
+    return work_totals(per_round).sum / (ranks / cfg.n_c);
   };
   a.emplace_back("blocks_skipped", ring_total(census.skipped));
   a.emplace_back("blocks_masked", ring_total(census.masked));
@@ -73,6 +69,7 @@ void report_documents(const RingConfig& cfg, const RingAttention& ring,
       {"round_blocks_masked", rounds, cols, gather_int_columns(census.masked, ranks, rank)});
   rec.int_tables.push_back(
       {"round_kernel_calls", rounds, cols, gather_int_columns(census.calls, ranks, rank)});
+  return totals;
 }
 
 void print_documents_table(const std::vector<CaseRecord>& records) {

@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "bench/ring_attention/ring_attention.hpp"
+#include "bench/ring_attention/ring_pass_report.hpp"
 #include "common/results.hpp"
 
 namespace suite::ring {
 
 // `rows`: the global positions of this rank's rows (saved as row_positions when small).
-void report_documents(const RingConfig& cfg, const RingAttention& ring,
-                      const std::vector<std::int64_t>& rows, CaseRecord& rec);
+// Returns the totals of the ranks' visible pairs it counted (empty without documents).
+WorkTotals report_documents(const RingConfig& cfg, const RingAttention& ring,
+                            const std::vector<std::int64_t>& rows, CaseRecord& rec);
 
 // The table both benchmarks print for their cases over packed documents (those report_documents
 // wrote): the counted balance, padding and block pairs beside the measured efficiency.

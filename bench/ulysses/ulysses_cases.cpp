@@ -162,8 +162,9 @@ class UlyssesCase final : public BenchCase {
     if (cfg_.backward()) report_backward(m, rec, q_block / e, kv_block / e);
     // Packed documents: the ring part's balance (plain Ulysses: every rank attends over the
     // whole pack for its heads, equal work by construction).
-    ring::report_documents(cfg_.ring_config(), method_->ring_part(), method_->positions(), rec);
-    if (cfg_.docs) report_against_ideal(m, rec);
+    const ring::WorkTotals totals =
+        ring::report_documents(cfg_.ring_config(), method_->ring_part(), method_->positions(), rec);
+    if (cfg_.docs) report_against_ideal(m, totals, rec);
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
     rec.int_tables.push_back({"ulysses_bytes_sent", 1, static_cast<std::size_t>(ranks),
                               gather_int(ulysses_bytes_, ranks, rank)});
@@ -179,13 +180,13 @@ class UlyssesCase final : public BenchCase {
   // transfers run inside those phases, so what they expose lands here) and exchange (the
   // attention phases over the pass: what the all-to-alls, packing and casts add). Names as
   // ring_attention's, `step_eff_*` for the factors of a --pass fwd_bwd step.
-  void report_against_ideal(const Measurement& m, CaseRecord& rec) {
+  // `totals`: the ring part's, as report_documents counted them.
+  void report_against_ideal(const Measurement& m, const ring::WorkTotals& totals, CaseRecord& rec) {
     const ring::RingConfig rc = cfg_.ring_config();
     const std::vector<std::int64_t> work = method_->ring_part().work_pairs();
     const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
     rec.int_tables.push_back({"round_work_pairs", work.size(), static_cast<std::size_t>(ranks),
                               gather_int_columns(work, ranks, rank)});
-    const ring::WorkTotals totals = ring::work_totals(work);
     const double mean = static_cast<double>(totals.sum) / ranks;
     const double most = static_cast<double>(totals.most);
     double t_attention = phase_median(m, "attention");
