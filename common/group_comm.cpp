@@ -20,9 +20,14 @@ std::unique_ptr<Comm> make_group_comm(BenchContext& ctx, int group_size) {
 }
 
 std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color) {
-  const int rank = ctx.mpi.rank();
+  return make_split_comm(ctx, MPI_COMM_WORLD, color);
+}
+
+std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, MPI_Comm parent, int color) {
+  int rank = 0;
+  SUITE_MPI_CHECK(MPI_Comm_rank(parent, &rank));
   MPI_Comm group = MPI_COMM_NULL;
-  SUITE_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rank, &group));
+  SUITE_MPI_CHECK(MPI_Comm_split(parent, color, rank, &group));
   std::unique_ptr<Comm> comm = ctx.comm.transport() == Transport::nccl
                                    ? make_nccl_comm(ctx.device, group)
                                    : make_mpi_comm(ctx.device, group);

@@ -21,5 +21,7 @@ std::unique_ptr<Comm> make_group_comm(BenchContext& ctx, int group_size);
 // This rank's group of all ranks that pass the same `color` (ordered by rank), on the run's
 // transport, with ctx.comm's wait observer. Collective over the whole job.
 std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, int color);
+// The same over the ranks of `parent` (collective over them; ordered by their rank there).
+std::unique_ptr<Comm> make_split_comm(BenchContext& ctx, MPI_Comm parent, int color);
 
 }  // namespace suite

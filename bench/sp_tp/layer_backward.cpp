@@ -18,19 +18,26 @@ class Backward {
     hl_ = h_ / t;
     fl_ = s.cfg.ffn() / t;
     al_ = s.cfg.heads / t;
+    kvl_ = s.cfg.kv() / t;
+    kv_cols_ = kvl_ * s.cfg.head_dim();
+    cols_ = s.cfg.qkv_cols(t);
     R_ = s.cfg.rows();
     L_ = s.local_rows;
     e_ = dtype_size(s.cfg.dtype);
     sp_ = s.variant == Variant::tp_sp;
     // Every saved tensor the backward reads, looked up before any work or collective: a
     // missing one fails here, on every rank alike.
-    std::vector<std::string> needed = {"ln1_input",     "ln1_output",   "qkv",        "attn_output",
-                                       "dropout1_mask", "ln2_input",    "ln2_output", "fc1_output",
-                                       "gelu_output",   "dropout2_mask"};
-    if (s.cfg.fused_attention)
-      needed.push_back("attn_lse");
-    else
-      needed.insert(needed.end(), {"attn_softmax", "attn_dropout_mask", "attn_dropout_output"});
+    // A part keeps what its own backward needs (layer_parts.hpp).
+    std::vector<std::string> needed = {"ln1_input",     "ln1_output", "attn_output",
+                                       "dropout1_mask", "ln2_input",  "dropout2_mask"};
+    if (!s.attention) {
+      needed.push_back("qkv");
+      if (s.cfg.fused_attention)
+        needed.push_back("attn_lse");
+      else
+        needed.insert(needed.end(), {"attn_softmax", "attn_dropout_mask", "attn_dropout_output"});
+    }
+    if (!s.ffn) needed.insert(needed.end(), {"ln2_output", "fc1_output", "gelu_output"});
     for (const auto& name : needed)
       saved_[name] = ledger.get(name).data();
   }
@@ -43,28 +50,14 @@ class Backward {
       ln_partial_ = acquire("grad_layernorm_partial", {4, h_});
     else if (s_.t > 1)
       ln_block_ = acquire("grad_layernorm_block", {2, h_});
-    // MLP block: out = dropout2(fc2(gelu(fc1(ln2(h1))))) + h1.
-    void* g2 = acquire("grad_fc2_reduced", {L_, h_});
+    // MLP block: out = dropout2(fc2(gelu(fc1(ln2(h1))))) + h1, or dropout2(part(ln2(h1))) + h1.
+    void* g2 = acquire(s_.ffn ? "grad_ffn_output" : "grad_fc2_reduced", {L_, h_});
     compute([&] { s_.ops.dropout_backward(L_ * h_, p, mask("dropout2_mask"), d_out_, g2); });
-    void* d_fc1 = acquire("grad_fc1_output", {R_, fl_});
-    // dgelu = dY W_fc2^T, row block by row block (ring: each as its block of dY arrives).
-    const void* g2_full = full_rows_into(
-        "fc2", g2, "grad_fc2_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
-          gemm(false, true, rows, fl_, h_, dy, h_, w_.w_fc2, h_, at(d_fc1, r0 * fl_), fl_);
-        });
-    s_.comm.gemm(ph_, [&] {
-      gemm(true, false, fl_, h_, R_, saved("gelu_output"), fl_, g2_full, h_, g_.w_fc2, h_);
-    });
-    s_.comm.set_op("");
-    compute([&] { s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1); });
-    release_rows("grad_fc2_output");
-    release("grad_fc2_reduced");
-    void* d_ln2 = column_parallel(d_fc1, fl_, w_.w_fc1, "ln2_output", g_.w_fc1, "fc1");
-    release("grad_fc1_output");
+    void* d_ln2 = s_.ffn ? ffn_backward(g2) : mlp_backward(g2);
     void* d_h1 = acquire("grad_ln2_input", {L_, h_});
     layernorm(saved("ln2_input"), w_.ln2_gamma, d_ln2, d_h1, 2);
     compute([&] { s_.ops.residual_add(L_ * h_, d_h1, d_out_, d_h1); });  // + the residual path
-    release("grad_fc1_input_reduced");
+    release(s_.ffn ? "grad_ffn_input" : "grad_fc1_input_reduced");
 
     // Attention block: h1 = dropout1(proj(attention(qkv(ln1(x))))) + x.
     void* g1 = acquire("grad_proj_reduced", {L_, h_});
@@ -81,15 +74,18 @@ class Backward {
     s_.comm.set_op("");
     release_rows("grad_proj_output");
     release("grad_proj_reduced");
-    void* d_qkv = acquire("grad_qkv", {R_, 3 * hl_});
-    compute([&] {
-      if (s_.cfg.fused_attention)
-        attention_fused(d_ctx, d_qkv);
-      else
-        attention_unfused(d_ctx, d_qkv);
-    });
+    void* d_qkv = acquire("grad_qkv", {R_, cols_});
+    if (s_.attention)
+      s_.attention->backward(d_ctx, d_qkv, ph_);
+    else
+      compute([&] {
+        if (s_.cfg.fused_attention)
+          attention_fused(d_ctx, d_qkv);
+        else
+          attention_unfused(d_ctx, d_qkv);
+      });
     release("grad_attn_output");
-    void* d_ln1 = column_parallel(d_qkv, 3 * hl_, w_.w_qkv, "ln1_output", g_.w_qkv, "qkv");
+    void* d_ln1 = column_parallel(d_qkv, cols_, w_.w_qkv, "ln1_output", g_.w_qkv, "qkv");
     release("grad_qkv");
     layernorm(saved("ln1_input"), w_.ln1_gamma, d_ln1, g_.input, 0);
     compute([&] { s_.ops.residual_add(L_ * h_, g_.input, d_h1, g_.input); });
@@ -105,6 +101,36 @@ class Backward {
   }
 
  private:
+  // The part's backward in place of the MLP's: the LayerNorm output's gradient on this rank's
+  // rows.
+  void* ffn_backward(void* g2) {
+    void* d_ln2 = acquire("grad_ffn_input", {L_, h_});
+    s_.ffn->backward(g2, d_ln2, ph_);
+    release("grad_ffn_output");
+    return d_ln2;
+  }
+
+  // fc2, GeLU and fc1 backward with their collectives: the LayerNorm output's gradient on this
+  // rank's rows ("grad_fc1_input_reduced").
+  void* mlp_backward(void* g2) {
+    void* d_fc1 = acquire("grad_fc1_output", {R_, fl_});
+    // dgelu = dY W_fc2^T, row block by row block (ring: each as its block of dY arrives).
+    const void* g2_full = full_rows_into(
+        "fc2", g2, "grad_fc2_output", [&](std::int64_t r0, std::int64_t rows, const void* dy) {
+          gemm(false, true, rows, fl_, h_, dy, h_, w_.w_fc2, h_, at(d_fc1, r0 * fl_), fl_);
+        });
+    s_.comm.gemm(ph_, [&] {
+      gemm(true, false, fl_, h_, R_, saved("gelu_output"), fl_, g2_full, h_, g_.w_fc2, h_);
+    });
+    s_.comm.set_op("");
+    compute([&] { s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1); });
+    release_rows("grad_fc2_output");
+    release("grad_fc2_reduced");
+    void* d_ln2 = column_parallel(d_fc1, fl_, w_.w_fc1, "ln2_output", g_.w_fc1, "fc1");
+    release("grad_fc1_output");
+    return d_ln2;
+  }
+
   template <class F>
   void compute(F&& f) {
     ph_.time("bwd_compute", f);
@@ -273,9 +299,9 @@ class Backward {
 
   kernels::AttentionParams attention_params() const {
     kernels::AttentionParams p = kernels::make_attention_params(
-        s_.cfg.s, s_.cfg.s, static_cast<int>(al_), static_cast<int>(al_),
+        s_.cfg.s, s_.cfg.s, static_cast<int>(al_), static_cast<int>(kvl_),
         static_cast<int>(s_.cfg.head_dim()), s_.cfg.causal);
-    p.ld_q = p.ld_k = p.ld_v = s_.cfg.b * 3 * hl_;
+    p.ld_q = p.ld_k = p.ld_v = s_.cfg.b * cols_;
     p.ld_o = s_.cfg.b * hl_;
     return p;
   }
@@ -299,18 +325,18 @@ class Backward {
     const DType gt = eng.grad_type();
     const bool direct = gt == s_.cfg.dtype;
     const auto ge = static_cast<std::int64_t>(dtype_size(gt));
-    void* acc = direct ? d_qkv : acquire("grad_qkv_accumulator", {R_, 3 * hl_}, dtype_size(gt));
-    s_.device.fill_zero(acc, static_cast<std::size_t>(R_ * 3 * hl_ * ge));
+    void* acc = direct ? d_qkv : acquire("grad_qkv_accumulator", {R_, cols_}, dtype_size(gt));
+    s_.device.fill_zero(acc, static_cast<std::size_t>(R_ * cols_ * ge));
     for (std::int64_t bi = 0; bi < b; ++bi) {
-      const std::int64_t q0 = bi * 3 * hl_;
-      eng.backward(p, mask, at(qkv, q0), at(qkv, q0 + hl_), at(qkv, q0 + 2 * hl_),
-                   at(ctx, bi * hl_), at(d_ctx, bi * hl_), off(lse, bi * al_ * s * lse_e),
+      const std::int64_t q0 = bi * cols_, k0 = q0 + hl_, v0 = k0 + kv_cols_;
+      eng.backward(p, mask, at(qkv, q0), at(qkv, k0), at(qkv, v0), at(ctx, bi * hl_),
+                   at(d_ctx, bi * hl_), off(lse, bi * al_ * s * lse_e),
                    off(delta, bi * al_ * s * lse_e), w_.positions, w_.positions, off(acc, q0 * ge),
-                   off(acc, (q0 + hl_) * ge), off(acc, (q0 + 2 * hl_) * ge));
+                   off(acc, k0 * ge), off(acc, v0 * ge));
     }
     if (!direct) {
-      s_.device.fill_zero(d_qkv, static_cast<std::size_t>(R_ * 3 * hl_) * e_);
-      eng.accumulate(d_qkv, s_.cfg.dtype, acc, R_ * 3 * hl_);
+      s_.device.fill_zero(d_qkv, static_cast<std::size_t>(R_ * cols_) * e_);
+      eng.accumulate(d_qkv, s_.cfg.dtype, acc, R_ * cols_);
       release("grad_qkv_accumulator");
     }
     release("attn_delta");
@@ -318,7 +344,7 @@ class Backward {
 
   // From the stored softmax P, its dropout mask and output Pd, per batch element and head:
   // dV = Pd^T dO; dPd = dO V^T; dS = softmax_dropout_backward(dPd); dQ = scale dS K;
-  // dK = scale dS^T Q.
+  // dK = scale dS^T Q. Multi-head only (validate refuses GQA here).
   void attention_unfused(const void* d_ctx, void* d_qkv) {
     const std::int64_t b = s_.cfg.b, s = s_.cfg.s, d = s_.cfg.head_dim();
     const kernels::AttentionParams p = attention_params();
@@ -349,7 +375,7 @@ class Backward {
   const void* d_out_;
   Scratch scratch_;
   std::map<std::string, const void*> saved_;
-  std::int64_t h_, hl_, fl_, al_, R_, L_;
+  std::int64_t h_, hl_, fl_, al_, kvl_, kv_cols_, cols_, R_, L_;
   std::size_t e_;
   bool sp_;
   void *ln_partial_ = nullptr, *ln_block_ = nullptr, *ln_ws_ = nullptr;

@@ -17,11 +17,13 @@
 #include "bench/sp_tp/layer_config.hpp"
 #include "bench/sp_tp/layer_memory.hpp"
 #include "bench/sp_tp/layer_ops.hpp"
+#include "bench/sp_tp/layer_parts.hpp"
 #include "common/phase_timer.hpp"
 
 namespace suite::sp_tp {
 
-// The weights the backward reads (this rank's slices) and the token positions of attention.
+// The weights the backward reads (this rank's slices; no fc1 / fc2 when a part replaces the
+// MLP) and the token positions of attention.
 struct LayerWeights {
   const void *ln1_gamma, *ln2_gamma, *w_qkv, *w_out, *w_fc1, *w_fc2;
   const std::int64_t* positions;
@@ -43,6 +45,8 @@ struct BackwardSetup {
   LayerComm& comm;
   Scratch scratch;
   bool overlap;  // LayerNorm-output all-gathers overlapped with the input-gradient GEMMs
+  AttentionPart* attention = nullptr;  // the layer's parts (layer_parts.hpp), if any
+  FfnPart* ffn = nullptr;
 };
 
 // Phases: "bwd_compute", "bwd_comm" (blocking collectives and the waits of the overlapped

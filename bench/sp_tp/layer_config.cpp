@@ -38,6 +38,12 @@ void validate(const LayerConfig& c) {
   const std::string t = std::to_string(c.t);
   need(c.heads % c.t == 0,
        "--heads " + std::to_string(c.heads) + " is not divisible by t = " + t + " ranks");
+  need(c.kv() >= 1 && c.heads % c.kv() == 0,
+       "--kv-heads " + std::to_string(c.kv()) + " must divide --heads " + std::to_string(c.heads));
+  need(c.kv() % c.t == 0, "--kv-heads " + std::to_string(c.kv()) + " is not divisible by t = " + t +
+                              " ranks (each TP rank needs whole K/V heads)");
+  need(c.fused_attention || c.kv() == c.heads,
+       "the unfused attention path is multi-head only (--kv-heads = --heads)");
   need(c.s % c.t == 0, "--seq " + std::to_string(c.s) + " is not divisible by t = " + t +
                            " (SP shards the sequence)");
   need(c.ffn() % c.t == 0,

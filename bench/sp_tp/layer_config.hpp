@@ -36,6 +36,7 @@ constexpr const char* variant_name(Variant v) {
 
 struct LayerConfig {
   std::int64_t s = 1024, b = 1, h = 1024, heads = 16, d_ff = 0;  // d_ff 0: 4h
+  std::int64_t kv_heads = 0;                                     // GQA's n_kv; 0: heads
   int t = 1;                                                     // TP group size
   float dropout = 0.1f;
   bool causal = true;
@@ -46,10 +47,16 @@ struct LayerConfig {
   Pass pass = Pass::fwd;     // fwd_bwd: a training step, the backward after the forward
   bool bwd_overlap = true;   // TP+SP backward: LayerNorm-output all-gathers overlap GEMMs
   TpOverlapMode tp_overlap;  // TP+SP: collectives beside their GEMMs
+  // false: a part of the caller's (layer_parts.hpp, e.g. an MoE layer) replaces the MLP, and
+  // the layer holds no fc1 / fc2 weights.
+  bool dense_mlp = true;
 
   bool backward() const { return pass == Pass::fwd_bwd; }
   std::int64_t ffn() const { return d_ff > 0 ? d_ff : 4 * h; }
   std::int64_t head_dim() const { return h / heads; }
+  std::int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Columns of the QKV projection's output on each of t ranks: its Q heads, then its K and V.
+  std::int64_t qkv_cols(int ranks) const { return (heads + 2 * kv()) * head_dim() / ranks; }
   std::int64_t rows() const { return s * b; }  // tokens, row = s_idx * b + b_idx
 };
 

@@ -20,12 +20,18 @@ std::vector<ParamSlice> param_slices(const LayerConfig& cfg, int rank, int t) {
                               {"ln2_gamma", Tensor::ln2_gamma},
                               {"ln2_beta", Tensor::ln2_beta}})
     s.push_back({name, tensor, 1, h, 0, 1, all_h, 1.0, true});
+  // Q, K, V blocks of the global [h, (a + 2 n_kv) d]: this rank's Q heads and its K/V heads.
+  const std::int64_t d = cfg.head_dim(), q_cols = cfg.heads * d, kv_cols = cfg.kv() * d,
+                     ql = q_cols / t, kvl = kv_cols / t;
   std::vector<std::int64_t> qkv_cols;
-  for (std::int64_t part = 0; part < 3; ++part)  // Q, K, V blocks of the global [h, 3h]
-    for (std::int64_t c = r * hl; c < (r + 1) * hl; ++c)
-      qkv_cols.push_back(part * h + c);
-  s.push_back({"w_qkv", Tensor::w_qkv, h, 3 * h, 0, h, qkv_cols, inv_h, false});
+  for (std::int64_t c = r * ql; c < (r + 1) * ql; ++c)
+    qkv_cols.push_back(c);
+  for (std::int64_t part = 0; part < 2; ++part)
+    for (std::int64_t c = r * kvl; c < (r + 1) * kvl; ++c)
+      qkv_cols.push_back(q_cols + part * kv_cols + c);
+  s.push_back({"w_qkv", Tensor::w_qkv, h, q_cols + 2 * kv_cols, 0, h, qkv_cols, inv_h, false});
   s.push_back({"w_out", Tensor::w_out, h, h, r * hl, hl, all_h, inv_h, false});
+  if (!cfg.dense_mlp) return s;
   s.push_back(
       {"w_fc1", Tensor::w_fc1, h, ff, 0, h, column_range(r * fl, (r + 1) * fl), inv_h, false});
   s.push_back({"w_fc2", Tensor::w_fc2, ff, h, r * fl, fl, all_h,

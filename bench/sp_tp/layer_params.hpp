@@ -24,7 +24,8 @@ struct ParamSlice {
 };
 
 // Rank `rank` of `t`'s slices, in the order ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, w_qkv,
-// w_out, w_fc1, w_fc2 (the four LayerNorm ones first: their gradients share one buffer).
+// w_out, w_fc1, w_fc2 (the four LayerNorm ones first: their gradients share one buffer); no
+// w_fc1, w_fc2 when a part replaces the MLP (cfg.dense_mlp false).
 std::vector<ParamSlice> param_slices(const LayerConfig& cfg, int rank, int t);
 constexpr int kLayerNormParams = 4;
 

@@ -19,13 +19,14 @@ constexpr std::uint64_t kDropout1Salt = 0x1d1d, kDropout2Salt = 0x2d2d, kAttnDro
 }  // namespace
 
 TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Device& device,
-                                   Comm& comm, LayerOps& ops)
+                                   Comm& comm, LayerOps& ops, LayerParts parts)
     : cfg_(cfg),
       variant_(variant),
       device_(device),
       ops_(ops),
       memory_(device),
       comm_(comm, device),
+      parts_(std::move(parts)),
       t_(comm.size()),
       rank_(comm.rank()) {
   const std::int64_t rows = cfg.rows(), h = cfg.h, hl = h / t_, fl = cfg.ffn() / t_,
@@ -34,6 +35,14 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   e_ = dtype_size(cfg.dtype);
   local_rows_ = sp ? rows / t_ : rows;
   row_offset_ = sp ? rank_ * local_rows_ : 0;
+  SUITE_CHECK(cfg.dense_mlp == (parts_.ffn == nullptr), "an FfnPart replaces the dense MLP");
+  SUITE_CHECK(parts_.ffn == nullptr || sp || t_ == 1, "an FfnPart works on sequence shards");
+  SUITE_CHECK(parts_.attention == nullptr || cfg.fused_attention,
+              "an AttentionPart keeps no score matrix");
+  SUITE_CHECK(
+      parts_.global_rows.empty() ||
+          (static_cast<std::int64_t>(parts_.global_rows.size()) == local_rows_ && cfg.dropout == 0),
+      "global rows: one per token-wise row, and no dropout");
 
   // Parameters: this rank's slices of the global weights (layer_params.hpp).
   slices_ = param_slices(cfg, rank_, t_);
@@ -48,17 +57,20 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   positions_ = tensor("positions", {cfg.s}, sizeof(std::int64_t), Role::parameter);
   device.copy_from_host(positions_->data(), pos.data(), pos.size() * sizeof(std::int64_t));
 
-  // Activations. Names follow METHODS.md's accounting; Role::saved is the ledger.
+  // Activations. Names follow METHODS.md's accounting; Role::saved is the ledger. What a part
+  // keeps for its own backward (the attention's Q, K, V; the MoE layer's input) the layer does
+  // not save again.
   const Role saved = Role::saved, temp = Role::temporary;
   x_ = tensor("ln1_input", {local_rows_, h}, e_, saved);
   if (!sim::modeled())  // modeled compute reads no values: none generated
-    upload(*x_, init_slice(cfg.seed, Tensor::input, row_offset_, local_rows_, column_range(0, h)));
+    upload(*x_, row_values(Tensor::input));
   ln1_ = tensor("ln1_output", {local_rows_, h}, e_, saved);
   if (sp) ln1_full_ = tensor("ln1_output_gathered", {rows, h}, e_, temp);
-  qkv_ = tensor("qkv", {rows, 3 * hl}, e_, saved);
+  qkv_ = tensor("qkv", {rows, cfg.qkv_cols(t_)}, e_, parts_.attention ? temp : saved);
   ctx_ = tensor("attn_output", {rows, hl}, e_, saved);
-  lse_ = tensor("attn_lse", {cfg.b, al, cfg.s}, ops.lse_elem_size(),
-                cfg.fused_attention ? saved : temp);
+  if (!parts_.attention)
+    lse_ = tensor("attn_lse", {cfg.b, al, cfg.s}, ops.lse_elem_size(),
+                  cfg.fused_attention ? saved : temp);
   if (!cfg.fused_attention) {
     probs_ = tensor("attn_softmax", {cfg.b, al, cfg.s, cfg.s}, e_, saved);
     probs_mask_ = tensor("attn_dropout_mask", {cfg.b, al, cfg.s, cfg.s}, 1, saved);
@@ -69,13 +81,30 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   dropped_ = tensor("dropout_output", {local_rows_, h}, e_, temp);
   mask1_ = tensor("dropout1_mask", {local_rows_, h}, 1, saved);
   h1_ = tensor("ln2_input", {local_rows_, h}, e_, saved);
-  ln2_ = tensor("ln2_output", {local_rows_, h}, e_, saved);
-  if (sp) ln2_full_ = tensor("ln2_output_gathered", {rows, h}, e_, temp);
-  fc1_ = tensor("fc1_output", {rows, fl}, e_, saved);
-  gelu_ = tensor("gelu_output", {rows, fl}, e_, saved);
-  fc2_ = tensor("fc2_partial", {rows, h}, e_, temp);
+  ln2_ = tensor("ln2_output", {local_rows_, h}, e_, parts_.ffn ? temp : saved);
+  if (cfg.dense_mlp) {
+    if (sp) ln2_full_ = tensor("ln2_output_gathered", {rows, h}, e_, temp);
+    fc1_ = tensor("fc1_output", {rows, fl}, e_, saved);
+    gelu_ = tensor("gelu_output", {rows, fl}, e_, saved);
+    fc2_ = tensor("fc2_partial", {rows, h}, e_, temp);
+    spare_ = fc2_;
+  } else if (sp && cfg.tp_overlap.kind != TpOverlap::none) {
+    spare_ = tensor("row_parallel_incoming", {rows, h}, e_, temp);
+  }
   mask2_ = tensor("dropout2_mask", {local_rows_, h}, 1, saved);
   out_ = tensor("layer_output", {local_rows_, h}, e_, Role::output);
+}
+
+std::vector<double> TransformerLayer::row_values(Tensor t) const {
+  const auto cols = column_range(0, cfg_.h);
+  if (parts_.global_rows.empty()) return init_slice(cfg_.seed, t, row_offset_, local_rows_, cols);
+  std::vector<double> v;
+  v.reserve(static_cast<std::size_t>(local_rows_ * cfg_.h));
+  for (std::int64_t r : parts_.global_rows) {
+    const std::vector<double> row = init_slice(cfg_.seed, t, r, 1, cols);
+    v.insert(v.end(), row.begin(), row.end());
+  }
+  return v;
 }
 
 const Buffer* TransformerLayer::tensor(const std::string& name, std::vector<std::int64_t> shape,
@@ -103,19 +132,21 @@ std::int64_t TransformerLayer::ledger_bytes() const {
 }
 
 void TransformerLayer::attention() {
-  const std::int64_t hl = cfg_.h / t_, al = cfg_.heads / t_, b = cfg_.b, s = cfg_.s;
+  const std::int64_t hl = cfg_.h / t_, al = cfg_.heads / t_, kvl = cfg_.kv() / t_,
+                     kv_cols = kvl * cfg_.head_dim(), cols = cfg_.qkv_cols(t_), b = cfg_.b,
+                     s = cfg_.s;
   kernels::AttentionParams p =
-      kernels::make_attention_params(s, s, static_cast<int>(al), static_cast<int>(al),
+      kernels::make_attention_params(s, s, static_cast<int>(al), static_cast<int>(kvl),
                                      static_cast<int>(cfg_.head_dim()), cfg_.causal);
   // Batch element bi is every b-th row: offset the pointers by bi rows, stride b rows.
-  p.ld_q = p.ld_k = p.ld_v = b * 3 * hl;
+  p.ld_q = p.ld_k = p.ld_v = b * cols;
   p.ld_o = b * hl;
   const auto* pos = positions_->as<std::int64_t>();
   const std::size_t lse_e = ops_.lse_elem_size();
   for (std::int64_t bi = 0; bi < b; ++bi) {
-    const void* q = at(*qkv_, bi * 3 * hl);
-    const void* k = at(*qkv_, bi * 3 * hl + hl);
-    const void* v = at(*qkv_, bi * 3 * hl + 2 * hl);
+    const void* q = at(*qkv_, bi * cols);
+    const void* k = at(*qkv_, bi * cols + hl);
+    const void* v = at(*qkv_, bi * cols + hl + kv_cols);
     void* o = at(*ctx_, bi * hl);
     void* lse =
         static_cast<std::byte*>(lse_->data()) + bi * al * s * static_cast<std::int64_t>(lse_e);
@@ -179,7 +210,7 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
                       const Buffer& w_in, const Buffer& a, std::int64_t n_in,
                       const std::function<void()>& middle, const char* op_out, const Buffer& b,
                       std::int64_t n_mid, const Buffer& w_out, const Buffer& partial,
-                      const Buffer& spare) {
+                      const Buffer* spare) {
     comm_.set_op(prefix + op_in);
     if (overlapped)
       comm_.all_gather_matmul(
@@ -192,11 +223,11 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
       comm_.gemm(phases, [&] { ops_.gemm(rows, n_in, h, in.data(), w_in.data(), a.data()); });
     }
     comm_.set_op("");
-    compute(middle);
+    middle();  // timed by itself: the layer's compute, or a part's own phases
     comm_.set_op(prefix + op_out);
     if (overlapped)
       comm_.matmul_reduce_scatter(
-          phases, partial.data(), spare.data(), reduced_->data(), local_rows_, h, dt,
+          phases, partial.data(), spare->data(), reduced_->data(), local_rows_, h, dt,
           cfg_.tp_overlap, exposed,
           [&](int j, std::int64_t r0, std::int64_t n, void* out) {
             ops_.gemm(n, h, n_mid, row_of(b, j, r0, n_mid), w_out.data(), out);
@@ -211,9 +242,14 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     }
     comm_.set_op("");
   };
-  sublayer(
-      "qkv", *ln1_, ln1_full_, *params_[4], *qkv_, 3 * hl, [&] { attention(); }, "out_proj", *ctx_,
-      hl, *params_[5], *proj_, *fc2_);
+  auto attend = [&] {
+    if (parts_.attention)
+      parts_.attention->forward(qkv_->data(), ctx_->data(), phases);
+    else
+      compute([&] { attention(); });
+  };
+  sublayer("qkv", *ln1_, ln1_full_, *params_[4], *qkv_, cfg_.qkv_cols(t_), attend, "out_proj",
+           *ctx_, hl, *params_[5], *proj_, spare_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout1Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask1_->as<std::uint8_t>());
@@ -221,10 +257,13 @@ void TransformerLayer::forward(PhaseTimer& phases, const std::string& prefix) {
     ops_.layernorm(local_rows_, h, h1_->data(), params_[2]->data(), params_[3]->data(),
                    ln2_->data());
   });
-  sublayer(
-      "fc1", *ln2_, ln2_full_, *params_[6], *fc1_, fl,
-      [&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); }, "fc2", *gelu_, fl, *params_[7],
-      *fc2_, *proj_);
+  if (parts_.ffn)
+    parts_.ffn->forward(ln2_->data(), reduced_->data(), phases);
+  else
+    sublayer(
+        "fc1", *ln2_, ln2_full_, *params_[6], *fc1_, fl,
+        [&] { compute([&] { ops_.gelu(rows * fl, fc1_->data(), gelu_->data()); }); }, "fc2", *gelu_,
+        fl, *params_[7], *fc2_, proj_);
   compute([&] {
     ops_.dropout(local_rows_, h, cfg_.dropout, cfg_.seed ^ kDropout2Salt, row_offset_,
                  reduced_->data(), dropped_->data(), mask2_->as<std::uint8_t>());
@@ -245,9 +284,7 @@ void TransformerLayer::allocate_gradients() {
   };
   const std::int64_t h = cfg_.h;
   d_out_ = acquire("grad_output", {local_rows_, h});
-  if (!sim::modeled())
-    upload(*d_out_,
-           init_slice(cfg_.seed, Tensor::d_output, row_offset_, local_rows_, column_range(0, h)));
+  if (!sim::modeled()) upload(*d_out_, row_values(Tensor::d_output));
   grad_input_ = acquire("grad_input", {local_rows_, h});
   grad_ln_ = acquire("grad_layernorm", {kLayerNormParams, h});
   for (std::size_t i = kLayerNormParams; i < slices_.size(); ++i)
@@ -264,17 +301,22 @@ void TransformerLayer::backward(PhaseTimer& phases, bool overlap, const Ledger& 
   allocate_gradients();
   memory_.reset_peak();
   comm_.begin_pass(&passes_[kBwd], "bwd_comm", "bwd_compute");
+  const bool dense = cfg_.dense_mlp;
   const LayerWeights w{params_[0]->data(),
                        params_[2]->data(),
                        params_[4]->data(),
                        params_[5]->data(),
-                       params_[6]->data(),
-                       params_[7]->data(),
+                       dense ? params_[6]->data() : nullptr,
+                       dense ? params_[7]->data() : nullptr,
                        positions_->as<std::int64_t>()};
-  const LayerGrads g{grad_ln_->data(),         grad_weights_[0]->data(), grad_weights_[1]->data(),
-                     grad_weights_[2]->data(), grad_weights_[3]->data(), grad_input_->data()};
-  BackwardSetup setup{cfg_,  variant_,         t_,     local_rows_, device_, ops_,
-                      comm_, Scratch(memory_), overlap};
+  const LayerGrads g{grad_ln_->data(),
+                     grad_weights_[0]->data(),
+                     grad_weights_[1]->data(),
+                     dense ? grad_weights_[2]->data() : nullptr,
+                     dense ? grad_weights_[3]->data() : nullptr,
+                     grad_input_->data()};
+  BackwardSetup setup{cfg_,  variant_,         t_,      local_rows_,      device_,   ops_,
+                      comm_, Scratch(memory_), overlap, parts_.attention, parts_.ffn};
   layer_backward(setup, ledger, w, d_out_->data(), g, phases);
 }
 

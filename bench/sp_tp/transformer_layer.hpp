@@ -18,6 +18,7 @@
 #include "bench/sp_tp/layer_memory.hpp"
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/layer_params.hpp"
+#include "bench/sp_tp/layer_parts.hpp"
 #include "common/comm.hpp"
 #include "common/phase_timer.hpp"
 
@@ -27,8 +28,10 @@ enum PassIndex { kFwd = 0, kBwd = 1 };
 
 class TransformerLayer {
  public:
+  // parts: attention and MLP replaced by the caller's, and the rows' global indices
+  // (layer_parts.hpp); none by default.
   TransformerLayer(const LayerConfig& cfg, Variant variant, Device& device, Comm& comm,
-                   LayerOps& ops);
+                   LayerOps& ops, LayerParts parts = {});
 
   // One forward pass; phases "<prefix>compute" and "<prefix>comm".
   void forward(PhaseTimer& phases, const std::string& prefix = "");
@@ -89,6 +92,8 @@ class TransformerLayer {
                               std::size_t count = SIZE_MAX) const;
   void allocate_gradients();
   double group_sum(double local) const;
+  // Values of `t` for this rank's token-wise rows (by their global rows), all h columns.
+  std::vector<double> row_values(Tensor t) const;
 
   LayerConfig cfg_;
   Variant variant_;
@@ -96,6 +101,7 @@ class TransformerLayer {
   LayerOps& ops_;
   LayerMemory memory_;
   LayerComm comm_;
+  LayerParts parts_;
   int t_ = 1, rank_ = 0;
   std::int64_t local_rows_ = 0;  // rows of the token-wise regions: s*b (tp) or s*b/t (tp_sp)
   std::int64_t row_offset_ = 0;  // global row of this rank's first token-wise row
@@ -107,13 +113,16 @@ class TransformerLayer {
   std::vector<const Buffer*> params_;  // in slices_ order
   const Buffer* positions_ = nullptr;
   // Activations: kept for backward, or temporaries.
-  const Buffer *x_, *ln1_, *ln1_full_ = nullptr, *qkv_, *ctx_, *lse_, *probs_ = nullptr,
-                           *probs_mask_ = nullptr, *probs_dropped_ = nullptr, *proj_, *reduced_,
-                           *dropped_, *mask1_, *h1_, *ln2_, *ln2_full_ = nullptr, *fc1_, *gelu_,
-                           *fc2_, *mask2_, *out_;
+  const Buffer *x_ = nullptr, *ln1_ = nullptr, *ln1_full_ = nullptr, *qkv_ = nullptr,
+               *ctx_ = nullptr, *lse_ = nullptr, *probs_ = nullptr, *probs_mask_ = nullptr,
+               *probs_dropped_ = nullptr, *proj_ = nullptr, *reduced_ = nullptr,
+               *dropped_ = nullptr, *mask1_ = nullptr, *h1_ = nullptr, *ln2_ = nullptr,
+               *ln2_full_ = nullptr, *fc1_ = nullptr, *gelu_ = nullptr, *fc2_ = nullptr,
+               *mask2_ = nullptr, *out_ = nullptr;
+  const Buffer* spare_ = nullptr;  // TP+SP overlap: the row-parallel block arriving
   // Backward: the output gradient fed in, and the gradients (allocated on the first backward).
   const Buffer *d_out_ = nullptr, *grad_input_ = nullptr, *grad_ln_ = nullptr;
-  std::vector<const Buffer*> grad_weights_;  // w_qkv, w_out, w_fc1, w_fc2
+  std::vector<const Buffer*> grad_weights_;  // w_qkv, w_out, w_fc1, w_fc2 (dense MLP)
 };
 
 }  // namespace suite::sp_tp

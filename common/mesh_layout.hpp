@@ -1,0 +1,80 @@
+// Where each rank sits on a training job's device mesh (METHODS.md section 6): TP x CP x DP
+// ranks for the dense part, and EP folded from CP x DP for the experts, laid out by an axis
+// order listed inner to outer (the first axis varies fastest over consecutive ranks, so it lands
+// inside a node). Pure arithmetic, no MPI: DeviceMesh (device_mesh.hpp) builds the
+// communicators from it.
+//
+// As Megatron's rank generator does it: the dense ranks are the order without ep (sizes T, C,
+// D), the expert ranks the order without cp, with dp standing for the expert data-parallel axis
+// of C D / E ranks (sizes T, E, C D / E). Every expert group must hold ranks of one TP index (the
+// experts are not split by TP: each TP rank routes its own sequence shard), which puts ep next
+// to cp and dp on the same side of tp; the layout refuses orders where it is not.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace suite {
+
+enum class MeshAxis { tp, cp, ep, dp };
+
+const char* mesh_axis_name(MeshAxis a);
+
+struct MeshShape {
+  int tp = 1, cp = 1, dp = 1;
+  int ep = 0;  // 0: C D (every CP x DP rank of one TP index in one expert group)
+  std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::ep, MeshAxis::dp};
+};
+
+// "tp,cp,ep,dp" -> the order; throws UsageError naming --order for an axis named twice, unknown
+// or missing.
+std::array<MeshAxis, 4> parse_mesh_order(const std::string& text);
+std::string mesh_order_name(const std::array<MeshAxis, 4>& order);
+
+class MeshLayout {
+ public:
+  // Throws UsageError (naming --tp, --cp, --dp, --ep or --order and the numbers) when T C D is
+  // not the world size, E does not divide C D, or the order splits an expert group over TP
+  // ranks.
+  MeshLayout(const MeshShape& shape, int world);
+
+  int world() const { return world_; }
+  int tp() const { return shape_.tp; }
+  int cp() const { return shape_.cp; }
+  int dp() const { return shape_.dp; }
+  int ep() const { return shape_.ep; }
+  // Copies of each expert: T C D / E.
+  int expert_copies() const { return world_ / shape_.ep; }
+  const MeshShape& shape() const { return shape_; }
+
+  // A rank's index along an axis (ep: its place in its expert group).
+  int coord(MeshAxis a, int rank) const;
+  // The ranks of `rank`'s group along an axis (tp, cp, dp: the dense mesh; ep: the expert
+  // mesh), in the axis's index order (which is also world-rank order).
+  std::vector<int> group(MeshAxis a, int rank) const;
+  // The ranks that hold the same dense weights as `rank` (its TP index), whose gradients are
+  // summed: the C D ranks of DP x CP.
+  std::vector<int> dense_replicas(int rank) const;
+  // The ranks that hold the same experts as `rank` (its index in its expert group): the
+  // T C D / E copies.
+  std::vector<int> expert_replicas(int rank) const;
+  // A number naming `rank`'s group of that kind, the same for every member (an MPI split color).
+  int group_color(MeshAxis a, int rank) const;
+  int dense_replicas_color(int rank) const { return coord(MeshAxis::tp, rank); }
+  int expert_replicas_color(int rank) const { return coord(MeshAxis::ep, rank); }
+
+ private:
+  // Rank strides of the dense (tp, cp, dp) and expert (tp, ep, edp) axes.
+  struct Strides {
+    int tp = 0, second = 0, third = 0;  // dense: cp, dp; expert: ep, edp
+  };
+  int stride(MeshAxis a) const;
+  int size(MeshAxis a) const;
+
+  MeshShape shape_;
+  int world_ = 1;
+  Strides dense_, expert_;
+};
+
+}  // namespace suite
