@@ -87,6 +87,11 @@ class Device {
   virtual void mark_queued_work() = 0;
   // Device-to-device copy, ordered on stream() (asynchronous on CUDA).
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+  // `rows` rows of `width` bytes from src (rows `src_pitch` bytes apart) to dst (`dst_pitch`
+  // apart): a column block of a row-major matrix, in one call (cudaMemcpy2DAsync), ordered on
+  // stream().
+  virtual void copy_rows_on_device(void* dst, std::size_t dst_pitch, const void* src,
+                                   std::size_t src_pitch, std::size_t width, std::size_t rows) = 0;
   // Sets `bytes` bytes at dst to zero, ordered on stream() (asynchronous on CUDA): gradient
   // accumulators start from it.
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;

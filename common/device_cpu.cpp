@@ -61,6 +61,13 @@ class CpuDevice final : public Device {
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override {
     copy_from_host(dst, src, bytes);
   }
+  void copy_rows_on_device(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                           std::size_t width, std::size_t rows) override {
+    if (!width || !rows || sim::is_placeholder(dst)) return;
+    for (std::size_t r = 0; r < rows; ++r)
+      copy_to_host(static_cast<std::byte*>(dst) + r * dst_pitch,
+                   static_cast<const std::byte*>(src) + r * src_pitch, width);
+  }
   void fill_zero(void* dst, std::size_t bytes) override {
     if (bytes > 0 && !sim::is_placeholder(dst)) std::memset(dst, 0, bytes);
   }

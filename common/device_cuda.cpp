@@ -96,6 +96,12 @@ class CudaDevice final : public Device {
     if (bytes)
       SUITE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
+  void copy_rows_on_device(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                           std::size_t width, std::size_t rows) override {
+    if (width && rows)
+      SUITE_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                         cudaMemcpyDeviceToDevice, stream_));
+  }
   void fill_zero(void* dst, std::size_t bytes) override {
     if (bytes > 0) SUITE_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
   }

@@ -28,6 +28,15 @@ Comm& DeviceMesh::cp_ring(int u) {
   return *cp_splits_.at(u).second;
 }
 
+std::vector<const Comm*> DeviceMesh::cp_sub_groups() const {
+  std::vector<const Comm*> all;
+  for (const auto& [u, pair] : cp_splits_) {
+    all.push_back(pair.first.get());
+    all.push_back(pair.second.get());
+  }
+  return all;
+}
+
 std::vector<const Comm*> DeviceMesh::comms() const {
   std::vector<const Comm*> all;
   for (const auto& [axis, comm] : axes_)

@@ -33,8 +33,9 @@ class DeviceMesh {
   // over the CP group), then kept.
   Comm& cp_ulysses(int u);
   Comm& cp_ring(int u);
-  // Every communicator made so far, for the step's bytes.
+  // Every communicator made so far, for the step's bytes; the CP group's sub-groups alone.
   std::vector<const Comm*> comms() const;
+  std::vector<const Comm*> cp_sub_groups() const;
 
  private:
   BenchContext& ctx_;

@@ -272,4 +272,74 @@ std::vector<TpOverlapOp> tp_overlap_ops(double s, double b, double h, double a, 
   return out;
 }
 
+// ---- 6. The axes on one mesh ----
+double mesh_tp_bytes(const MeshBlock& m, bool backward) {
+  const double n = m.rows() * m.h * m.e, step = static_cast<double>(m.T - 1) / m.T * n;
+  const bool dense = m.experts == 0;
+  double bytes = (dense ? 4 : 2) * step;  // all-gathers before QKV (fc1), reduce-scatters after
+  if (!backward) return bytes;
+  bytes += (dense ? 6 : 3) * step;  // g_bar's all-gather, g's reduce-scatter, the re-gather
+  bytes += all_reduce_bytes_per_rank(4 * m.h * m.e, m.T);  // LayerNorm weight and bias grads
+  if (!dense) bytes += all_reduce_bytes_per_rank(m.h * m.experts * m.e, m.T);  // the router's
+  return bytes;
+}
+
+double mesh_cp_bytes(const MeshBlock& m, bool backward) {
+  if (m.C <= 1) return 0;
+  const double h = m.h / m.T, g = m.g();
+  if (m.cp == MeshCp::ring || m.cp == MeshCp::allgather) {
+    const Ring r{h, m.c(), m.C, g, m.e, false, m.b};
+    double bytes = ring_bytes_per_layer(r);
+    if (backward)
+      bytes += m.cp == MeshCp::ring
+                   ? ring_bwd_bytes_per_layer(r, m.e_grad)
+                   : ring_allgather_bwd_bytes_per_layer(m.s, h, m.C, g, m.e_grad, m.b);
+    return bytes;
+  }
+  const int u = m.cp == MeshCp::ulysses ? m.C : m.u;
+  double bytes = hybrid_ulysses_bytes_per_layer(m.s, h, m.C, u, g, m.e) * m.b;
+  if (backward) bytes *= 2;  // dO in, dQ, dK, dV out: the forward's bytes again
+  if (u < m.C) {
+    const Ring r = hybrid_ring(m.s, h, m.C, u, g, m.e, false, m.b);
+    bytes += ring_bytes_per_layer(r);
+    if (backward) bytes += ring_bwd_bytes_per_layer(r, m.e_grad);
+  }
+  return bytes;
+}
+
+double mesh_ep_bytes_uniform(const MeshBlock& m, bool backward) {
+  if (m.experts == 0) return 0;
+  const double bytes = moe_a2a_bytes_per_rank(m.k, m.rows() / m.T, m.h, m.E, m.e);
+  return backward ? 2 * bytes : bytes;
+}
+
+double mesh_dense_params(const MeshBlock& m) {
+  const double d = m.h / m.a;
+  double p = 4 * m.h + m.h * (m.a + 2 * m.n_kv) * d / m.T + m.h * m.h / m.T;
+  if (m.experts == 0) return p + 2 * m.h * m.d_ff / m.T;
+  return p + m.h * m.experts;
+}
+
+double mesh_expert_params(const MeshBlock& m) {
+  if (m.experts == 0) return 0;
+  return static_cast<double>(m.experts) / m.E * (m.h * m.d_ff * (m.swiglu ? 2 : 1) + m.d_ff * m.h);
+}
+
+double mesh_grad_sum_bytes(const MeshBlock& m) {
+  const int replicas = m.C * m.D, copies = m.T * m.C * m.D / m.E;
+  return all_reduce_bytes_per_rank(mesh_dense_params(m) * m.e, replicas) +
+         all_reduce_bytes_per_rank(mesh_expert_params(m) * m.e, copies);
+}
+
+double mesh_ledger_bytes(const MeshBlock& m) {
+  const double L = m.rows() / m.T, R = m.rows(), d = m.h / m.a;
+  // LayerNorm inputs and output, the output projection's input, the two dropout masks.
+  double bytes = 3 * L * m.h * m.e + 2 * L * m.h + R * m.h / m.T * m.e;
+  if (m.C == 1)  // Q, K, V and the lse; with C > 1 the CP part keeps them
+    bytes += R * (m.a + 2 * m.n_kv) * d / m.T * m.e + m.b * m.a / m.T * m.c() * m.lse_e;
+  if (m.experts == 0)  // the second LayerNorm's output, fc1's output and GeLU's
+    bytes += L * m.h * m.e + 2 * R * m.d_ff / m.T * m.e;
+  return bytes;
+}
+
 }  // namespace suite::model

@@ -206,4 +206,50 @@ double moe_inter_rows_per_token_hier(int k, int experts, int nodes);
 double moe_control_bytes_fwd(int experts, int n_e, double k, double tokens, bool capacity);
 double moe_control_bytes_bwd(int experts, int n_e);
 
+// ---- 6. The axes on one mesh (the composed block) ----
+enum class MeshCp { ring, allgather, ulysses, hybrid };
+// One pre-LN block (TP+SP, fused attention) on a T x C x D mesh; with experts > 0 its MLP is an
+// MoE of `experts` experts of width d_ff over EP groups of E ranks (E divides C D).
+struct MeshBlock {
+  double s = 0, b = 1, h = 0, a = 1, n_kv = 1, d_ff = 0;
+  int T = 1, C = 1, D = 1;
+  MeshCp cp = MeshCp::ring;
+  int u = 1;  // hybrid's Ulysses degree (ulysses: C)
+  int experts = 0, E = 1;
+  double k = 2;
+  bool swiglu = false;
+  double e = 2;       // bytes per element
+  double e_grad = 2;  // the ring's travelling dK/dV partial sums
+  double lse_e = 4;   // the attention kernel's log-sum-exp
+  double c() const { return s / C; }
+  double g() const { return a / n_kv; }
+  double rows() const { return c() * b; }  // a TP group's rows; a rank holds rows / T under SP
+};
+// Bytes each rank sends per step on each axis (the forward; with `backward` the training
+// step), counted as the transport counts them (all-reduce 2 (n-1)/n, reduce-scatter and
+// all-gather (n-1)/n of the whole):
+// TP: the layer's all-gathers and reduce-scatters on n = c b h e (dense 4 (T-1)/T n forward,
+// 10 with the backward; MoE in place of the MLP 2 and 5), the LayerNorm gradients' all-reduce
+// (4h) and, with experts, the router's (h E), both partial sums over the sequence shards.
+double mesh_tp_bytes(const MeshBlock& m, bool backward);
+// CP over the TP rank's a/T heads: ring (C-1) 2 c b (n_kv/T) d e forward, the backward K/V
+// again plus C hops of dK/dV; all-gather the same forward, dK/dV reduce-scattered back; Ulysses
+// the Q, K, V and output all-to-alls inside groups of u (plus a ring across C/u groups).
+double mesh_cp_bytes(const MeshBlock& m, bool backward);
+// EP, uniform routing: dispatch + combine 2 k N h e (E-1)/E with N = c b / T tokens per rank,
+// twice that with the backward (the exact figure comes from the routing: the benchmark's).
+double mesh_ep_bytes_uniform(const MeshBlock& m, bool backward);
+// Elements of the weights a rank holds: dense (LayerNorms 4h, QKV h (a + 2 n_kv) d / T, output
+// h^2 / T, fc1 and fc2 2 h d_ff / T, the router h E) and its experts' (experts / E of them).
+double mesh_dense_params(const MeshBlock& m);
+double mesh_expert_params(const MeshBlock& m);
+// The gradient sums after the backward: the dense gradients all-reduced over the C D ranks
+// that hold them, each expert's over its T C D / E copies (with T > 1 the router's first
+// over TP, counted in mesh_tp_bytes).
+double mesh_grad_sum_bytes(const MeshBlock& m);
+// The layer's activation ledger per rank (what its forward saves for the backward; the CP
+// part keeps Q, K, V and lse itself when C > 1, the MoE its input): with T, e = 2, MHA, a dense
+// MLP of 4h and C = 1 this is METHODS.md's 34 c b h / T plus the lse.
+double mesh_ledger_bytes(const MeshBlock& m);
+
 }  // namespace suite::model

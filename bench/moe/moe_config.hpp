@@ -64,6 +64,10 @@ struct MoeConfig {
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;  // fwd_bwd: forward then backward of the same step
+  // alpha of the load-balancing loss in the backward; 0: none (the mesh's block: the loss is
+  // over the tokens a group routes together, so it would differ with the group), and no
+  // all-gather of the routed counts.
+  double aux_alpha = kAuxLossAlpha;
 
   int experts_per_rank() const { return experts / n_e; }
   int nodes() const { return n_e / ranks_per_node; }

@@ -143,6 +143,21 @@ class MoeLayer {
   const CollectiveCalls& fwd_calls() const { return fwd_calls_; }
   const CollectiveCalls& bwd_calls() const { return bwd_calls_; }
 
+  // The layer's own buffers, for a caller that feeds it (the mesh's block): its input x and
+  // output [T, h]; the output gradient dY fed to the backward and the input gradient dX [T, h];
+  // the router weight's gradient [h, E]; each slot's expert weight gradients.
+  void* input_buffer() { return x_.data(); }
+  const void* output_buffer() const { return out_.data(); }
+  void* grad_output_buffer() { return dy_.data(); }
+  const void* input_grad_buffer() const { return dx_.data(); }
+  void* router_grad_buffer() { return dw_router_.data(); }
+  void* expert_w1_grad_buffer(int slot) { return dw1_.at(static_cast<std::size_t>(slot)).data(); }
+  void* expert_w2_grad_buffer(int slot) { return dw2_.at(static_cast<std::size_t>(slot)).data(); }
+  int slots() const { return slots_; }
+  std::vector<double> router_weight() const { return to_host(w_router_, cfg_.h * cfg_.experts); }
+  std::vector<double> expert_w1(int j) const;
+  std::vector<double> expert_w2(int j) const;
+
   std::vector<double> local_input() const { return to_host(x_, cfg_.tokens * cfg_.h); }
   std::vector<double> local_output() const { return to_host(out_, cfg_.tokens * cfg_.h); }
   // Expert FLOPs of the last forward on this rank (received rows x per-row FLOPs).
@@ -187,6 +202,7 @@ class MoeLayer {
   void experts_backward();
   void dispatch_backward();
   void router_backward();
+  std::vector<float> aux_loss_prob_grad();
   std::int64_t all_to_all_v_bytes(const void* send, const std::vector<std::size_t>& send_elems,
                                   const std::vector<std::size_t>& send_displs, void* recv,
                                   const std::vector<std::size_t>& recv_elems,

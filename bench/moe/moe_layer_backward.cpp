@@ -139,6 +139,20 @@ void MoeLayer::dispatch_backward() {
 // routed counts, one all-gather of E values per rank.
 void MoeLayer::router_backward() {
   const std::int64_t T = cfg_.tokens, E = cfg_.experts, h = cfg_.h;
+  std::vector<float> prob_grad(static_cast<std::size_t>(E), 0.0f);
+  if (cfg_.aux_alpha != 0) prob_grad = aux_loss_prob_grad();
+  upload(prob_grad_dev_, prob_grad.data(), bytes_of(prob_grad));
+  ops_.router_backward(T, cfg_.experts, cfg_.k, logits_.data(), logit_bias_.as<float>(),
+                       chosen_dev_.as<std::int32_t>(), gate_grad_dev_.as<float>(),
+                       prob_grad_dev_.as<float>(), dlogits_.data());
+  ops_.gemm_ex(true, false, h, E, T, x_.data(), dlogits_.data(), 0.0, dw_router_.data());
+  ops_.gemm_ex(false, true, T, h, E, dlogits_.data(), w_router_.data(), 1.0, dx_.data());
+}
+
+// The aux loss's gradient on every probability, alpha E f_i / N, with f_i the group's routed
+// fraction: one all-gather of the routed counts.
+std::vector<float> MoeLayer::aux_loss_prob_grad() {
+  const std::int64_t T = cfg_.tokens, E = cfg_.experts;
   std::vector<double> routed(static_cast<std::size_t>(E), 0.0);
   for (auto e : chosen_)
     routed[static_cast<std::size_t>(e)] += 1;
@@ -160,19 +174,15 @@ void MoeLayer::router_backward() {
   std::vector<float> prob_grad(routed.size());
   for (std::size_t i = 0; i < routed.size(); ++i)
     prob_grad[i] =
-        static_cast<float>(kAuxLossAlpha * static_cast<double>(E) * (routed[i] / copies) / tokens);
-  upload(prob_grad_dev_, prob_grad.data(), bytes_of(prob_grad));
-  ops_.router_backward(T, cfg_.experts, cfg_.k, logits_.data(), logit_bias_.as<float>(),
-                       chosen_dev_.as<std::int32_t>(), gate_grad_dev_.as<float>(),
-                       prob_grad_dev_.as<float>(), dlogits_.data());
-  ops_.gemm_ex(true, false, h, E, T, x_.data(), dlogits_.data(), 0.0, dw_router_.data());
-  ops_.gemm_ex(false, true, T, h, E, dlogits_.data(), w_router_.data(), 1.0, dx_.data());
+        static_cast<float>(cfg_.aux_alpha * static_cast<double>(E) * (routed[i] / copies) / tokens);
+  return prob_grad;
 }
 
 StepBytes MoeLayer::implied_bwd_bytes() const {
   const StepBytes fwd = implied_bytes();
   StepBytes b;
-  b.control = static_cast<std::int64_t>(ranks_ - 1) * cfg_.experts * 8;  // E counts each
+  if (cfg_.aux_alpha != 0)  // the routed counts' all-gather: E counts to each other rank
+    b.control = static_cast<std::int64_t>(ranks_ - 1) * cfg_.experts * 8;
   for (const ReplicaSync& r : replica_sync_)  // two ranks: an all-reduce sends its whole buffer
     b.control += static_cast<std::int64_t>(dw1_[static_cast<std::size_t>(r.slot)].bytes() +
                                            dw2_[static_cast<std::size_t>(r.slot)].bytes());
@@ -180,6 +190,14 @@ StepBytes MoeLayer::implied_bwd_bytes() const {
   b.dispatch = fwd.combine;  // each received row's input gradient back to its source
   if (hier_) b.combine += hier_->inter_records_answered() * 4;  // gate gradients, fp32
   return b;
+}
+
+std::vector<double> MoeLayer::expert_w1(int j) const {
+  return to_host(w1_.at(static_cast<std::size_t>(j)), cfg_.h * cfg_.w1_cols());
+}
+
+std::vector<double> MoeLayer::expert_w2(int j) const {
+  return to_host(w2_.at(static_cast<std::size_t>(j)), cfg_.d_ff * cfg_.h);
 }
 
 std::vector<double> MoeLayer::expert_w1_grad(int j) const {

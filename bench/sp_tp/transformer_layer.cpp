@@ -339,6 +339,14 @@ std::vector<double> TransformerLayer::local_grad_input() const {
   return to_host(*grad_input_);
 }
 
+std::vector<TransformerLayer::GradBuffer> TransformerLayer::grad_buffers() {
+  SUITE_CHECK(grad_ln_ != nullptr, "no backward has run");
+  std::vector<GradBuffer> g{{"layernorm", grad_ln_->data(), kLayerNormParams * cfg_.h}};
+  for (std::size_t i = kLayerNormParams; i < slices_.size(); ++i)
+    g.push_back({slices_[i].name, grad_weights_[i - kLayerNormParams]->data(), slices_[i].elems()});
+  return g;
+}
+
 std::vector<double> TransformerLayer::param_grad(std::size_t i) const {
   SUITE_CHECK(grad_ln_ != nullptr, "no backward has run");
   if (i < kLayerNormParams)

@@ -66,6 +66,15 @@ class TransformerLayer {
   const std::vector<ParamSlice>& slices() const { return slices_; }
   std::vector<double> param_value(std::size_t i) const { return to_host(*params_[i], 0); }
   std::vector<double> param_grad(std::size_t i) const;
+  // This rank's gradient buffers on the device (after a backward), for sums beyond the TP
+  // group (the mesh's data-parallel ones): the four LayerNorm vectors as one [4, h] buffer
+  // ("layernorm", whole on every rank), then each weight slice's.
+  struct GradBuffer {
+    std::string name;
+    void* data;
+    std::int64_t elems;
+  };
+  std::vector<GradBuffer> grad_buffers();
   // Collective: the whole global tensor of parameter i (or its gradient) on every rank.
   std::vector<double> gathered_param(std::size_t i, bool grad);
 

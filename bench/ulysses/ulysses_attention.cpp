@@ -22,11 +22,12 @@ Buffer upload(Device& device, std::int64_t elems, DType t, Make&& make) {
 }  // namespace
 
 UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Comm& group,
-                                   Comm& ring, kernels::AttentionEngine& engine, std::uint64_t seed)
+                                   Comm& ring, kernels::AttentionEngine& engine, std::uint64_t seed,
+                                   bool generate_inputs)
     : cfg_(cfg), device_(device), group_(group), engine_(engine) {
   // With u = 1 the ring's own inputs are this rank's tokens; otherwise they arrive by all-to-all.
   ring_ = std::make_unique<ring::RingAttention>(cfg.ring_config(), device, ring, engine, seed,
-                                                cfg.u == 1);
+                                                cfg.u == 1 && generate_inputs);
   const std::int64_t t = cfg.tokens_per_rank();
   const auto& group_positions = ring_->positions();  // the C tokens of this Ulysses group
   positions_.assign(group_positions.begin() + group.rank() * t,
@@ -34,7 +35,10 @@ UlyssesAttention::UlyssesAttention(const UlyssesConfig& cfg, Device& device, Com
   if (cfg.u == 1) return;
   using ring::InputTensor;
   auto input = [&](InputTensor which, int heads) {
-    return upload(device, t * cfg.batch * heads * cfg.head_dim, cfg.dtype, [&] {
+    const std::int64_t elems = t * cfg.batch * heads * cfg.head_dim;
+    if (!generate_inputs)
+      return device.alloc(static_cast<std::size_t>(elems) * dtype_size(cfg.dtype));
+    return upload(device, elems, cfg.dtype, [&] {
       return ring::attention_input(seed, which, positions_, cfg.batch, heads, cfg.head_dim);
     });
   };
@@ -150,6 +154,44 @@ void UlyssesAttention::backward(PhaseTimer& phases) {
     head_unpack_sum(device_, kv_shape, dkv_t_, dk_recv_.data(), dk_.data());
     head_unpack_sum(device_, kv_shape, dkv_t_, dv_recv_.data(), dv_.data());
   });
+}
+
+void* UlyssesAttention::q_input() {
+  return cfg_.u == 1 ? ring_->q_buffer() : q_.data();
+}
+
+void* UlyssesAttention::k_input() {
+  return cfg_.u == 1 ? ring_->kv_buffer() : k_.data();
+}
+
+void* UlyssesAttention::v_input() {
+  const std::int64_t k_bytes = ring_->positions().size() * cfg_.batch * cfg_.kv_heads *
+                               cfg_.head_dim * dtype_size(cfg_.dtype);
+  return cfg_.u == 1 ? static_cast<std::byte*>(ring_->kv_buffer()) + k_bytes : v_.data();
+}
+
+void* UlyssesAttention::do_input() {
+  return cfg_.u == 1 ? ring_->do_buffer() : do_.data();
+}
+
+const void* UlyssesAttention::output_buffer() const {
+  return cfg_.u == 1 ? ring_->o_buffer() : o_.data();
+}
+
+const void* UlyssesAttention::dq_buffer() const {
+  return cfg_.u == 1 ? ring_->dq_buffer() : dq_.data();
+}
+
+const void* UlyssesAttention::dk_buffer() const {
+  return cfg_.u == 1 ? ring_->dkv_buffer() : dk_.data();
+}
+
+const void* UlyssesAttention::dv_buffer() const {
+  if (cfg_.u > 1) return dv_.data();
+  const std::int64_t k_elems = static_cast<std::int64_t>(ring_->positions().size()) * cfg_.batch *
+                               cfg_.kv_heads * cfg_.head_dim;
+  return static_cast<const std::byte*>(ring_->dkv_buffer()) +
+         k_elems * dtype_size(cfg_.ring_config().grad_dtype);
 }
 
 namespace {

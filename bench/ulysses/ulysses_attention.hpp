@@ -22,8 +22,11 @@ class UlyssesAttention {
  public:
   // `group`: the u ranks of this Ulysses group; `ring`: this rank's ring across the groups
   // (ranks with the same index in every group of the context-parallel group; size n_c / u).
+  // generate_inputs false: the caller writes q_input(), k_input(), v_input() (and do_input()
+  // before a backward), e.g. a layer's QKV projection in the mesh benchmark.
   UlyssesAttention(const UlyssesConfig& cfg, Device& device, Comm& group, Comm& ring,
-                   kernels::AttentionEngine& engine, std::uint64_t seed);
+                   kernels::AttentionEngine& engine, std::uint64_t seed,
+                   bool generate_inputs = true);
 
   // One forward step; phases: pack, a2a_q, a2a_k, a2a_v, attention (with the ring's
   // exchanges), a2a_out,
@@ -38,6 +41,17 @@ class UlyssesAttention {
   // bwd_a2a_dk, bwd_a2a_dv, bwd_unpack (the pure ring: bwd_attention only).
   void backward(PhaseTimer& phases);
 
+  // This rank's sequence-sharded inputs and output gradient [t, batch, heads (or kv_heads), d]
+  // (u = 1: the ring's own buffers), and its output and gradients on the device (dq in
+  // dq_a2a_type(), dk and dv in dkv_a2a_type(); u = 1: the ring's, whose types it says).
+  void* q_input();
+  void* k_input();
+  void* v_input();
+  void* do_input();
+  const void* output_buffer() const;
+  const void* dq_buffer() const;
+  const void* dk_buffer() const;
+  const void* dv_buffer() const;
   // This rank's output [t, batch, heads, d] in local token order, decoded to double.
   std::vector<double> output() const;
   // Backward: dQ [t, batch, heads, d] and [dK | dV] ([t, batch, kv_heads, d] each) of this

@@ -1,0 +1,193 @@
+#include "bench/mesh/mesh_block.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/group_comm.hpp"
+
+namespace suite::mesh {
+namespace {
+
+std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg) {
+  try {
+    return sp_tp::make_layer_ops(device, cfg.dtype, cfg.attn_kernel);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());  // e.g. --attn-kernel cudnn where cuDNN cannot start
+  }
+}
+
+// A test hook: the gradient sum it names is left out, so the check must fail (the bug a
+// composed step must not have).
+bool omitted(const char* phase) {
+  const char* omit = std::getenv("SUITE_TEST_OMIT_GRAD_SUM");
+  return omit && std::string(omit) == phase;
+}
+
+// Hierarchical dispatch's node and rail groups inside the expert group: its members on this
+// rank's node (consecutive world ranks of --ranks-per-node), and the members of the same index
+// on the other nodes. Every node must hold as many of them.
+moe::NodeComms node_comms(BenchContext& ctx, DeviceMesh& mesh, int ranks_per_node,
+                          std::unique_ptr<Comm>& node, std::unique_ptr<Comm>& rail, int& per_node) {
+  const std::vector<int> group = mesh.layout().group(MeshAxis::ep, mesh.rank());
+  const int my_node = mesh.rank() / ranks_per_node;
+  per_node = 0;
+  for (int r : group)
+    per_node += r / ranks_per_node == my_node ? 1 : 0;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (group[i] / ranks_per_node !=
+        group[i - i % static_cast<std::size_t>(per_node)] / ranks_per_node)
+      throw UsageError(
+          "--dispatch hierarchical: the expert group's ranks are not spread evenly "
+          "over nodes of --ranks-per-node " +
+          std::to_string(ranks_per_node) + " (" + std::to_string(per_node) +
+          " on this rank's node)");
+  Comm& ep = mesh.axis(MeshAxis::ep);
+  node = make_split_comm(ctx, ep.mpi_comm(), ep.rank() / per_node);
+  rail = make_split_comm(ctx, ep.mpi_comm(), ep.rank() % per_node);
+  return {node.get(), rail.get()};
+}
+
+}  // namespace
+
+MeshBlock::MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
+    : cfg_(cfg), ctx_(ctx), mesh_(mesh), sums_(ctx.device, cfg.dtype) {
+  ops_ = make_ops(ctx.device, cfg);
+  sp_tp::LayerParts parts;
+  std::vector<std::int64_t> positions;
+  if (cfg.shape.cp > 1) {
+    attention_ = std::make_unique<CpAttention>(cfg, ctx.device, mesh, ops_->attention_engine());
+    parts.attention = attention_.get();
+    positions = attention_->positions();
+  } else {
+    for (std::int64_t p = 0; p < cfg.s; ++p)
+      positions.push_back(p);
+  }
+  const std::int64_t L = cfg.sp_rows(), b = cfg.b, B = cfg.global_batch();
+  const int tp = mesh.coord(MeshAxis::tp), dp = mesh.coord(MeshAxis::dp);
+  for (std::int64_t i = 0; i < L; ++i) {
+    const std::int64_t row = tp * L + i;  // in the TP group's c b rows (token-major)
+    global_rows_.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * b + row % b);
+  }
+  parts.global_rows = global_rows_;
+  if (cfg.moe()) {
+    moe::MoeConfig m = cfg.moe_layer();
+    moe::NodeComms comms;
+    if (m.dispatch == moe::Dispatch::hierarchical)
+      comms = node_comms(ctx, mesh, cfg.ranks_per_node, moe_node_, moe_rail_, m.ranks_per_node);
+    moe_ = std::make_unique<MoeFfn>(m, ctx.device, mesh.axis(MeshAxis::ep), comms,
+                                    static_cast<std::int64_t>(mesh.rank()) * L);
+    parts.ffn = moe_.get();
+  }
+  layer_ =
+      std::make_unique<sp_tp::TransformerLayer>(cfg.layer(), sp_tp::Variant::tp_sp, ctx.device,
+                                                mesh.axis(MeshAxis::tp), *ops_, std::move(parts));
+}
+
+void MeshBlock::forward(PhaseTimer& phases) {
+  layer_->forward(phases, "fwd_");
+}
+
+void MeshBlock::backward(PhaseTimer& phases) {
+  layer_->backward(phases, /*overlap=*/true);
+  if (!sums_added_) {
+    // The groups, once the gradients exist (the layer allocates them in its first backward).
+    sums_added_ = true;
+    std::vector<GradTensor> dense;
+    for (const auto& g : layer_->grad_buffers())
+      dense.push_back({g.name, g.data, g.elems});
+    if (moe_) {
+      moe::MoeLayer& m = moe_->layer();
+      const GradTensor router{"router", m.router_grad_buffer(), cfg_.h * cfg_.experts};
+      if (cfg_.shape.tp > 1 && !omitted(kSumTp))
+        sums_.add(kSumTp, mesh_.axis(MeshAxis::tp), {router});
+      dense.push_back(router);
+      const moe::MoeConfig mc = cfg_.moe_layer();
+      std::vector<GradTensor> experts;
+      for (int j = 0; j < m.slots(); ++j) {
+        experts.push_back({"expert_w1", m.expert_w1_grad_buffer(j), mc.h * mc.w1_cols()});
+        experts.push_back({"expert_w2", m.expert_w2_grad_buffer(j), mc.d_ff * mc.h});
+      }
+      if (mesh_.layout().expert_copies() > 1 && !omitted(kSumExpert))
+        sums_.add(kSumExpert, mesh_.expert_replicas(), experts);
+    }
+    if (cfg_.shape.cp * cfg_.shape.dp > 1 && !omitted(kSumDense))
+      sums_.add(kSumDense, mesh_.dense_replicas(), dense);
+  }
+  sums_.run(phases);
+}
+
+ByteCounts MeshBlock::axis_bytes(MeshAxis a) const {
+  DeviceMesh& m = mesh_;
+  switch (a) {
+    case MeshAxis::tp:
+      return m.axis(MeshAxis::tp).lifetime_bytes();
+    case MeshAxis::cp: {
+      std::vector<const Comm*> cp = m.cp_sub_groups();
+      cp.push_back(&m.axis(MeshAxis::cp));
+      return lifetime_bytes_of(cp);
+    }
+    case MeshAxis::ep:
+      return lifetime_bytes_of({&m.axis(MeshAxis::ep), moe_node_.get(), moe_rail_.get()});
+    case MeshAxis::dp:
+      return lifetime_bytes_of({&m.dense_replicas(), &m.expert_replicas()});
+  }
+  return {};
+}
+
+std::vector<const Comm*> MeshBlock::comms() const {
+  std::vector<const Comm*> all = mesh_.comms();
+  if (moe_node_) all.insert(all.end(), {moe_node_.get(), moe_rail_.get()});
+  return all;
+}
+
+ReferenceBlock run_reference(const MeshConfig& cfg, BenchContext& ctx) {
+  MeshConfig one = cfg;
+  one.shape = MeshShape{};
+  one.shape.ep = 1;
+  one.b = cfg.global_batch();
+  one.tp_overlap = {};
+  std::unique_ptr<Comm> self = make_mpi_comm(ctx.device, MPI_COMM_SELF);
+  auto ops = make_ops(ctx.device, one);
+  std::unique_ptr<MoeFfn> moe;
+  sp_tp::LayerParts parts;
+  if (one.moe()) {
+    moe::MoeConfig m = one.moe_layer();
+    m.dispatch = moe::Dispatch::flat;
+    moe = std::make_unique<MoeFfn>(m, ctx.device, *self, moe::NodeComms{}, 0);
+    parts.ffn = moe.get();
+  }
+  sp_tp::TransformerLayer layer(one.layer(), sp_tp::Variant::tp_sp, ctx.device, *self, *ops,
+                                std::move(parts));
+  PhaseTimer scratch(ctx.device);
+  scratch.begin_step();
+  layer.forward(scratch);
+  if (one.backward()) layer.backward(scratch, true);
+  scratch.end_step(false);
+  ReferenceBlock ref;
+  ref.output = layer.local_output();
+  for (std::size_t i = 0; i < layer.slices().size(); ++i)
+    ref.weights.emplace_back(layer.slices()[i].name, layer.param_value(i));
+  if (moe) ref.weights.emplace_back("router", moe->layer().router_weight());
+  if (one.backward()) {
+    ref.grad_input = layer.local_grad_input();
+    for (std::size_t i = 0; i < layer.slices().size(); ++i)
+      ref.grads.emplace_back(layer.slices()[i].name, layer.param_grad(i));
+    if (moe) ref.grads.emplace_back("router", moe->layer().router_weight_grad());
+  }
+  if (moe) {
+    auto add_experts = [&](auto& list, bool grad) {
+      const auto all = moe->gathered_experts(grad);
+      for (int e = 0; e < cfg.experts; ++e) {
+        list.emplace_back("expert_w1_" + std::to_string(e), all[static_cast<std::size_t>(e)]);
+        list.emplace_back("expert_w2_" + std::to_string(e),
+                          all[static_cast<std::size_t>(cfg.experts + e)]);
+      }
+    };
+    add_experts(ref.weights, false);
+    if (one.backward()) add_experts(ref.grads, true);
+  }
+  return ref;
+}
+
+}  // namespace suite::mesh

@@ -1,0 +1,81 @@
+// The composed block on one rank of the mesh (METHODS.md section 6): sp_tp's TP+SP layer on the
+// TP group, its attention a CpAttention on the CP group (C > 1), its MLP an MoeFfn on the expert
+// group (with experts), and after the backward the gradient sums over the replica groups. Every
+// part is its own benchmark's code taking its axis's communicator from the DeviceMesh.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/mesh/cp_attention.hpp"
+#include "bench/mesh/grad_sums.hpp"
+#include "bench/mesh/mesh_config.hpp"
+#include "bench/mesh/moe_ffn.hpp"
+#include "bench/sp_tp/layer_ops.hpp"
+#include "bench/sp_tp/transformer_layer.hpp"
+#include "common/context.hpp"
+#include "common/device_mesh.hpp"
+
+namespace suite::mesh {
+
+// The gradient-sum groups, by the phase that times each.
+inline constexpr const char* kSumTp = "grad_sum_tp";          // router, over TP
+inline constexpr const char* kSumDense = "grad_sum_dense";    // dense weights, over DP x CP
+inline constexpr const char* kSumExpert = "grad_sum_expert";  // experts, over their copies
+
+class MeshBlock {
+ public:
+  // Collective over the job (the parts' communicators and sub-groups).
+  MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh);
+
+  // Phases: the layer's (fwd_compute, fwd_comm, ...), the CP part's (cp_attention, cp_copy; or
+  // Ulysses' pack, a2a_q, ...), the MoE's (route, dispatch, expert, combine, ...).
+  void forward(PhaseTimer& phases);
+  // The backward (phases bwd_...), then the gradient sums (grad_sum_tp, grad_sum_dense,
+  // grad_sum_expert).
+  void backward(PhaseTimer& phases);
+
+  sp_tp::TransformerLayer& layer() { return *layer_; }
+  sp_tp::LayerOps& layer_ops() { return *ops_; }
+  CpAttention* attention() { return attention_.get(); }
+  MoeFfn* moe() { return moe_.get(); }
+  const GradientSums& sums() const { return sums_; }
+  // The global row (position p, global batch index g: p D b + g) of each of this rank's
+  // token-wise rows: where its input, output and their gradients sit in the single-rank block.
+  const std::vector<std::int64_t>& global_rows() const { return global_rows_; }
+  // Bytes each axis's communicators moved since they were made: tp (the layer's collectives,
+  // and the router's sum), cp (the ring's or Ulysses' groups), ep (the MoE's, with its node and
+  // rail groups), dp (the dense and expert replica groups' gradient sums).
+  ByteCounts axis_bytes(MeshAxis a) const;
+  // Every communicator of the block (the mesh's and the MoE's node and rail groups).
+  std::vector<const Comm*> comms() const;
+  const DeviceMesh& mesh() const { return mesh_; }
+
+ private:
+  MeshConfig cfg_;
+  BenchContext& ctx_;
+  DeviceMesh& mesh_;
+  std::unique_ptr<sp_tp::LayerOps> ops_;
+  std::unique_ptr<kernels::AttentionEngine> engine_;
+  std::unique_ptr<CpAttention> attention_;
+  std::unique_ptr<Comm> moe_node_, moe_rail_;
+  std::unique_ptr<MoeFfn> moe_;
+  std::unique_ptr<sp_tp::TransformerLayer> layer_;
+  std::vector<std::int64_t> global_rows_;
+  GradientSums sums_;
+  bool sums_added_ = false;
+};
+
+// The rows of the single-rank block (T = C = D = 1 over the global batch of D b sequences):
+// the reference the composed block must equal. Runs on this rank alone.
+struct ReferenceBlock {
+  std::vector<double> output, grad_input;  // [s D b, h], row p D b + g
+  // Every weight's value and gradient, whole: the layer's by slice name (layernorm: the four
+  // vectors), then router, expert_w1_<e>, expert_w2_<e>.
+  std::vector<std::pair<std::string, std::vector<double>>> weights, grads;
+};
+ReferenceBlock run_reference(const MeshConfig& cfg, BenchContext& ctx);
+
+}  // namespace suite::mesh
