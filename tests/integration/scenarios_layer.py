@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layer_numpy import reference, shapes  # noqa: E402
 from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
 
 SHAPE = ["--seq", "32", "--batch", "2", "--hidden", "256", "--heads", "4", "--ffn-hidden", "512"]
@@ -144,85 +145,6 @@ def scenario_bad_input(env: Env) -> None:
         out.unlink()
 
 
-# ---- numpy reference of the layer (dropout 0), forward and backward ----
-
-def layernorm(x, g, b, eps=1e-5):
-    mu = x.mean(axis=1, keepdims=True)
-    rstd = 1 / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + eps)
-    return (x - mu) * rstd * g + b
-
-
-def layernorm_backward(x, g, dy, eps=1e-5):
-    mu = x.mean(axis=1, keepdims=True)
-    rstd = 1 / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + eps)
-    xhat = (x - mu) * rstd
-    dg_ = dy * g
-    dx = rstd * (dg_ - dg_.mean(axis=1, keepdims=True) - xhat * (dg_ * xhat).mean(axis=1, keepdims=True))
-    return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
-
-
-K0, K1 = np.sqrt(2 / np.pi), 0.044715
-
-
-def gelu(x):
-    return 0.5 * x * (1 + np.tanh(K0 * (x + K1 * x ** 3)))
-
-
-def gelu_grad(x):
-    th = np.tanh(K0 * (x + K1 * x ** 3))
-    return 0.5 * (1 + th) + 0.5 * x * (1 - th ** 2) * K0 * (1 + 3 * K1 * x ** 2)
-
-
-def reference(x, w, dy, causal=True):
-    """Output and gradients of sum(dy * layer(x)); rows are s_idx * b + b_idx."""
-    d = H // A
-    scale = 1 / np.sqrt(d)
-    mask = np.tril(np.ones((S, S), dtype=bool)) if causal else np.ones((S, S), dtype=bool)
-    a = layernorm(x, w["ln1_gamma"], w["ln1_beta"])
-    qkv = a @ w["w_qkv"]
-    ctx = np.zeros((S * B, H))
-    probs = {}
-    for bi in range(B):
-        for j in range(A):
-            q, k, v = (qkv[bi::B, part * H + j * d: part * H + (j + 1) * d] for part in range(3))
-            z = np.where(mask, q @ k.T * scale, -np.inf)
-            p = np.exp(z - z.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            probs[bi, j] = p
-            ctx[bi::B, j * d:(j + 1) * d] = p @ v
-    h1 = x + ctx @ w["w_out"]
-    c = layernorm(h1, w["ln2_gamma"], w["ln2_beta"])
-    f = c @ w["w_fc1"]
-    gl = gelu(f)
-    y = h1 + gl @ w["w_fc2"]
-    g = {"w_fc2": gl.T @ dy}
-    df = (dy @ w["w_fc2"].T) * gelu_grad(f)
-    g["w_fc1"] = c.T @ df
-    dh1, g["ln2_gamma"], g["ln2_beta"] = layernorm_backward(h1, w["ln2_gamma"], df @ w["w_fc1"].T)
-    dh1 = dh1 + dy
-    g["w_out"] = ctx.T @ dh1
-    dctx = dh1 @ w["w_out"].T
-    dqkv = np.zeros_like(qkv)
-    for bi in range(B):
-        for j in range(A):
-            cols = [slice(part * H + j * d, part * H + (j + 1) * d) for part in range(3)]
-            q, k, v = (qkv[bi::B, cs] for cs in cols)
-            p, do = probs[bi, j], dctx[bi::B, j * d:(j + 1) * d]
-            dp = do @ v.T
-            ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
-            dqkv[bi::B, cols[0]] = scale * ds @ k
-            dqkv[bi::B, cols[1]] = scale * ds.T @ q
-            dqkv[bi::B, cols[2]] = p.T @ do
-    g["w_qkv"] = a.T @ dqkv
-    dx, g["ln1_gamma"], g["ln1_beta"] = layernorm_backward(x, w["ln1_gamma"], dqkv @ w["w_qkv"].T)
-    g["input"] = dx + dh1
-    return y, g
-
-
-SHAPES = {"ln1_gamma": (H,), "ln1_beta": (H,), "ln2_gamma": (H,), "ln2_beta": (H,), "w_qkv": (H, 3 * H),
-          "w_out": (H, H), "w_fc1": (H, FF), "w_fc2": (FF, H)}
-
-
 def scenario_numpy_reference(env: Env) -> None:
     """--save-tensors at dropout 0: numpy recomputes the layer from the saved input, weights
     and output gradient, forward and backward, and matches every saved tensor (fp64)."""
@@ -238,10 +160,10 @@ def scenario_numpy_reference(env: Env) -> None:
             def whole(key):  # the same global tensor on every rank
                 data = g[f"tensor_{key}"][()]
                 expect(all(np.array_equal(data[0], r) for r in data), f"{name}: {key} differs between ranks")
-                return data[0].reshape(SHAPES[key.split("_", 1)[1]])
+                return data[0].reshape(shapes(H, FF, A)[key.split("_", 1)[1]])
 
             w = {k: whole(f"weight_{k}") for k in WEIGHTS}
-            y, grads = reference(rows("input"), w, rows("d_output"))
+            y, grads = reference(rows("input"), w, rows("d_output"), S, B, A)
             got = {"output": rows("output"), "input": rows("grad_input"), **{k: whole(f"grad_{k}") for k in WEIGHTS}}
             want = {"output": y, **grads}
             for key, value in want.items():

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Integration scenarios of `mesh`, the composed block (CPU backend), one per ctest test.
+
+Each runs bench/mesh under mpirun and reads its HDF5 file with h5py. Every case's own check
+compares the output, the input gradient and every summed weight gradient with the single-rank
+block on the same global batch (fp64, 1e-10); here its verdict and per-tensor errors are read
+back, the bytes each axis sent are recomputed from METHODS.md section 6 (written out here,
+independently of common/model), a gradient sum left out must fail the check, the saved tensors
+are recomputed by an outside numpy layer, and bad input is refused with one message.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layer_numpy import reference, shapes  # noqa: E402
+from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+
+SHAPE = ["--seq", "64", "--batch", "2", "--hidden", "128", "--heads", "2", "--ffn-hidden", "256"]
+S, B, H, A, FF, E = 64, 2, 128, 2, 256, 8  # e: fp64
+
+
+def run_mesh(env: Env, ranks: int, name: str, *args: str, extra_env: dict | None = None,
+             ok: bool = True):
+    out = env.workdir / f"{name}.h5"
+    proc = env.mpirun(ranks, "mesh", "--backend", "cpu", "--dtype", "fp64", "--iters", "1", "--warmup", "0",
+                      *args, "--out", str(out), extra_env=extra_env)
+    if ok:
+        expect(proc.returncode == 0, f"mesh {name} failed", proc)
+    return out, proc
+
+
+def ar(n: float, ranks: int) -> float:  # an all-reduce of n bytes, per rank
+    return 2 * (ranks - 1) / ranks * n
+
+
+def expected_bytes(a: dict) -> dict[str, float]:
+    """METHODS.md section 6 per rank and step, from the case's parameters."""
+    T, C, D, Ep = (int(a[k]) for k in ("tp", "cp", "dp", "ep"))
+    s, b, h, heads, kv, ff = (int(a[k]) for k in ("s", "b", "h", "heads", "kv_heads", "d_ff"))
+    experts, step = int(a["experts"]), a["pass"] == "fwd_bwd"
+    d, c = h // heads, s // C
+    n = c * b * h * E
+    moe = experts > 0
+    tp = (2 if moe else 4) * (T - 1) / T * n
+    if step:
+        tp += (3 if moe else 6) * (T - 1) / T * n + ar(4 * h * E, T) + (ar(h * experts * E, T) if moe else 0)
+    method = a["cp_method"]
+    kv_block = 2 * c * b * (kv // T) * d * E  # K and V of this rank's tokens and K/V heads
+    cp = 0.0
+    if method in ("ring", "allgather"):
+        cp = (C - 1) * kv_block
+        if step:
+            cp += (C - 1) * kv_block + C * kv_block if method == "ring" else (C - 1) / C * C * kv_block
+    elif method != "none":
+        u = C if method == "ulysses" else int(method.split(":")[1])
+        a2a = (u - 1) / u * c * b * d * E * (2 * heads // T + 2 * kv // T)  # Q, K, V, output
+        cp = a2a * (2 if step else 1)
+        groups = C // u  # the ring across Ulysses groups moves the same K/V block
+        cp += (groups - 1) * kv_block + (((groups - 1) * kv_block + groups * kv_block) if step and groups > 1 else 0)
+    dense = 4 * h + h * (heads + 2 * kv) * d // T + h * h // T + (h * experts if moe else 2 * h * ff // T)
+    w1_cols = 2 * ff if a["mlp"] == "swiglu" else ff  # SwiGLU's gate and up side by side
+    expert = experts // Ep * (h * w1_cols + ff * h) if moe else 0
+    dp = (ar(dense * E, C * D) + (ar(expert * E, T * C * D // Ep) if moe else 0)) if step else 0
+    return {"tp": tp, "cp": cp, "dp": dp}
+
+
+def check_cases(out: Path, count: int) -> list:
+    with h5py.File(out) as f:
+        cases = list(f["mesh"].values())
+        expect(len(cases) == count, f"{out.name}: {len(cases)} cases, expected {count}")
+        seen = []
+        for g in cases:
+            a = dict(g.attrs)
+            name = g.name
+            expect(a["check_passed"] == 1, f"{name}: check {a.get('check_detail')}")
+            expect(a["check_max_abs_err"] <= 1e-10, f"{name}: error {a['check_max_abs_err']}")
+            errs = [k for k in a if k.startswith("check_err_")]
+            want = 1 + (1 if a["pass"] == "fwd_bwd" else 0)
+            expect(len([k for k in errs if k.startswith("check_err_grad_")]) >= (8 if a["pass"] == "fwd_bwd" else 0),
+                   f"{name}: gradients checked: {errs}")
+            expect(len(errs) >= want, f"{name}: {errs}")
+            for axis, value in expected_bytes(a).items():
+                got = a[f"{axis}_bytes_per_rank"]
+                expect(abs(got - value) <= 1e-9 * max(1.0, value), f"{name}: {axis} bytes {got} != {value}")
+                expect(a[f"{axis}_bytes_per_rank_min"] == got, f"{name}: {axis} bytes differ between ranks")
+                expect(abs(a[f"pred_{axis}_bytes_per_rank"] - value) <= 1e-9 * max(1.0, value),
+                       f"{name}: pred_{axis} {a[f'pred_{axis}_bytes_per_rank']} != {value}")
+            if int(a["experts"]) > 0:
+                expect(a["ep_bytes_equal_routing"] == 1, f"{name}: EP bytes differ from the routing's")
+                expect(a["ep_bytes_per_rank"] > 0, f"{name}: no EP bytes")
+            table = g["axis_bytes_sent"][()]
+            expect(table.shape == (4, int(a["world"])), f"{name}: axis_bytes_sent {table.shape}")
+            seen.append(a)
+        return seen
+
+
+def scenario_dense_np4(env: Env) -> None:
+    """tp2 x cp2, cp2 x dp2, tp2 x dp2 and cp4 (and dp4) in one sweep: forward and training step."""
+    out, proc = run_mesh(env, 4, "dense4", *SHAPE, "--tp", "1,2", "--cp", "1,2,4", "--dp", "0",
+                         "--pass", "fwd,fwd_bwd")
+    seen = check_cases(out, 10)
+    shapes_run = {(int(a["tp"]), int(a["cp"]), int(a["dp"])) for a in seen}
+    expect(shapes_run == {(1, 1, 4), (1, 2, 2), (2, 1, 2), (2, 2, 1), (1, 4, 1)}, f"meshes {shapes_run}")
+    expect("Composed block on the mesh" in proc.stdout, "summary table", proc)
+    print(f"{out.name}: {len(seen)} cases equal the single-rank block; bytes per axis as METHODS.md 6")
+
+
+def scenario_np8(env: Env) -> None:
+    """tp2 x cp2 x dp2 on 8 ranks, Megatron's order and cp innermost."""
+    out, _ = run_mesh(env, 8, "mesh8", *SHAPE, "--tp", "2", "--cp", "2", "--dp", "2", "--pass", "fwd_bwd",
+                      "--order", "tp,cp,ep,dp/cp,ep,dp,tp")
+    seen = check_cases(out, 2)
+    expect({a["order"] for a in seen} == {"tp,cp,ep,dp", "cp,ep,dp,tp"}, "orders")
+    print(f"{out.name}: tp2 x cp2 x dp2 in two orders equal the single-rank block")
+
+
+def scenario_cp_methods(env: Env) -> None:
+    """cp4 with Ulysses, the hybrid (Ulysses 2 x ring 2) and the all-gather; tp2 x cp2 with GQA
+    and TP+SP's collectives as rings beside their GEMMs."""
+    out, _ = run_mesh(env, 4, "cp4", "--seq", "64", "--batch", "1", "--hidden", "256", "--heads", "4",
+                      "--ffn-hidden", "256", "--cp", "4", "--cp-method", "ulysses,hybrid:2,allgather",
+                      "--pass", "fwd_bwd")
+    seen = check_cases(out, 3)
+    expect({a["cp_method"] for a in seen} == {"ulysses", "hybrid:2", "allgather"}, "methods")
+    out, _ = run_mesh(env, 4, "gqa", "--seq", "64", "--batch", "1", "--hidden", "256", "--heads", "4",
+                      "--kv-heads", "2", "--ffn-hidden", "256", "--tp", "2", "--cp", "2", "--layout",
+                      "contiguous", "--tp-overlap", "ring", "--pass", "fwd_bwd")
+    check_cases(out, 1)
+    print("cp4 ulysses / hybrid:2 / allgather and GQA tp2 x cp2 with --tp-overlap ring equal the single-rank block")
+
+
+def scenario_moe(env: Env) -> None:
+    """A dropless MoE block with EP 2 and 4 (of C D = 4), and with TP 2 (experts over T C D / E
+    copies, the router's gradient summed over TP first)."""
+    out, _ = run_mesh(env, 4, "moe", *SHAPE, "--cp", "2", "--experts", "8", "--ep", "2,4", "--pass",
+                      "fwd,fwd_bwd")
+    seen = check_cases(out, 4)
+    expect({int(a["ep"]) for a in seen} == {2, 4}, "EP degrees")
+    for a in seen:
+        if a["pass"] == "fwd_bwd":
+            expect(any(k.startswith("check_err_grad_expert_w1_7") for k in a), "expert 7's gradient checked")
+            expect(a["expert_copies"] == 4 // int(a["ep"]), f"copies {a['expert_copies']}")
+    out, _ = run_mesh(env, 4, "moe_tp", *SHAPE, "--tp", "2", "--experts", "4", "--mlp", "swiglu", "--pass",
+                      "fwd_bwd")
+    check_cases(out, 1)
+    print(f"{out.name}: MoE blocks with EP 2 and 4, and TP 2, equal the single-rank block")
+
+
+def scenario_missing_sum(env: Env) -> None:
+    """Leaving out a gradient sum (a test hook) leaves every number plausible and the block
+    wrong: the check must fail (exit 1) and name a gradient."""
+    for hook, args in (("grad_sum_dense", ["--cp", "2", "--dp", "2"]),
+                       ("grad_sum_expert", ["--dp", "4", "--experts", "4", "--ep", "2"]),
+                       ("grad_sum_tp", ["--tp", "2", "--dp", "2", "--experts", "4"])):
+        out, proc = run_mesh(env, 4, f"omit_{hook}", *SHAPE, *args, "--pass", "fwd_bwd",
+                             extra_env={"SUITE_TEST_OMIT_GRAD_SUM": hook}, ok=False)
+        expect(proc.returncode == 1, f"{hook} left out: exit {proc.returncode}, expected 1", proc)
+        expect("differs from the single-rank block" in proc.stdout + proc.stderr, f"{hook}: message", proc)
+        with h5py.File(out) as f:
+            a = next(iter(f["mesh"].values())).attrs
+            expect(a["check_passed"] == 0 and a["check_max_abs_err"] > 1e-3, f"{hook}: {a['check_max_abs_err']}")
+    print("each gradient sum left out fails the check")
+
+
+def scenario_numpy(env: Env) -> None:
+    """--save-tensors, tp2 x cp2 with GQA and the zig-zag ring: numpy recomputes the whole
+    block from the saved input, weights and output gradient (outside the suite's code)."""
+    args = ["--seq", "32", "--batch", "2", "--hidden", "256", "--heads", "4", "--kv-heads", "2",
+            "--ffn-hidden", "256"]
+    out, _ = run_mesh(env, 4, "numpy", *args, "--tp", "2", "--cp", "2", "--pass", "fwd_bwd", "--save-tensors")
+    s, b, h, a, kv, ff = 32, 2, 256, 4, 2, 256
+    with h5py.File(out) as f:
+        g = next(iter(f["mesh"].values()))
+
+        def whole(key, shape):
+            data = g[f"tensor_{key}"][()]
+            expect(all(np.array_equal(data[0], r) for r in data), f"{key} differs between ranks")
+            return data[0].reshape(shape)
+
+        names = shapes(h, ff, a, kv)
+        w = {k: whole(f"weight_{k}", v) for k, v in names.items()}
+        y, grads = reference(whole("input", (s * b, h)), w, whole("d_output", (s * b, h)), s, b, a, kv)
+        got = {"output": whole("output", (s * b, h)), "input": whole("grad_input", (s * b, h)),
+               **{k: whole(f"grad_{k}", v) for k, v in names.items()}}
+        for key, value in {"output": y, **grads}.items():
+            err = np.abs(got[key] - value).max() / max(1.0, np.abs(value).max())
+            expect(err < 1e-10, f"{key} differs from numpy by {err:.3g} of its largest value")
+    print(f"{out.name}: output and every summed gradient match numpy")
+
+
+def scenario_bad_input(env: Env) -> None:
+    expect_refused(env, "mesh", {
+        "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
+        "EP not dividing C D": (["--cp", "2", "--dp", "2", "--experts", "8", "--ep", "3"], "--ep 3 must divide"),
+        "heads per TP": (["--tp", "4", "--hidden", "192", "--heads", "3"], "--heads 3 is not divisible by --tp 4"),
+        "heads per T U": (["--cp", "4", "--cp-method", "ulysses", "--heads", "2"], "divisible by T U"),
+        "K/V heads below T": (["--tp", "4", "--hidden", "256", "--heads", "4", "--kv-heads", "2"],
+                              "--kv-heads 2 is fewer than --tp 4"),
+        "seq per 2C": (["--cp", "4", "--seq", "100"], "2 x --cp = 8"),
+        "axis twice": (["--order", "tp,cp,tp,dp"], "named twice"),
+        "axis unknown": (["--order", "tp,cp,ep,pp"], "unknown axis 'pp'"),
+        "order splitting TP": (["--tp", "2", "--dp", "2", "--experts", "4", "--ep", "2", "--order", "ep,tp,cp,dp"],
+                               "different TP indices"),
+        "unknown method": (["--cp", "2", "--cp-method", "ringz"], "--cp-method: unknown method 'ringz'"),
+    }, ranks=4)
+    print("bad input refused")
+
+
+SCENARIOS = {
+    "mesh_dense_np4": scenario_dense_np4,
+    "mesh_np8": scenario_np8,
+    "mesh_cp_methods": scenario_cp_methods,
+    "mesh_moe": scenario_moe,
+    "mesh_missing_sum": scenario_missing_sum,
+    "mesh_numpy": scenario_numpy,
+    "mesh_bad_input": scenario_bad_input,
+}
+
+if __name__ == "__main__":
+    run_cli(SCENARIOS, __doc__)
