@@ -3,7 +3,7 @@
 # `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/simulate.py).
 BUILD ?= build
 SIM_BUILD ?= build-sim
-SIM_TARGETS = sp_tp ring_attention ulysses moe harness_overhead
+SIM_TARGETS = sp_tp ring_attention ulysses moe mesh harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 

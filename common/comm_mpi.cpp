@@ -11,6 +11,7 @@
 #include "common/errors.hpp"
 #include "common/mpi_compat.hpp"
 #include "common/run_clock.hpp"
+#include "common/sim.hpp"
 #include "kernels/core/bf16.hpp"
 
 namespace suite {
@@ -62,6 +63,14 @@ class MpiComm final : public Comm {
 
   void all_reduce(const void* send, void* recv, std::size_t count, DType t) override {
     std::size_t n = count * dtype_size(t);
+    if (placeholder_ring(n) && count % static_cast<std::size_t>(size_) == 0) {
+      WaitScope wait(*this, "all-reduce");
+      const std::size_t block = n / static_cast<std::size_t>(size_);
+      ring_reduce_scatter(send, static_cast<std::byte*>(recv) + block * rank_, block);
+      ring_all_gather(recv, block);
+      count_both(all_reduce_bytes(static_cast<std::int64_t>(n)));
+      return;
+    }
     Staged s = stage(send, n, recv, n, t, true);
     WaitScope wait(*this, "all-reduce");
     SUITE_MPI_CHECK(MPI_Allreduce(s.send, s.recv, as_int(count), mpi_type(t), sum_op(t), comm_));
@@ -71,6 +80,12 @@ class MpiComm final : public Comm {
 
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) override {
     std::size_t n = recv_count * dtype_size(t);
+    if (placeholder_ring(n * size_)) {
+      WaitScope wait(*this, "reduce-scatter");
+      ring_reduce_scatter(send, recv, n);
+      count_both(static_cast<std::int64_t>(n) * (size_ - 1));
+      return;
+    }
     Staged s = stage(send, n * size_, recv, n, t, true);
     WaitScope wait(*this, "reduce-scatter");
     SUITE_MPI_CHECK(MPI_Reduce_scatter_block(s.send, s.recv, as_int(recv_count), mpi_type(t),
@@ -81,6 +96,13 @@ class MpiComm final : public Comm {
 
   void all_gather(const void* send, void* recv, std::size_t send_count, DType t) override {
     std::size_t n = send_count * dtype_size(t);
+    if (placeholder_ring(n * size_)) {
+      WaitScope wait(*this, "all-gather");
+      device_.copy_on_device(static_cast<std::byte*>(recv) + n * rank_, send, n);
+      ring_all_gather(recv, n);
+      count_both(static_cast<std::int64_t>(n) * (size_ - 1));
+      return;
+    }
     Staged s = stage(send, n, recv, n * size_, t, false);
     WaitScope wait(*this, "all-gather");
     SUITE_MPI_CHECK(MPI_Allgather(s.send, as_int(send_count), mpi_type(t), s.recv,
@@ -206,6 +228,48 @@ class MpiComm final : public Comm {
   }
 
  private:
+  // Modeled compute (SMPI build, --sim-flops): tensors of a MiB and more are placeholders that
+  // hold no values, but SMPI's own collective algorithms allocate and reduce into real
+  // temporaries of the message's size, on every simulated rank at once (a 1024-rank mesh's
+  // TP reduce-scatters alone would need hundreds of GB). These collectives then run as rings of
+  // point-to-point messages between the placeholders (NCCL's ring: t-1 steps of one block to
+  // rank+1), which SMPI moves without touching memory; the reductions are skipped, as modeled
+  // compute skips every kernel, and the bytes counted are the same.
+  bool placeholder_ring(std::size_t whole_bytes) const {
+    return sim::modeled() && size_ > 1 && whole_bytes >= sim::kPlaceholderMinBytes;
+  }
+  // Step k sends block (rank - k) and receives block (rank - k - 1) of the [size_][block] recv.
+  void ring_all_gather(void* recv, std::size_t block) {
+    auto* base = static_cast<std::byte*>(recv);
+    const int to = (rank_ + 1) % size_, from = (rank_ + size_ - 1) % size_;
+    for (int k = 0; k + 1 < size_; ++k) {
+      const int out = (rank_ - k + size_) % size_, in = (rank_ - k - 1 + size_) % size_;
+      SUITE_MPI_CHECK(MPI_Sendrecv(base + block * out, as_int(block), MPI_BYTE, to, 0,
+                                   base + block * in, as_int(block), MPI_BYTE, from, 0, comm_,
+                                   MPI_STATUS_IGNORE));
+    }
+  }
+  // Step k sends the partial sum of block (rank - k - 1) on and receives block (rank - k - 2)'s
+  // (its sum would be added to it; under modeled compute nothing is), the last step this rank's
+  // own into recv. The partial sums land in the send buffer's own blocks when it is a
+  // placeholder (it holds no values to lose), else in two blocks of this call's.
+  void ring_reduce_scatter(const void* send, void* recv, std::size_t block) {
+    auto* base = static_cast<std::byte*>(const_cast<void*>(send));
+    std::vector<std::byte> own;
+    if (!sim::is_placeholder(send)) own.resize(2 * block);
+    const int to = (rank_ + 1) % size_, from = (rank_ + size_ - 1) % size_;
+    const void* out = base + block * ((rank_ + size_ - 1) % size_);
+    for (int k = 0; k + 1 < size_; ++k) {
+      const int in = (rank_ - k - 2 + 2 * size_) % size_;
+      void* land = k + 2 == size_ ? recv
+                   : own.empty()  ? base + block * in
+                                  : own.data() + block * (k % 2);
+      SUITE_MPI_CHECK(MPI_Sendrecv(out, as_int(block), MPI_BYTE, to, 0, land, as_int(block),
+                                   MPI_BYTE, from, 0, comm_, MPI_STATUS_IGNORE));
+      out = land;
+    }
+  }
+
   static constexpr int kRingTag = 7;
 
   struct Staged {

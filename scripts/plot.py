@@ -2,7 +2,7 @@
 """Write PNG figures for every bench in one results file (docs/RESULTS_SCHEMA.md).
 
 Known benches get their own figures (sp_tp, harness_overhead, ring_attention, ulysses, moe,
-kernel_bench); any other bench gets a generic
+mesh, kernel_bench); any other bench gets a generic
 chart of the median step time per case and one measured-vs-predicted chart per `pred_<x>`.
 sp_tp files may hold collectives cases (`mode` missing or `collectives`) and layer cases
 (`mode="layer"`, figures in plot_sp_tp.py); each mode is plotted on its own.
@@ -28,6 +28,7 @@ from matplotlib.legend_handler import HandlerTuple  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from plot_kernels import KERNEL_NEEDS, kernel_figures  # noqa: E402
+from plot_mesh import MESH_NEEDS, mesh_figures  # noqa: E402
 from plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
 from plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
@@ -298,6 +299,8 @@ plot_ulysses = _figures_plotter(
 plot_moe = _figures_plotter(
     lambda cases, title: moe_figures(cases, "moe", title), MOE_NEEDS,
     "Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py).")
+plot_mesh = _figures_plotter(
+    mesh_figures, MESH_NEEDS, "Time per axis and rank, memory per rank beside the formula (plot_mesh.py).")
 plot_kernel_bench = _figures_plotter(
     kernel_figures, KERNEL_NEEDS,
     "Achieved FLOP/s per case beside the peak, attention rate against s (plot_kernels.py).")
@@ -310,6 +313,7 @@ PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "harness_overhead": plot_harness_overhead,
     "moe": plot_moe,
     "kernel_bench": plot_kernel_bench,
+    "mesh": plot_mesh,
 }
 
 

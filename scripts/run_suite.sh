@@ -77,6 +77,12 @@ run moe moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 8 --top-k 2 --s
 run moe_nodes moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 16 --top-k 4 --skew hot \
   --ranks-per-node 2 --dispatch flat,hierarchical --max-nodes-per-token 0,1 --redundant-experts 0,4 \
   --pass fwd,fwd_bwd --iters 5 --warmup 1
+# The axes together: one block on a tp2 x cp2 mesh (x dp: the rest of NP; CP alone where 4 does
+# not divide NP) with the TP+SP layer and ring attention over CP, the training step with its
+# gradient sums, checked against one rank's block.
+mesh_shape=(--tp 2 --cp 2 --dp 0)
+if [ $((NP % 4)) -ne 0 ]; then mesh_shape=(--cp "$NP"); fi
+run mesh mesh "${mesh_shape[@]}" --seq 256 --hidden 256 --heads 4 --pass fwd_bwd --iters 5 --warmup 1
 run moe_a2a moe --mode a2a --traffic uniform,zipf,incast,pair --bytes 64K,4M --ranks-per-node 2 \
   --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then

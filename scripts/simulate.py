@@ -45,7 +45,7 @@ from process_memory import PeakMemory  # noqa: E402
 from sim_platform import PRESETS, PlatformError, make_platform, write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "harness_overhead")
+BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "mesh", "harness_overhead")
 SHARED_BLOCK_BYTES = 1 << 26
 SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 

@@ -404,6 +404,17 @@ class MeshCase final : public BenchCase {
     const AllocationCounters alloc = ctx_.device.allocation_counters();
     a.emplace_back("device_peak_bytes",
                    static_cast<double>(all_reduce_max(static_cast<double>(alloc.peak))));
+    // Per rank (rows: ledger, weights, the CP method's buffers, the allocator's peak).
+    const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
+    std::vector<std::int64_t> table;
+    for (double v :
+         {static_cast<double>(layer.ledger_bytes()), weights,
+          block_->attention() ? static_cast<double>(block_->attention()->method_bytes()) : 0.0,
+          static_cast<double>(alloc.peak)}) {
+      const auto all = gather_int(static_cast<std::int64_t>(v), ranks, rank);
+      table.insert(table.end(), all.begin(), all.end());
+    }
+    rec.int_tables.push_back({"memory_bytes", 4, static_cast<std::size_t>(ranks), table});
   }
 
   BenchContext& ctx_;

@@ -141,6 +141,7 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   const std::vector<ring::Layout> layouts = ring::parse_layouts("--layout", f.layout);
   const std::vector<Pass> passes = parse_pass_list("--pass", f.pass);
   std::vector<MeshConfig> out;
+  std::string skipped;  // --dp 0 combinations that leave no whole DP degree
   for (int tp : degrees("--tp", f.tp))
     for (int cp : degrees("--cp", f.cp))
       for (int dp_flag : degrees("--dp", f.dp))
@@ -151,9 +152,16 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                 for (const auto& overlap : overlaps)
                   for (Pass pass : passes) {
                     MeshConfig c = base;
-                    const int dp = dp_flag == 0 && tp > 0 && cp > 0 && world % (tp * cp) == 0
-                                       ? world / (tp * cp)
-                                       : dp_flag;
+                    int dp = dp_flag;
+                    if (dp_flag == 0) {  // the rest of the job, where T C divides it
+                      if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
+                        const std::string tc = std::to_string(tp) + " x " + std::to_string(cp);
+                        if (skipped.find(tc) == std::string::npos)
+                          skipped += (skipped.empty() ? "" : ", ") + tc;
+                        continue;
+                      }
+                      dp = world / (tp * cp);
+                    }
                     c.shape.tp = tp;
                     c.shape.cp = cp;
                     c.shape.dp = dp;
@@ -175,6 +183,9 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                     });
                     if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
                   }
+  if (out.empty())
+    throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --dp 0: no T x C (" + skipped +
+                     ") divides the job's " + std::to_string(world) + " ranks");
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/model/mesh_section.hpp"
 #include "bench/model/params.hpp"
 #include "bench/model/planning.hpp"
 #include "bench/model/varlen.hpp"
@@ -261,8 +262,12 @@ int main(int argc, char** argv) {
   app.add_option("--section", section,
                  "sp, ring, ulysses, moe or all; varlen (not in all): packed documents (--docs); "
                  "tp_overlap (not in all): TP+SP collectives cut into t ring steps beside their "
-                 "GEMMs, each op's threshold on h/t and its serial and overlapped time at F, W")
-      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap"}))
+                 "GEMMs, each op's threshold on h/t and its serial and overlapped time at F, W; "
+                 "mesh (not in all): the composed block on --tp x --cp x --dp ranks in each "
+                 "--order, its training step's bytes, memory and time per axis on a two-tier "
+                 "cluster (--bw, --lat inside a node; --bw-inter, --lat-inter across)")
+      ->check(
+          CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh"}))
       ->capture_default_str();
   suite::model_cli::VarlenOptions varlen;
   std::string cp_sweep, layouts = "contiguous,zigzag,striped,doc_zigzag,balanced";
@@ -320,13 +325,35 @@ int main(int argc, char** argv) {
                "causal attention with a balanced (zig-zag) layout; in --section varlen, causal "
                "within each document (without it: full attention within each document, where "
                "ring_attention and ulysses default to causal)");
-  app.add_option("--experts,-E", p.experts, "E: experts")->capture_default_str();
-  app.add_option("--ep", p.n_e, "N_e: expert-parallel degree")->capture_default_str();
+  CLI::Option* experts_opt =
+      app.add_option("--experts,-E", p.experts, "E: experts (mesh: an MoE block only if given)")
+          ->capture_default_str();
+  CLI::Option* ep_opt = app.add_option("--ep", p.n_e,
+                                       "N_e: expert-parallel degree (mesh: C D "
+                                       "unless given)")
+                            ->capture_default_str();
   app.add_option("--top-k,-k", p.k, "k: experts per token")->capture_default_str();
   app.add_option("--tokens,-T", p.tokens, "T: tokens per GPU")->capture_default_str();
   app.add_option("--d-ff", p.d_ff, "MLP / expert hidden size (0: 4h)")->capture_default_str();
   app.add_flag("--swiglu", p.swiglu, "SwiGLU experts (6 h d_ff FLOPs per pair)");
   app.add_option("--capacity-factor", p.capacity_factor, "CF: expert capacity factor")
+      ->capture_default_str();
+  suite::model_cli::MeshOptions mesh;
+  app.add_option("--dp", mesh.dp, "mesh: D, the data-parallel degree")->capture_default_str();
+  app.add_option("--order", mesh.order,
+                 "mesh: axis orders inner to outer, separated by '/' (as the mesh benchmark takes "
+                 "them)")
+      ->capture_default_str();
+  app.add_option("--ranks-per-node", mesh.ranks_per_node,
+                 "mesh: consecutive ranks that share a node (its links: --bw, --lat)")
+      ->capture_default_str();
+  app.add_option("--cp-method", mesh.cp_method, "mesh: ring, allgather, ulysses or hybrid:U")
+      ->capture_default_str();
+  app.add_option("--bw-inter", mesh.bw_inter, "mesh: bytes/s per rank across nodes (its NIC)")
+      ->capture_default_str();
+  app.add_option("--lat", mesh.lat, "mesh: seconds per message inside a node")
+      ->capture_default_str();
+  app.add_option("--lat-inter", mesh.lat_inter, "mesh: seconds per message across nodes")
       ->capture_default_str();
   app.add_option("--layers,-L", p.layers,
                  "L: layers of the model; every section also prints totals over L layers")
@@ -380,6 +407,17 @@ int main(int argc, char** argv) {
   }
   if (section == "tp_overlap") {
     print_tp_overlap(p, e);
+    return 0;
+  }
+  if (section == "mesh") {
+    if (experts_opt->count() == 0) p.experts = 0;  // a dense block
+    mesh.ep = ep_opt->count() > 0 ? p.n_e : 0;
+    try {
+      suite::model_cli::print_mesh(p, mesh, e, e_grad);
+    } catch (const suite::UsageError& err) {
+      std::fprintf(stderr, "error: model: %s\n", err.what());
+      return 2;
+    }
     return 0;
   }
   if (section == "all" || section == "sp") print_sp(p, e);

@@ -56,9 +56,11 @@ inline std::string params_error(const Params& p, const std::string& section) {
   using detail::divides;
   using detail::num;
   using detail::whole;
-  const bool all = section == "all", sp = all || section == "sp" || section == "tp_overlap",
-             ring = all || section == "ring", ulysses = all || section == "ulysses",
-             moe = all || section == "moe", varlen = section == "varlen";
+  const bool all = section == "all",
+             sp = all || section == "sp" || section == "tp_overlap" || section == "mesh",
+             ring = all || section == "ring" || section == "mesh",
+             ulysses = all || section == "ulysses", moe = all || section == "moe",
+             varlen = section == "varlen";
   // Sizes and counts: whole numbers >= 1 (d_ff: 0 means 4h).
   struct Size {
     const char* flag;

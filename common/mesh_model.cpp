@@ -1,0 +1,104 @@
+#include "common/mesh_model.hpp"
+
+#include <algorithm>
+
+namespace suite::model {
+namespace {
+
+// Whether rank 0's group along the axis holds ranks of more than one node.
+bool spans_nodes(const MeshLayout& layout, MeshAxis a, int ranks_per_node) {
+  const std::vector<int> g = a == MeshAxis::dp ? layout.dense_replicas(0) : layout.group(a, 0);
+  return std::any_of(g.begin(), g.end(),
+                     [&](int r) { return r / ranks_per_node != g.front() / ranks_per_node; });
+}
+
+LinkLevel link(const Cluster& c, bool across) {
+  return across ? c.inter : c.intra;
+}
+
+// A ring all-gather / reduce-scatter of `bytes` sent per rank over n ranks.
+double ring_time(double bytes, int n, const LinkLevel& l) {
+  if (n <= 1) return 0;
+  return (n - 1) * l.lat + bytes / l.bw;
+}
+
+}  // namespace
+
+double mesh_gemm_flops(const MeshBlock& m) {
+  const double d = m.h / m.a, R = m.rows(), N = R / m.T;
+  double f = 2 * R * m.h * (m.a + 2 * m.n_kv) * d / m.T + 2 * R * (m.h / m.T) * m.h;
+  if (m.experts == 0) return f + 2 * 2 * R * m.h * m.d_ff / m.T;
+  return f + N * m.k * moe_expert_flops_per_pair(m.h, m.d_ff, m.swiglu) + 2 * N * m.h * m.experts;
+}
+
+double mesh_attention_flops(const MeshBlock& m, bool causal) {
+  const double pairs = m.s * m.s * (causal ? 0.5 : 1) / m.C * m.b;  // this rank's share
+  return 4 * pairs * m.h / m.T;
+}
+
+MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& cl, bool backward,
+                   bool causal) {
+  MeshStep st;
+  const int P = std::max(1, cl.ranks_per_node);
+  const double F = cl.flops, Fb = cl.flops_bwd > 0 ? cl.flops_bwd : cl.flops;
+  const double attn = mesh_attention_flops(m, causal), gemm = mesh_gemm_flops(m);
+  st.compute = (gemm + attn) / F + (backward ? (2 * gemm) / F + 2.5 * attn / Fb : 0);
+
+  // TP: the layer's all-gathers and reduce-scatters (and the gradients' all-reduces), blocking.
+  st.tp.bytes = mesh_tp_bytes(m, backward);
+  st.tp.across = spans_nodes(layout, MeshAxis::tp, P);
+  const int tp_calls = (m.experts == 0 ? 4 : 2) + (backward ? (m.experts == 0 ? 7 : 5) : 0);
+  if (m.T > 1) {
+    const LinkLevel l = link(cl, st.tp.across);
+    st.tp.time = tp_calls * (m.T - 1) * l.lat + st.tp.bytes / l.bw;
+  }
+  st.tp.exposed = st.tp.time;
+
+  // CP: the ring per round against that round's attention; Ulysses' all-to-alls exposed.
+  st.cp.bytes = mesh_cp_bytes(m, backward);
+  st.cp.across = spans_nodes(layout, MeshAxis::cp, P);
+  if (m.C > 1) {
+    const LinkLevel l = link(cl, st.cp.across);
+    const double g = m.g(), kv = 2 * m.c() * m.b * (m.h / m.T) / g * m.e,
+                 dkv = 2 * m.c() * m.b * (m.h / m.T) / g * m.e_grad;
+    if (m.cp == MeshCp::ring) {
+      const double round_fwd = attn / F / m.C, xfer = l.lat + kv / l.bw;
+      st.cp.time = (m.C - 1) * xfer;
+      st.cp.exposed = (m.C - 1) * std::max(0.0, xfer - round_fwd);
+      if (backward) {
+        const double round_bwd = 2.5 * attn / Fb / m.C, both = l.lat + (kv + dkv) / l.bw;
+        st.cp.time += (m.C - 1) * both + l.lat + dkv / l.bw;
+        st.cp.exposed += (m.C - 1) * std::max(0.0, both - round_bwd) + l.lat + dkv / l.bw;
+      }
+    } else {
+      // All-gather, Ulysses and the hybrid: their collectives before and after attention.
+      const int n = m.cp == MeshCp::hybrid ? m.u : m.C;
+      st.cp.time = ring_time(st.cp.bytes, n, l) * (m.cp == MeshCp::allgather ? 1 : 4);
+      st.cp.exposed = st.cp.time;
+    }
+  }
+
+  // EP: dispatch and combine all-to-alls, blocking (uniform routing's bytes).
+  st.ep.bytes = mesh_ep_bytes_uniform(m, backward);
+  st.ep.across = spans_nodes(layout, MeshAxis::ep, P);
+  if (m.experts > 0 && m.E > 1) {
+    const LinkLevel l = link(cl, st.ep.across);
+    st.ep.time = (backward ? 4 : 2) * (m.E - 1) * l.lat + st.ep.bytes / l.bw;
+  }
+  st.ep.exposed = st.ep.time;
+
+  // DP: the gradient sums after the backward (dense over C D, experts over their copies).
+  if (backward) {
+    st.dp.bytes = mesh_grad_sum_bytes(m);
+    st.dp.across = spans_nodes(layout, MeshAxis::dp, P);
+    const LinkLevel l = link(cl, st.dp.across);
+    const int cd = m.C * m.D;
+    if (cd > 1) st.dp.time = 2 * (cd - 1) * l.lat;
+    st.dp.time += st.dp.bytes / l.bw;
+    st.dp.exposed = st.dp.time;
+  }
+  st.step = st.compute + st.tp.exposed + st.cp.exposed + st.ep.exposed + st.dp.exposed;
+  return st;
+}
+
+}  // namespace suite::model
