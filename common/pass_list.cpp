@@ -1,5 +1,7 @@
 #include "common/pass_list.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 
 #include "common/errors.hpp"
@@ -32,6 +34,10 @@ DType parse_grad_dtype_flag(const std::string& text, DType storage) {
   const auto t = parse_dtype(text);
   if (!t) throw UsageError("--grad-dtype: unknown type '" + text + "' (auto, fp32, bf16, fp64)");
   return *t;
+}
+
+void add_pass_flag(CLI::App& app, std::string& passes, const std::string& note) {
+  app.add_option("--pass", passes, std::string(kPassHelp) + note)->capture_default_str();
 }
 
 }  // namespace suite

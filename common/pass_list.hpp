@@ -9,6 +9,10 @@
 
 #include "kernels/core/dtype.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace suite {
 
 enum class Pass { fwd, fwd_bwd };
@@ -24,6 +28,10 @@ constexpr const char* kPassHelp =
     "passes of a training step, comma-separated: fwd (forward only) and/or fwd_bwd (forward "
     "then backward on the same inputs, each pass timed and predicted, and their sum); each "
     "case runs once per pass";
+
+// --pass, declared once for every benchmark: kPassHelp, then `note` (what the backward means
+// for the benchmark).
+void add_pass_flag(CLI::App& app, std::string& passes, const std::string& note = "");
 
 // --grad-dtype: the element type of gradient partial sums a method sends (the ring's dK/dV).
 // "auto": fp64 for fp64 runs, else fp32 (as ring-flash-attention sends them). Throws

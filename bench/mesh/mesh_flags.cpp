@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/ring_attention/sweep_flags.hpp"
+#include "common/attention_select.hpp"
 #include "common/errors.hpp"
+#include "common/pass_list.hpp"
 #include "common/size_list.hpp"
 
 namespace suite::mesh {
@@ -20,19 +22,6 @@ std::vector<int> degrees(const std::string& flag, const std::string& text) {
   }
   if (out.empty()) throw UsageError(flag + " names nothing");
   return out;
-}
-
-sp_tp::TpOverlapMode parse_tp_overlap(const std::string& v) {
-  using sp_tp::TpOverlap;
-  if (v == "none") return {};
-  if (v == "ring") return {TpOverlap::ring, 0};
-  if (v.rfind("chunks:", 0) == 0) {
-    const std::string k = v.substr(7);
-    if (!k.empty() && k.size() < 7 && k.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoi(k) >= 1)
-      return {TpOverlap::chunks, std::stoi(k)};
-  }
-  throw UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
 }
 
 }  // namespace
@@ -55,89 +44,55 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
                  "(the first varies fastest over consecutive ranks, so it lands inside a node); "
                  "Megatron's default tp,cp,ep,dp; ep goes next to cp and dp (its groups fold them)")
       ->capture_default_str();
-  app.add_option("--ranks-per-node", f.ranks_per_node,
-                 "P: consecutive ranks that share a node (recorded; --dispatch hierarchical "
-                 "groups the expert group's ranks by it); 0 = not given")
-      ->capture_default_str();
-  app.add_option("--seq", f.seq, "s: tokens per sequence (the CP group splits them)")
-      ->capture_default_str();
-  app.add_option("--batch", f.batch, "b: sequences per DP rank (the global batch is D b)")
-      ->capture_default_str();
-  app.add_option("--hidden", f.hidden, "h: hidden size")->capture_default_str();
-  app.add_option("--heads", f.heads,
-                 "a: query heads (h/a = 64 or 128; divisible by T, and by T U "
-                 "for Ulysses' U)")
-      ->capture_default_str();
-  app.add_option("--kv-heads", f.kv_heads, "n_kv: K/V heads (GQA; at least T); 0 = a")
-      ->capture_default_str();
-  app.add_option("--ffn-hidden", f.ffn_hidden,
-                 "d_ff: the MLP's width, or each expert's with --experts; 0 = 4h")
-      ->capture_default_str();
-  app.add_option("--causal", f.causal, "1: causal attention; 0: full")->capture_default_str();
+  sp_tp::add_layer_shape_flags(app, f.shape, " (tokens per sequence; the CP group splits them)",
+                               " (sequences per DP rank: the global batch is D b)");
+  add_causal_flag(app, f.causal);
+  ring::add_kv_heads_flag(app, f.kv_heads, " (at least T: each TP rank holds whole K/V heads)");
   app.add_option("--cp-method", f.cp_method,
                  "attention over the CP group (list): ring (ring_attention's ring, overlapped), "
                  "allgather (K/V gathered once, Llama 3's), ulysses (all-to-all to head sharding), "
                  "hybrid:U (Ulysses inside groups of U CP ranks, the ring across them)")
       ->capture_default_str();
-  app.add_option("--layout", f.layout,
-                 "token layouts of the ring (list): contiguous, zigzag, striped; ignored by "
-                 "ulysses")
-      ->capture_default_str();
-  app.add_option("--experts", f.experts,
-                 "E_total: experts of the MoE that replaces the MLP (moe's layer, dropless, no "
-                 "auxiliary loss); 0 = a dense MLP")
-      ->capture_default_str();
-  app.add_option("--top-k", f.top_k, "k: experts per token")->capture_default_str();
-  app.add_option("--mlp", f.mlp, "expert MLP: gelu (two matrices) or swiglu")
-      ->check(CLI::IsMember({"gelu", "swiglu"}))
-      ->capture_default_str();
-  app.add_option("--dispatch", f.dispatch,
-                 "MoE dispatch: flat (one all-to-all-v over the expert group) or hierarchical "
-                 "(across nodes once per token and node, then inside the node; needs "
-                 "--ranks-per-node)")
-      ->check(CLI::IsMember({"flat", "hierarchical"}))
-      ->capture_default_str();
-  app.add_option("--tp-overlap", f.tp_overlap,
-                 "TP+SP's collectives beside their GEMMs (list): none, ring, chunks:K (sp_tp's)")
-      ->capture_default_str();
-  app.add_option("--pass", f.pass, std::string(kPassHelp) + "; fwd_bwd ends with the gradient sums")
-      ->capture_default_str();
-  app.add_option("--attn-kernel", f.attn_kernel, "attention kernel: auto, suite, cudnn")
-      ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
-      ->capture_default_str();
+  ring::add_layout_flag(app, f.layout, "; the ring's (or the hybrid's ring part's)");
+  moe::add_moe_layer_flags(app, f.moe,
+                           " of the MoE that replaces the MLP (moe's layer, each of width "
+                           "--ffn-hidden, dropless, no auxiliary loss); 0 = a dense MLP",
+                           " (recorded; --dispatch hierarchical groups each expert group's ranks "
+                           "by it); 0 = not given");
+  sp_tp::add_tp_overlap_flag(app, f.tp_overlap);
+  add_pass_flag(app, f.pass, "; fwd_bwd ends with the gradient sums");
+  add_attn_kernel_flag(app, f.attn_kernel);
 }
 
 std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx) {
   const int world = ctx.mpi.size();
   MeshConfig base;
-  base.ranks_per_node = f.ranks_per_node;
-  base.s = f.seq;
-  base.b = f.batch;
-  base.h = f.hidden;
-  base.heads = f.heads;
+  base.ranks_per_node = f.moe.ranks_per_node;
+  base.s = f.shape.seq;
+  base.b = f.shape.batch;
+  base.h = f.shape.hidden;
+  base.heads = f.shape.heads;
   base.kv_heads = f.kv_heads;
-  base.d_ff = f.ffn_hidden;
-  base.causal = f.causal != 0;
-  base.experts = f.experts;
-  base.top_k = f.top_k;
-  base.mlp = f.mlp == "swiglu" ? moe::Mlp::swiglu : moe::Mlp::gelu;
-  base.dispatch = f.dispatch == "hierarchical" ? moe::Dispatch::hierarchical : moe::Dispatch::flat;
+  base.d_ff = f.shape.ffn_hidden;
+  base.top_k = f.moe.top_k;
+  base.mlp = moe::parse_mlp(f.moe.mlp);
   base.attn_kernel = ring::parse_attn_kernel_flag(f.attn_kernel);
   base.dtype = ctx.dtype;
   base.seed = ctx.opts.seed;
-  if (f.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
-  if (base.dispatch == moe::Dispatch::hierarchical && f.ranks_per_node < 1)
-    throw UsageError("--dispatch hierarchical needs --ranks-per-node (the ranks of one node)");
-  if (f.experts < 0) throw UsageError("--experts must be >= 0 (0: a dense MLP)");
+  if (f.moe.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+  const std::vector<moe::Dispatch> dispatches = moe::parse_dispatch_list(f.moe.dispatch);
+  for (moe::Dispatch d : dispatches)
+    if (d == moe::Dispatch::hierarchical && f.moe.ranks_per_node < 1)
+      throw UsageError("--dispatch hierarchical needs --ranks-per-node (the ranks of one node)");
+  const std::vector<int> experts = degrees("--experts", f.moe.experts);
+  const std::vector<bool> causal = parse_causal_list("--causal", f.causal);
   std::vector<std::array<MeshAxis, 4>> orders;
   for (const std::string& o : split_list(f.order, '/'))
     orders.push_back(parse_mesh_order(o));
   std::vector<CpChoice> methods;
   for (const std::string& m : split_list(f.cp_method))
     methods.push_back(parse_cp_method(m));
-  std::vector<sp_tp::TpOverlapMode> overlaps;
-  for (const std::string& m : split_list(f.tp_overlap))
-    overlaps.push_back(parse_tp_overlap(m));
+  const std::vector<sp_tp::TpOverlapMode> overlaps = sp_tp::parse_tp_overlap_list(f.tp_overlap);
   const std::vector<ring::Layout> layouts = ring::parse_layouts("--layout", f.layout);
   const std::vector<Pass> passes = parse_pass_list("--pass", f.pass);
   std::vector<MeshConfig> out;
@@ -150,39 +105,46 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
             for (CpChoice method : methods)
               for (ring::Layout layout : layouts)
                 for (const auto& overlap : overlaps)
-                  for (Pass pass : passes) {
-                    MeshConfig c = base;
-                    int dp = dp_flag;
-                    if (dp_flag == 0) {  // the rest of the job, where T C divides it
-                      if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
-                        const std::string tc = std::to_string(tp) + " x " + std::to_string(cp);
-                        if (skipped.find(tc) == std::string::npos)
-                          skipped += (skipped.empty() ? "" : ", ") + tc;
-                        continue;
-                      }
-                      dp = world / (tp * cp);
-                    }
-                    c.shape.tp = tp;
-                    c.shape.cp = cp;
-                    c.shape.dp = dp;
-                    c.shape.ep = ep_flag;
-                    c.shape.order = order;
-                    c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
-                    // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
-                    if (method.method == CpMethod::hybrid && method.u == 1) method = {};
-                    if (method.method == CpMethod::hybrid && method.u == cp)
-                      method = {CpMethod::ulysses, cp};
-                    if (method.method == CpMethod::ulysses) method.u = cp;
-                    c.cp_method = method;
-                    c.layout = layout;
-                    c.tp_overlap = overlap;
-                    c.pass = pass;
-                    validate(c, world);
-                    const bool same = std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
-                      return o.case_name() == c.case_name();
-                    });
-                    if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
-                  }
+                  for (Pass pass : passes)
+                    for (int expert_count : experts)
+                      for (moe::Dispatch dispatch : dispatches)
+                        for (bool is_causal : causal) {
+                          MeshConfig c = base;
+                          c.experts = expert_count;
+                          c.dispatch = dispatch;
+                          c.causal = is_causal;
+                          int dp = dp_flag;
+                          if (dp_flag == 0) {  // the rest of the job, where T C divides it
+                            if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
+                              const std::string tc =
+                                  std::to_string(tp) + " x " + std::to_string(cp);
+                              if (skipped.find(tc) == std::string::npos)
+                                skipped += (skipped.empty() ? "" : ", ") + tc;
+                              continue;
+                            }
+                            dp = world / (tp * cp);
+                          }
+                          c.shape.tp = tp;
+                          c.shape.cp = cp;
+                          c.shape.dp = dp;
+                          c.shape.ep = ep_flag;
+                          c.shape.order = order;
+                          c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
+                          // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
+                          if (method.method == CpMethod::hybrid && method.u == 1) method = {};
+                          if (method.method == CpMethod::hybrid && method.u == cp)
+                            method = {CpMethod::ulysses, cp};
+                          if (method.method == CpMethod::ulysses) method.u = cp;
+                          c.cp_method = method;
+                          c.layout = layout;
+                          c.tp_overlap = overlap;
+                          c.pass = pass;
+                          validate(c, world);
+                          const bool same = std::any_of(
+                              out.begin(), out.end(),
+                              [&](const MeshConfig& o) { return o.case_name() == c.case_name(); });
+                          if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
+                        }
   if (out.empty())
     throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --dp 0: no T x C (" + skipped +
                      ") divides the job's " + std::to_string(world) + " ranks");

@@ -1,11 +1,16 @@
 // The mesh benchmark's flags and the cases they sweep (every combination of the lists whose
-// degrees multiply to the job's ranks).
+// degrees multiply to the job's ranks). The parts' own flags are theirs, declared by their
+// folders: the layer's shape and --tp-overlap (sp_tp), the ring's --layout, --causal and
+// --kv-heads (ring_attention), the MoE's --experts, --top-k, --mlp, --dispatch and
+// --ranks-per-node (moe); the mesh adds its degrees, order and CP method.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "bench/mesh/mesh_config.hpp"
+#include "bench/moe/moe_flags.hpp"
+#include "bench/sp_tp/layer_flags.hpp"
 #include "common/context.hpp"
 
 namespace suite::mesh {
@@ -13,12 +18,11 @@ namespace suite::mesh {
 struct MeshFlags {
   std::string tp = "1", cp = "1", dp = "0", ep = "0";
   std::string order = "tp,cp,ep,dp";
-  int ranks_per_node = 0;
-  std::int64_t seq = 256, batch = 1, hidden = 256, heads = 4, kv_heads = 0, ffn_hidden = 0;
-  int causal = 1;
+  sp_tp::LayerShapeFlags shape{256, 1, 256, 4, 0};
+  std::string causal = "1";
+  int kv_heads = 0;
   std::string cp_method = "ring", layout = "zigzag";
-  int experts = 0, top_k = 2;
-  std::string mlp = "gelu", dispatch = "flat";
+  moe::MoeLayerFlags moe{"0", 2, "gelu", "flat", 0};
   std::string tp_overlap = "none";
   std::string pass = "fwd";
   std::string attn_kernel = "auto";

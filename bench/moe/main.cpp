@@ -7,6 +7,7 @@
 
 #include "bench/moe/a2a_case.hpp"
 #include "bench/moe/moe_cases.hpp"
+#include "bench/moe/moe_flags.hpp"
 #include "bench/moe/moe_report.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
@@ -18,12 +19,12 @@
 namespace {
 
 struct MoeOptions {
-  std::string tokens = "1024", experts = "8", skew = "none", alpha = "1.0", hot = "",
-              capacity = "0", mlp = "swiglu", pass = "fwd", dispatch = "flat", max_nodes = "0",
-              mode = "layer", traffic = "uniform", bytes = "1M", redundant = "0",
+  suite::moe::MoeLayerFlags layer;
+  std::string tokens = "1024", skew = "none", alpha = "1.0", hot = "", capacity = "0", pass = "fwd",
+              max_nodes = "0", mode = "layer", traffic = "uniform", bytes = "1M", redundant = "0",
               a2a_algo = "flat,pairwise,hierarchical";
   std::int64_t hidden = 512, ffn_hidden = 1024;
-  int top_k = 2, balance_steps = 0, ep = 0, ranks_per_node = 0;
+  int balance_steps = 0, ep = 0;
   double balance_rate = 0.05;
 };
 
@@ -59,15 +60,10 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
   suite::moe::MoeSweep s;
   s.base.h = o.hidden;
   s.base.d_ff = o.ffn_hidden;
-  s.base.k = o.top_k;
+  s.base.k = o.layer.top_k;
   s.base.balance_steps = o.balance_steps;
   s.base.balance_rate = o.balance_rate;
-  if (o.mlp == "swiglu")
-    s.base.mlp = suite::moe::Mlp::swiglu;
-  else if (o.mlp == "gelu")
-    s.base.mlp = suite::moe::Mlp::gelu;
-  else
-    throw suite::UsageError("--mlp: unknown MLP '" + o.mlp + "' (swiglu, gelu)");
+  s.base.mlp = suite::moe::parse_mlp(o.layer.mlp);
   for (const auto& k : suite::split_list(o.skew)) {
     if (k == "none")
       s.skews.push_back(suite::moe::Skew::none);
@@ -79,22 +75,13 @@ suite::moe::MoeSweep make_sweep(const MoeOptions& o) {
       throw suite::UsageError("--skew: unknown skew kind '" + k + "' (none, zipf, hot)");
   }
   s.tokens = suite::parse_sweep(o.tokens);
-  s.experts = suite::parse_sweep(o.experts);
+  s.experts = suite::parse_sweep(o.layer.experts);
   s.alphas = parse_numbers(o.alpha, "--alpha");
   if (!o.hot.empty()) s.hot_factors = parse_numbers(o.hot, "--hot-factor");  // else per case
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
   s.passes = suite::parse_pass_list("--pass", o.pass);
-  s.dispatches.clear();
-  for (const auto& d : suite::split_list(o.dispatch)) {
-    if (d == "flat")
-      s.dispatches.push_back(suite::moe::Dispatch::flat);
-    else if (d == "hierarchical")
-      s.dispatches.push_back(suite::moe::Dispatch::hierarchical);
-    else
-      throw suite::UsageError("--dispatch: unknown dispatch '" + d + "' (flat, hierarchical)");
-  }
-  if (s.dispatches.empty()) throw suite::UsageError("--dispatch: name at least one");
-  s.ranks_per_node = o.ranks_per_node;
+  s.dispatches = suite::moe::parse_dispatch_list(o.layer.dispatch);
+  s.ranks_per_node = o.layer.ranks_per_node;
   s.max_nodes = parse_counts(o.max_nodes, "--max-nodes-per-token", "a node count (0 = unlimited)");
   s.redundant = parse_counts(o.redundant, "--redundant-experts", "a count of experts (0 = none)");
   return s;
@@ -138,14 +125,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--hidden", o.hidden, "h: hidden size")->capture_default_str();
     app.add_option("--ffn-hidden", o.ffn_hidden, "d_ff: expert MLP width")->capture_default_str();
-    app.add_option("--experts", o.experts, "E: experts (list), a multiple of N_e")
-        ->capture_default_str();
-    app.add_option("--top-k", o.top_k, "k: experts per token, 1 <= k <= E (at most 32)")
-        ->capture_default_str();
-    app.add_option("--mlp", o.mlp,
-                   "expert MLP: swiglu (silu(x W_gate) * x W_up, then W_down: 6 h d_ff FLOPs per "
-                   "copy) or gelu (two matrices: 4 h d_ff)")
-        ->capture_default_str();
+    suite::moe::add_moe_layer_flags(app, o.layer, ", a multiple of N_e",
+                                    " inside the EP group (0 = the placement's: ranks on this "
+                                    "host, cut to divide N_e); set it to pretend several nodes on "
+                                    "one machine. Must divide N_e");
     app.add_option("--skew", o.skew,
                    "router skew kinds (list): none; zipf (power law of exponent --alpha over a "
                    "seeded permutation of the experts, as logit bias); hot (one seeded expert gets "
@@ -167,24 +150,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--balance-rate", o.balance_rate, "bias change per balancing step")
         ->capture_default_str();
-    app.add_option("--pass", o.pass,
-                   std::string(suite::kPassHelp) +
-                       ". A fwd_bwd case is named <forward case>_fwd_bwd and has the parameter "
-                       "pass = fwd_bwd")
-        ->capture_default_str();
-    app.add_option("--dispatch", o.dispatch,
-                   "dispatch and combine algorithms (list): flat (one all-to-all-v over the "
-                   "group, a row per kept copy) or hierarchical (a row per (token, destination "
-                   "node) across nodes to the rank with the same local index there, which fans "
-                   "it out inside its node; the combine sums a token's copies inside the node "
-                   "and sends one partial sum home). Cases named _hier<P>; bytes recorded per "
-                   "level (METHODS.md 4.4)")
-        ->capture_default_str();
-    app.add_option("--ranks-per-node", o.ranks_per_node,
-                   "P: ranks per node inside the EP group, consecutive ranks sharing a node "
-                   "(0 = the placement's: ranks on this host, cut to divide N_e); set it to "
-                   "pretend several nodes on one machine. Must divide N_e")
-        ->capture_default_str();
+    suite::add_pass_flag(app, o.pass,
+                         ". A fwd_bwd case is named <forward case>_fwd_bwd and has the parameter "
+                         "pass = fwd_bwd");
     app.add_option("--max-nodes-per-token", o.max_nodes,
                    "M (list): node-limited routing (DeepSeek-V3): each token's experts lie on at "
                    "most M nodes, those whose best max(1, k/M) router scores sum highest; its "
@@ -237,7 +205,8 @@ int main(int argc, char** argv) {
     if (a.traffic.empty()) throw suite::UsageError("--traffic: name at least one pattern");
     a.bytes = suite::parse_sweep(o.bytes);
     a.algos = suite::moe::parse_a2a_algos(o.a2a_algo);
-    a.ranks_per_node = suite::moe::resolve_ranks_per_node(ctx, o.ranks_per_node, ctx.comm.size());
+    a.ranks_per_node =
+        suite::moe::resolve_ranks_per_node(ctx, o.layer.ranks_per_node, ctx.comm.size());
     return suite::moe::a2a_cases(ctx, a);
   };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {

@@ -3,6 +3,7 @@
 
 #include "bench/ring_attention/ring_cases.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
+#include "common/attention_select.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
@@ -43,7 +44,7 @@ suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
       throw suite::UsageError("--variant: unknown value '" + v + "' (ring, allgather)");
   }
   if (s.variants.empty()) throw suite::UsageError("--variant names nothing");
-  s.causal = parse_causal_list("--causal", o.causal);
+  s.causal = suite::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
   s.head_dim = o.head_dim;
@@ -82,22 +83,13 @@ int main(int argc, char** argv) {
     app.add_option("--block", o.blocks,
                    "c: tokens per rank, list or range (e.g. 256:16K:x2); s = c * N_c")
         ->capture_default_str();
-    app.add_option(
-           "--layout", o.layouts,
-           "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "
-           "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod N_c); "
-           "with --docs also doc_zigzag (each document cut into 2N_c chunks, zig-zag, padded to a "
-           "multiple of 2N_c as TransformerEngine's THD layout) and balanced (document chunks "
-           "placed so that every rank's visible pairs per round are as equal as the documents "
-           "allow; --balanced-chunk)")
-        ->capture_default_str();
+    suite::ring::add_layout_flag(app, o.layouts);
     app.add_option("--variant", o.variants,
                    "ring (K/V travel, overlapped) and/or allgather (gather all K/V once, exposed, "
                    "then one local attention, as Llama 3)")
         ->capture_default_str();
-    app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
-        ->capture_default_str();
-    app.add_option("--docs", o.docs, suite::ring::kDocsHelp);
+    suite::add_causal_flag(app, o.causal);
+    suite::ring::add_docs_flag(app, o.docs);
     app.add_option(
            "--varlen-calls", o.varlen_calls,
            "with --docs, ring variant: pair (one attention call per query run and key "
@@ -111,24 +103,15 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     suite::ring::add_balanced_chunk_flag(app, o.balanced_chunk);
     app.add_option("--heads", o.heads, "a: query heads")->capture_default_str();
-    app.add_option(
-           "--kv-heads", o.kv_heads,
-           "n_kv: K/V heads (GQA: a multiple of it must be a; only these travel); 0 = heads")
-        ->capture_default_str();
-    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")
-        ->capture_default_str();
+    suite::ring::add_kv_heads_flag(app, o.kv_heads);
+    suite::ring::add_head_dim_flag(app, o.head_dim);
     app.add_option("--batch", o.batch, "b: sequences per rank")->capture_default_str();
     app.add_option("--cp", o.cp,
                    "N_c: context-parallel group size (consecutive ranks; all groups run at once); "
                    "0 = all ranks")
         ->capture_default_str();
-    app.add_option(
-           "--attn-kernel", o.attn_kernel,
-           "attention kernel: auto (cuDNN when built in, on cuda), suite (the suite's own), "
-           "cudnn")
-        ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
-        ->capture_default_str();
-    app.add_option("--pass", o.passes, suite::kPassHelp)->capture_default_str();
+    suite::add_attn_kernel_flag(app, o.attn_kernel);
+    suite::add_pass_flag(app, o.passes);
     app.add_option("--grad-dtype", o.grad_dtype, suite::kGradDtypeHelp)->capture_default_str();
     app.add_option("--cpu-progress", o.cpu_progress,
                    "CPU backend: poll (MPI_Testall between attention tiles, so the transfer moves "

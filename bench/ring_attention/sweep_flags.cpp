@@ -27,21 +27,38 @@ std::vector<Layout> parse_layouts(const std::string& flag, const std::string& te
                             "contiguous, zigzag, striped; with --docs also doc_zigzag, balanced");
 }
 
-std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text) {
-  return parse_each<bool>(
-      flag, text,
-      [](const std::string& v) -> std::optional<bool> {
-        if (v == "1") return true;
-        if (v == "0") return false;
-        return std::nullopt;
-      },
-      "0, 1");
-}
-
 kernels::AttnKernelChoice parse_attn_kernel_flag(const std::string& text) {
   auto k = kernels::parse_attn_kernel(text);
   if (!k) throw UsageError("--attn-kernel: unknown kernel '" + text + "' (auto, suite, cudnn)");
   return *k;
+}
+
+void add_layout_flag(CLI::App& app, std::string& layouts, const std::string& note) {
+  app.add_option("--layout", layouts,
+                 "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "
+                 "(chunks r and 2N_c-1-r of c/2; needs even c), striped (token i on rank i mod "
+                 "N_c); with --docs also doc_zigzag (each document cut into 2N_c chunks, zig-zag, "
+                 "padded to a multiple of 2N_c as TransformerEngine's THD layout) and balanced "
+                 "(document chunks placed so that every rank's visible pairs per round are as "
+                 "equal as the documents allow; --balanced-chunk)" +
+                     note)
+      ->capture_default_str();
+}
+
+void add_docs_flag(CLI::App& app, std::string& docs, const std::string& note) {
+  app.add_option("--docs", docs, std::string(kDocsHelp) + note);
+}
+
+void add_kv_heads_flag(CLI::App& app, int& kv_heads, const std::string& note) {
+  app.add_option("--kv-heads", kv_heads,
+                 "n_kv: K/V heads (GQA: a multiple of it must be a; only these travel); 0 = "
+                 "heads" +
+                     note)
+      ->capture_default_str();
+}
+
+void add_head_dim_flag(CLI::App& app, int& head_dim) {
+  app.add_option("--head-dim", head_dim, "d: head dimension (64 or 128)")->capture_default_str();
 }
 
 void add_balanced_chunk_flag(CLI::App& app, std::int64_t& chunk, const std::string& note) {

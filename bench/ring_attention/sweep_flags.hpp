@@ -1,4 +1,5 @@
-// Flag values the attention benchmarks share (ring_attention, ulysses), parsed one way.
+// The attention methods' flags, declared here once and parsed one way: ring_attention, ulysses
+// and the mesh's block add them.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,13 @@ namespace suite::ring {
 
 // "contiguous,zigzag" -> layouts; UsageError naming `flag` and the allowed values otherwise.
 std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text);
-// "0,1" -> {false, true}.
-std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text);
 kernels::AttnKernelChoice parse_attn_kernel_flag(const std::string& text);
+// --layout (a list of layouts), --docs (packed documents),
+// --kv-heads (0 = heads), --head-dim; `note` ends their help where given.
+void add_layout_flag(CLI::App& app, std::string& layouts, const std::string& note = "");
+void add_docs_flag(CLI::App& app, std::string& docs, const std::string& note = "");
+void add_kv_heads_flag(CLI::App& app, int& kv_heads, const std::string& note = "");
+void add_head_dim_flag(CLI::App& app, int& head_dim);
 // --balanced-chunk (ring_attention, ulysses, model --section varlen): `note` ends its help.
 void add_balanced_chunk_flag(CLI::App& app, std::int64_t& chunk, const std::string& note = "");
 

@@ -198,41 +198,43 @@ std::optional<std::string> backward_unavailable(BenchContext& ctx, const LayerCo
 
 std::vector<CaseSpec> layer_cases(BenchContext& ctx, const LayerSweep& sweep) {
   std::vector<CaseSpec> specs;
-  for (bool fused : sweep.fused)
-    for (Pass pass : sweep.passes)
-      for (Variant v : sweep.variants)
-        for (const TpOverlapMode& tp_overlap : sweep.tp_overlap)
-          for (bool overlap : sweep.bwd_overlap) {
-            // Overlap concerns TP+SP's backward only: one case otherwise.
-            if ((pass == Pass::fwd || v == Variant::tp) && overlap != sweep.bwd_overlap.front())
-              continue;
-            // So does the forward's (TP has no collective beside a GEMM to cut): one TP case.
-            if (v == Variant::tp && tp_overlap != sweep.tp_overlap.front()) continue;
-            // Under ring or chunks the backward's collectives have their own schedule:
-            // --bwd-overlap moot.
-            if (tp_overlap.kind != TpOverlap::none && overlap != sweep.bwd_overlap.front())
-              continue;
-            LayerConfig cfg = sweep.base;
-            cfg.t = ctx.comm.size();
-            cfg.dtype = ctx.dtype;
-            cfg.seed = ctx.opts.seed;
-            cfg.fused_attention = fused;
-            cfg.pass = pass;
-            cfg.bwd_overlap = overlap;
-            cfg.tp_overlap = v == Variant::tp ? TpOverlapMode{} : tp_overlap;
-            validate(cfg);
-            check_attn_kernel(ctx, cfg);
-            if (auto why = backward_unavailable(ctx, cfg))
-              throw UsageError("--pass fwd_bwd: the " + std::string(fused ? "fused" : "unfused") +
-                               " attention path cannot run its backward here: " + *why);
-            const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
-            if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
-              throw UsageError("layer: one collective of " + std::to_string(per_call) +
-                               " elements is above this transport's limit of " +
-                               std::to_string(ctx.comm.max_count()) +
-                               "; use --transport nccl or a smaller s*b*h");
-            specs.push_back(make_spec(ctx, cfg, v));
-          }
+  for (bool causal : sweep.causal)
+    for (bool fused : sweep.fused)
+      for (Pass pass : sweep.passes)
+        for (Variant v : sweep.variants)
+          for (const TpOverlapMode& tp_overlap : sweep.tp_overlap)
+            for (bool overlap : sweep.bwd_overlap) {
+              // Overlap concerns TP+SP's backward only: one case otherwise.
+              if ((pass == Pass::fwd || v == Variant::tp) && overlap != sweep.bwd_overlap.front())
+                continue;
+              // So does the forward's (TP has no collective beside a GEMM to cut): one TP case.
+              if (v == Variant::tp && tp_overlap != sweep.tp_overlap.front()) continue;
+              // Under ring or chunks the backward's collectives have their own schedule:
+              // --bwd-overlap moot.
+              if (tp_overlap.kind != TpOverlap::none && overlap != sweep.bwd_overlap.front())
+                continue;
+              LayerConfig cfg = sweep.base;
+              cfg.t = ctx.comm.size();
+              cfg.dtype = ctx.dtype;
+              cfg.seed = ctx.opts.seed;
+              cfg.fused_attention = fused;
+              cfg.causal = causal;
+              cfg.pass = pass;
+              cfg.bwd_overlap = overlap;
+              cfg.tp_overlap = v == Variant::tp ? TpOverlapMode{} : tp_overlap;
+              validate(cfg);
+              check_attn_kernel(ctx, cfg);
+              if (auto why = backward_unavailable(ctx, cfg))
+                throw UsageError("--pass fwd_bwd: the " + std::string(fused ? "fused" : "unfused") +
+                                 " attention path cannot run its backward here: " + *why);
+              const std::int64_t per_call = cfg.rows() * cfg.h / (v == Variant::tp ? 1 : cfg.t);
+              if (static_cast<std::size_t>(per_call) > ctx.comm.max_count())
+                throw UsageError("layer: one collective of " + std::to_string(per_call) +
+                                 " elements is above this transport's limit of " +
+                                 std::to_string(ctx.comm.max_count()) +
+                                 "; use --transport nccl or a smaller s*b*h");
+              specs.push_back(make_spec(ctx, cfg, v));
+            }
   return specs;
 }
 

@@ -14,9 +14,10 @@
 namespace suite::sp_tp {
 
 struct LayerSweep {
-  LayerConfig base;               // s, b, h, heads, d_ff, dropout, causal
-  std::vector<Variant> variants;  // tp, tp_sp
-  std::vector<bool> fused;        // attention paths: true = fused (flash), false = unfused
+  LayerConfig base;                // s, b, h, heads, d_ff, dropout
+  std::vector<bool> causal{true};  // attention masks: causal and/or full
+  std::vector<Variant> variants;   // tp, tp_sp
+  std::vector<bool> fused;         // attention paths: true = fused (flash), false = unfused
   std::vector<Pass> passes{Pass::fwd};
   std::vector<bool> bwd_overlap{true};  // TP+SP training steps: overlapped and/or not
   std::vector<TpOverlapMode> tp_overlap{TpOverlapMode{}};  // TP+SP's collectives

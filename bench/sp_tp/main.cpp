@@ -6,6 +6,8 @@
 
 #include "bench/sp_tp/collectives.hpp"
 #include "bench/sp_tp/layer_cases.hpp"
+#include "bench/sp_tp/layer_flags.hpp"
+#include "common/attention_select.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
@@ -19,11 +21,10 @@ struct SpTpOptions {
   std::string mode = "collectives";
   std::string sizes = "1K:16M:x4";
   std::string ops = "allreduce,rs_ag";
-  std::int64_t seq = 1024, batch = 1, hidden = 1024;
+  suite::sp_tp::LayerShapeFlags shape;
+  std::string causal = "1";
   bool activation_case = true;
-  std::int64_t heads = 16, ffn_hidden = 0;
   float dropout = 0.1f;
-  bool causal = true;
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
   std::string attn_kernel = "auto";
@@ -35,13 +36,13 @@ struct SpTpOptions {
 
 suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   suite::sp_tp::LayerSweep sweep;
-  sweep.base.s = o.seq;
-  sweep.base.b = o.batch;
-  sweep.base.h = o.hidden;
-  sweep.base.heads = o.heads;
-  sweep.base.d_ff = o.ffn_hidden;
+  sweep.base.s = o.shape.seq;
+  sweep.base.b = o.shape.batch;
+  sweep.base.h = o.shape.hidden;
+  sweep.base.heads = o.shape.heads;
+  sweep.base.d_ff = o.shape.ffn_hidden;
   sweep.base.dropout = o.dropout;
-  sweep.base.causal = o.causal;
+  sweep.causal = suite::parse_causal_list("--causal", o.causal);
   sweep.base.attn_kernel = *suite::kernels::parse_attn_kernel(o.attn_kernel);  // checked by CLI11
   // Each named once, however often listed (as --pass and --bwd-overlap).
   auto add_once = [](auto& list, auto value) {
@@ -77,24 +78,8 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
           sweep.passes.end())
     throw suite::UsageError("--bwd-overlap " + o.bwd_overlap +
                             ": the overlap is the training step's; add --pass fwd_bwd");
-  sweep.tp_overlap.clear();
+  sweep.tp_overlap = suite::sp_tp::parse_tp_overlap_list(o.tp_overlap);
   using suite::sp_tp::TpOverlap, suite::sp_tp::TpOverlapMode;
-  for (const auto& v : suite::split_list(o.tp_overlap)) {
-    if (v == "none")
-      add_once(sweep.tp_overlap, TpOverlapMode{});
-    else if (v == "ring")
-      add_once(sweep.tp_overlap, TpOverlapMode{TpOverlap::ring, 0});
-    else if (v.rfind("chunks:", 0) == 0) {
-      const std::string k = v.substr(7);
-      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 9 ||
-          std::stoi(k) < 1)
-        throw suite::UsageError("--tp-overlap " + v + ": K must be a whole number >= 1");
-      add_once(sweep.tp_overlap, TpOverlapMode{TpOverlap::chunks, std::stoi(k)});
-    } else
-      throw suite::UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
-  }
-  if (sweep.tp_overlap.empty())
-    throw suite::UsageError("--tp-overlap names nothing (none, ring, chunks:K)");
   const bool wants_overlap =
       std::any_of(sweep.tp_overlap.begin(), sweep.tp_overlap.end(),
                   [](const TpOverlapMode& m) { return m.kind != TpOverlap::none; });
@@ -125,14 +110,15 @@ std::vector<suite::CaseSpec> collective_specs(suite::BenchContext& ctx, const Sp
   for (auto n : suite::parse_sweep(o.sizes))
     sizes.push_back({n, "n" + suite::format_scaled_int(n)});
   if (o.activation_case) {
-    if (o.seq <= 0 || o.batch <= 0 || o.hidden <= 0)
+    const auto& [seq, batch, hidden, heads, ffn] = o.shape;
+    if (seq <= 0 || batch <= 0 || hidden <= 0)
       throw suite::UsageError("--seq, --batch, --hidden must be >= 1");
     const std::int64_t n =
-        o.seq * o.batch * o.hidden * static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
+        seq * batch * hidden * static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
     sizes.push_back({n,
-                     "act_s" + std::to_string(o.seq) + "_b" + std::to_string(o.batch) + "_h" +
-                         std::to_string(o.hidden),
-                     o.seq, o.batch, o.hidden});
+                     "act_s" + std::to_string(seq) + "_b" + std::to_string(batch) + "_h" +
+                         std::to_string(hidden),
+                     seq, batch, hidden});
   }
   return suite::sp_tp::collective_cases(ctx, ops, sizes);
 }
@@ -174,20 +160,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--ops", o.ops, "Variants to time: allreduce (TP), rs_ag (SP), comma-separated")
         ->capture_default_str();
-    app.add_option("--seq", o.seq, "s: sequence length (activation-sized case and layer)")
-        ->capture_default_str();
-    app.add_option("--batch", o.batch, "b: micro-batch (activation-sized case and layer)")
-        ->capture_default_str();
-    app.add_option("--hidden", o.hidden, "h: hidden size (activation-sized case and layer)")
-        ->capture_default_str();
-    app.add_option("--heads", o.heads, "a: attention heads of the layer (h/a must be 64 or 128)")
-        ->capture_default_str();
-    app.add_option("--ffn-hidden", o.ffn_hidden, "d_ff of the layer's GeLU MLP; 0 = 4h")
-        ->capture_default_str();
+    suite::sp_tp::add_layer_shape_flags(app, o.shape, " (activation-sized case and layer)",
+                                        " (activation-sized case and layer)");
     app.add_option("--dropout", o.dropout,
                    "layer dropout probability (hidden states and, unfused, attention)")
-        ->capture_default_str();
-    app.add_option("--causal", o.causal, "1: causal attention in the layer; 0: full")
         ->capture_default_str();
     app.add_option("--variants", o.variants, "layer variants: tp, tp_sp (comma-separated)")
         ->capture_default_str();
@@ -196,27 +172,12 @@ int main(int argc, char** argv) {
                    "stored) and/or unfused (stores softmax, its dropout mask and output: the "
                    "5as/h term)")
         ->capture_default_str();
-    app.add_option("--attn-kernel", o.attn_kernel,
-                   "layer fused attention kernel: auto (cuDNN for bf16 on the cuda backend when "
-                   "built with it, else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), "
-                   "suite (the suite's flash kernel). Recorded as attn_kernel / attn_library")
-        ->check(CLI::IsMember({"auto", "cudnn", "suite"}))
-        ->capture_default_str();
-    app.add_option("--pass", o.pass,
-                   std::string("layer mode: ") + suite::kPassHelp +
-                       ". Forward cases keep their names; training-step cases end in _fwd_bwd")
-        ->capture_default_str();
-    app.add_option("--tp-overlap", o.tp_overlap,
-                   "layer mode, TP+SP forward and backward (list): none (blocking collectives), "
-                   "ring (each all-gather cut into t ring steps, the QKV / fc1 GEMM running on "
-                   "each block as it arrives; each reduce-scatter cut into t steps, the "
-                   "output-projection / fc2 GEMM making one block's partial sum while the "
-                   "previous travels), chunks:K (each collective cut into K pieces of every "
-                   "rank's rows, 1 <= K <= s*b/t; a piece's all-gather runs while the GEMM of "
-                   "the piece before it computes, a piece's reduce-scatter while the GEMM of the "
-                   "piece after it does). Cases named _ovring, _ovchunksK; the overlap condition "
-                   "per op is model --section tp_overlap's")
-        ->capture_default_str();
+    suite::add_causal_flag(app, o.causal);
+    suite::add_attn_kernel_flag(app, o.attn_kernel);
+    suite::add_pass_flag(app, o.pass,
+                         ". Layer mode; forward cases keep their names, training-step cases end in "
+                         "_fwd_bwd");
+    suite::sp_tp::add_tp_overlap_flag(app, o.tp_overlap);
     app.add_option("--bwd-overlap", o.bwd_overlap,
                    "layer mode, TP+SP training step: 1 overlaps the backward's LayerNorm-output "
                    "all-gathers with the input-gradient GEMMs (as Megatron does; NCCL: its "

@@ -5,6 +5,7 @@
 #include "bench/ring_attention/packed_documents.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "bench/ulysses/ulysses_cases.hpp"
+#include "common/attention_select.hpp"
 #include "common/bench_main.hpp"
 #include "common/errors.hpp"
 #include "common/pass_list.hpp"
@@ -54,7 +55,7 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
     s.docs = suite::ring::parse_doc_spec(o.docs);
     s.docs->balanced_chunk = o.balanced_chunk;
   }
-  s.causal = suite::ring::parse_causal_list("--causal", o.causal);
+  s.causal = suite::parse_causal_list("--causal", o.causal);
   s.heads = o.heads;
   s.kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
   s.head_dim = o.head_dim;
@@ -95,36 +96,28 @@ int main(int argc, char** argv) {
                    "u: Ulysses group sizes, list (must divide N_c); all = every degree the head "
                    "counts allow (1 = ring only, N_c = Ulysses only)")
         ->capture_default_str();
-    app.add_option("--layout", o.layouts,
-                   "token layouts of the ring across Ulysses groups (contiguous, zigzag, striped; "
-                   "with --docs also doc_zigzag, balanced); ignored when u = N_c")
-        ->capture_default_str();
-    app.add_option("--docs", o.docs,
-                   std::string(suite::ring::kDocsHelp) +
-                       ". Plain Ulysses attends over the whole pack for its heads (equal work on "
-                       "every rank); a hybrid's ring part lays the pack out by --layout.");
+    suite::ring::add_layout_flag(app, o.layouts,
+                                 "; of the ring across Ulysses groups, ignored "
+                                 "when u = N_c");
+    suite::ring::add_docs_flag(app, o.docs,
+                               ". Plain Ulysses attends over the whole pack for its heads (equal "
+                               "work on every rank); a hybrid's ring part lays the pack out by "
+                               "--layout.");
     suite::ring::add_balanced_chunk_flag(app, o.balanced_chunk,
                                          " (c: the ring part's tokens per rank)");
-    app.add_option("--causal", o.causal, "1 causal, 0 full attention; a list runs both")
-        ->capture_default_str();
+    suite::add_causal_flag(app, o.causal);
     app.add_option("--heads", o.heads, "a: query heads (u must divide it)")->capture_default_str();
-    app.add_option("--kv-heads", o.kv_heads, "n_kv: K/V heads (GQA); 0 = heads")
-        ->capture_default_str();
-    app.add_option("--head-dim", o.head_dim, "d: head dimension (64 or 128)")
-        ->capture_default_str();
+    suite::ring::add_kv_heads_flag(app, o.kv_heads);
+    suite::ring::add_head_dim_flag(app, o.head_dim);
     app.add_option("--batch", o.batch, "b: sequences")->capture_default_str();
-    app.add_option("--pass", o.passes,
-                   std::string(suite::kPassHelp) +
-                       "; the backward: dO's all-to-all, attention backward (hybrids: the ring's), "
-                       "dQ, dK, dV back")
-        ->capture_default_str();
+    suite::add_pass_flag(app, o.passes,
+                         "; the backward: dO's all-to-all, attention backward (hybrids: the "
+                         "ring's), dQ, dK, dV back");
     app.add_option("--grad-dtype", o.grad_dtype, suite::kGradDtypeHelp)->capture_default_str();
     app.add_flag("--kv-replicate", o.kv_replicate,
                  "allow u > n_kv by replicating K/V heads (u a multiple of n_kv); the extra bytes "
                  "are reported beside METHODS.md's figure");
-    app.add_option("--attn-kernel", o.attn_kernel, "attention kernel: auto, suite, cudnn")
-        ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
-        ->capture_default_str();
+    suite::add_attn_kernel_flag(app, o.attn_kernel);
   };
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ulysses::ulysses_cases(ctx, make_sweep(o, ctx.dtype));

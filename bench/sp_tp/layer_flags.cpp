@@ -1,0 +1,59 @@
+#include "bench/sp_tp/layer_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+#include "common/size_list.hpp"
+
+namespace suite::sp_tp {
+
+void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f, const std::string& seq_note,
+                           const std::string& batch_note) {
+  app.add_option("--seq", f.seq, "s: sequence length" + seq_note)->capture_default_str();
+  app.add_option("--batch", f.batch, "b: micro-batch" + batch_note)->capture_default_str();
+  app.add_option("--hidden", f.hidden, "h: hidden size")->capture_default_str();
+  app.add_option("--heads", f.heads, "a: attention heads (h/a must be 64 or 128)")
+      ->capture_default_str();
+  app.add_option("--ffn-hidden", f.ffn_hidden, "d_ff of the layer's GeLU MLP; 0 = 4h")
+      ->capture_default_str();
+}
+
+void add_tp_overlap_flag(CLI::App& app, std::string& modes) {
+  app.add_option("--tp-overlap", modes,
+                 "TP+SP forward and backward (list): none (blocking collectives), ring (each "
+                 "all-gather cut into t ring steps, the QKV / fc1 GEMM running on each block as it "
+                 "arrives; each reduce-scatter cut into t steps, the output-projection / fc2 GEMM "
+                 "making one block's partial sum while the previous travels), chunks:K (each "
+                 "collective cut into K pieces of every rank's rows, 1 <= K <= s*b/t; a piece's "
+                 "all-gather runs while the GEMM of the piece before it computes, a piece's "
+                 "reduce-scatter while the GEMM of the piece after it does). Cases named _ovring, "
+                 "_ovchunksK; the overlap condition per op is model --section tp_overlap's")
+      ->capture_default_str();
+}
+
+std::vector<TpOverlapMode> parse_tp_overlap_list(const std::string& text) {
+  std::vector<TpOverlapMode> modes;
+  auto add_once = [&](TpOverlapMode m) {
+    if (std::find(modes.begin(), modes.end(), m) == modes.end()) modes.push_back(m);
+  };
+  for (const auto& v : split_list(text)) {
+    if (v == "none")
+      add_once(TpOverlapMode{});
+    else if (v == "ring")
+      add_once(TpOverlapMode{TpOverlap::ring, 0});
+    else if (v.rfind("chunks:", 0) == 0) {
+      const std::string k = v.substr(7);
+      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 9 ||
+          std::stoi(k) < 1)
+        throw UsageError("--tp-overlap " + v + ": K must be a whole number >= 1");
+      add_once(TpOverlapMode{TpOverlap::chunks, std::stoi(k)});
+    } else
+      throw UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
+  }
+  if (modes.empty()) throw UsageError("--tp-overlap names nothing (none, ring, chunks:K)");
+  return modes;
+}
+
+}  // namespace suite::sp_tp

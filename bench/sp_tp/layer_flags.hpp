@@ -1,0 +1,33 @@
+// The transformer layer's flags, declared once here: sp_tp's layer mode and the mesh's block add
+// them (each with its own defaults, set before adding, and a word on what --seq and --batch
+// count there).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/sp_tp/layer_config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace suite::sp_tp {
+
+struct LayerShapeFlags {
+  std::int64_t seq = 1024, batch = 1, hidden = 1024, heads = 16, ffn_hidden = 0;
+};
+
+// --seq, --batch, --hidden, --heads, --ffn-hidden (--causal is attention's:
+// common/attention_select.hpp); seq_note and batch_note end their
+// help ("(activation-sized case and layer)", "per DP rank").
+void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f, const std::string& seq_note,
+                           const std::string& batch_note);
+
+// --tp-overlap: none, ring, chunks:K (a list).
+void add_tp_overlap_flag(CLI::App& app, std::string& modes);
+// "none,ring,chunks:4" -> the modes, each once; UsageError naming --tp-overlap otherwise.
+std::vector<TpOverlapMode> parse_tp_overlap_list(const std::string& text);
+
+}  // namespace suite::sp_tp
