@@ -7,8 +7,9 @@
 # Checked here, in one list, with the ways to get each without root: a C++ compiler, CMake (one
 # older than the suite needs is replaced by CMake's wheel from PyPI in .venv, which the Makefile
 # then uses), SimGrid's compiler wrappers for `make sim`, Python's venv for the tests and
-# scripts. What only a later target needs is said once, with what it disables; it never stops
-# the target asked.
+# scripts. What only a later target needs never stops the target asked: the build summary that
+# every configure prints says once what is off (no GoogleTest, no SimGrid...) and what that
+# disables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,10 +28,6 @@ for t in "${targets[@]}"; do
   asked+="${covers[$t]} "
 done
 needs() { [[ $asked == *" $1 "* ]]; }
-needed_by() {  # the make targets that need dependencies of need $1
-  case $1 in build) echo "make build" ;; test) echo "make test" ;; sim) echo "make sim, make run, make test" ;;
-             scripts) echo "the tests and scripts/ (make test, make run)" ;; *) echo "the CUDA paths" ;; esac
-}
 
 # cmake/dependencies.txt as `key|need|debian|spack|conda|hint|what` lines, padding trimmed.
 table=$(awk -F'|' '!/^#/ && NF >= 7 { for (i = 1; i <= NF; i++) gsub(/^ +| +$/, "", $i)
@@ -65,22 +62,17 @@ if command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   if [ "$(id -u)" = 0 ]; then can_install=1
   elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then can_install=1 sudo=sudo; fi
 fi
-now=() later=()
+now=()
 if command -v dpkg-query >/dev/null 2>&1; then
   while IFS='|' read -r key need debs _; do
-    [[ $debs == - ]] && continue
+    { [[ $debs == - ]] || ! needs "$need"; } && continue
     for p in $debs; do
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
       # Without root, a command that is there from elsewhere (a module) is enough.
       [ $can_install = 0 ] && probe "$key" && continue
-      if needs "$need"; then now+=("$p"); else later+=("$key:$need:Debian $p"); fi
+      now+=("$p")
     done
   done <<<"$table"
-else  # no dpkg: what shows as a command is all that can be told before CMake runs
-  for key in simgrid python; do
-    need=$(field "$key" 2)
-    needs "$need" || probe "$key" || later+=("$key:$need:not on PATH")
-  done
 fi
 if [ ${#now[@]} -gt 0 ] && [ $can_install = 1 ]; then
   echo "setup: installing ${now[*]}"
@@ -90,15 +82,6 @@ elif [ ${#now[@]} -gt 0 ]; then
   echo "setup: not root: installing nothing (as root: apt-get install ${now[*]}); CMake looks" \
        "for these in the environment (modules, CMAKE_PREFIX_PATH) and lists what it cannot find"
 fi
-# Said once: what only a later target needs, and what its absence disables.
-declare -A said=()
-for item in "${later[@]}"; do
-  IFS=: read -r key need seen <<<"$item"
-  [[ -n ${said[$key]:-} ]] && continue
-  said[$key]=1
-  echo "setup: not needed now, missing for $(needed_by "$need"): $(field "$key" 7) ($seen);" \
-       "without root: $(ways "$key")"
-done
 
 # A C++ compiler (its C++20 support is CMake's to check).
 needs build && ! probe compiler && missing compiler "no ${CXX:-c++} on PATH"
