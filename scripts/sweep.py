@@ -17,7 +17,10 @@ another, each under `shaped_link.py LINK -- mpirun -np RANKS ...` with the job s
 model's W is the rate shared by the ranks (rate / ranks). One node only, not with Slurm presets,
 --array or --simulate.
 An unknown link preset, a node count the benchmark has no script for, or a bad value list
-is an error (exit 2) and nothing is submitted.
+is an error (exit 2) and nothing is submitted. So is a GPU sweep that the build cannot run:
+the build records what it has in bin/suite_features.txt (cmake/build_summary.cmake); without
+--transport the jobs take NCCL where the build has it and MPI otherwise (said in one line),
+--transport nccl without NCCL or a build without CUDA stops before anything is submitted.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ BENCHES = {
 }
 
 SCALE = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+FEATURES = "suite_features.txt"  # what the build has, beside its executables
 
 
 class SweepError(ValueError):
@@ -197,6 +201,36 @@ def link_bandwidths(text: str) -> dict[str, float]:
         except ValueError as err:
             raise SweepError(f"--link-bw: {item!r} is not NAME=BYTES_PER_S") from err
     return out
+
+
+def build_features(bin_dir: Path) -> dict[str, str] | None:
+    """The `key=value` lines the build wrote at configure time, or None where it wrote none (a
+    build from before the file existed, or no build yet)."""
+    path = bin_dir / FEATURES
+    if not path.is_file():
+        return None
+    lines = (line.partition("=") for line in path.read_text().splitlines() if not line.startswith("#"))
+    return {key: value for key, sep, value in lines if sep}
+
+
+def gpu_transport(requested: str | None, bin_dir: Path) -> str:
+    """The transport of GPU jobs: the one requested, checked against what the build has, or the
+    build's best (nccl, else mpi, said in one line). SweepError where the build lacks CUDA or
+    the NCCL requested."""
+    features = build_features(bin_dir)
+    if features is None:
+        return requested or "nccl"
+    where = bin_dir / FEATURES
+    if features.get("cuda") != "ON":
+        raise SweepError(f"{features.get('cuda_off', 'no CUDA in this build')} ({where})")
+    if features.get("nccl") == "ON":
+        return requested or "nccl"
+    why = features.get("nccl_off", "no NCCL in this build")
+    if requested == "nccl":
+        raise SweepError(f"--transport nccl, but {why} ({where})")
+    if requested is None:
+        print(f"note: {why}")
+    return requested or "mpi"
 
 
 def extra_axes(items: list[str]) -> list[dict[str, str]]:
@@ -422,7 +456,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="ranks (GPUs) per node (default 8)")
     parser.add_argument("--group", type=int, default=0,
                         help="group size passed as TP/CP/EP (default: the script's)")
-    parser.add_argument("--transport", default="nccl", choices=("nccl", "mpi"))
+    parser.add_argument("--transport", default=None, choices=("nccl", "mpi"),
+                        help="GPU jobs' transport (default: nccl where the build has it "
+                             "(--bin-dir's suite_features.txt), else mpi)")
     parser.add_argument("--cpu", action="store_true",
                         help="CPU mode (SUITE_MODE=cpu, MPI, no GPUs requested)")
     parser.add_argument("--array", action="store_true",
@@ -454,7 +490,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mpirun", default="mpirun",
                         help="MPI launcher of shaped-link cells, run here (default mpirun)")
     parser.add_argument("--bin-dir", type=Path, default=REPO / "build" / "bin",
-                        help="the executables of shaped-link cells (default build/bin)")
+                        help="the build's executables (default build/bin): its suite_features.txt "
+                             "says which transports the GPU jobs can use; shaped-link cells run "
+                             "them")
     args = parser.parse_args(argv)
     if args.tasks_per_node < 1 or args.layers < 1 or args.group < 0:
         parser.error("--tasks-per-node and --layers must be >= 1, --group >= 0")
@@ -465,7 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.simulate and not args.flops:
         args.cpu = True  # executed compute: the job script's CPU sizes
+    here = args.simulate or any(shaped_link.is_shaped(link.strip()) for link in args.link.split(","))
     try:
+        if args.cpu or here:
+            args.transport = args.transport or "nccl"
+        else:  # GPU jobs through Slurm run the build in --bin-dir: a transport it has, or none
+            args.transport = gpu_transport(args.transport, args.bin_dir)
         cells = build_cells(args)
     except SweepError as err:
         print(f"error: {err}", file=sys.stderr)

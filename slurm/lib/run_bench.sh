@@ -11,7 +11,9 @@
 #   SUITE_MODE    gpu (default) or cpu: the CPU backend with small sizes (CI, laptops)
 #   LINK          link preset of slurm/link_presets.json (default: the script's); an unknown
 #                 preset fails the job before anything runs
-#   TRANSPORT     nccl (default on gpu) or mpi; cpu mode always uses mpi
+#   TRANSPORT     nccl (default on gpu where the build has NCCL, else mpi) or mpi; cpu mode
+#                 always uses mpi. The build's bin/suite_features.txt says what it has: a GPU job
+#                 of a build without CUDA, or TRANSPORT=nccl without NCCL, stops before launching
 #   LAUNCHER      srun (default; srun --mpi=$SRUN_MPI, default pmix) or mpirun
 #   BIN_DIR       where the executables are (default build/bin)
 #   RESULTS_ROOT  parent of the per-job folders (default results/slurm)
@@ -28,6 +30,32 @@
 suite_die() {
   echo "error: $*" >&2
   exit 2
+}
+
+# suite_feature <features file> <key>: the value the build recorded (cmake/build_summary.cmake),
+# empty where the file or the key is absent.
+suite_feature() {
+  [[ -f $1 ]] && sed -n "s/^$2=//p" "$1" | head -n1
+}
+
+# The transport of a GPU job: TRANSPORT, checked against what the build has, or the build's
+# best (nccl, else mpi with a line saying why). Stops the job with the build's own line where
+# it lacks what the job needs. suite_gpu_transport <features file>
+suite_gpu_transport() {
+  local features=$1
+  if [[ ! -f $features ]]; then  # a build from before the file existed: the old default
+    echo "${TRANSPORT:-nccl}"
+    return
+  fi
+  [[ $(suite_feature "$features" cuda) == ON ]] || suite_die "$(suite_feature "$features" cuda_off) ($features)"
+  if [[ $(suite_feature "$features" nccl) == ON ]]; then
+    echo "${TRANSPORT:-nccl}"
+  elif [[ ${TRANSPORT:-} == nccl ]]; then
+    suite_die "TRANSPORT=nccl, but $(suite_feature "$features" nccl_off) ($features)"
+  else
+    [[ -z ${TRANSPORT:-} ]] && echo "note: $(suite_feature "$features" nccl_off)" >&2
+    echo "${TRANSPORT:-mpi}"
+  fi
 }
 
 # The benchmark flags of one case set in one mode, on stdout (one per line).
@@ -100,7 +128,8 @@ suite_main() {
   if [[ $mode == cpu ]]; then
     transport=mpi backend=cpu dtype=fp32
   else
-    transport=${TRANSPORT:-nccl} backend=cuda dtype=${DTYPE:-bf16}
+    transport=$(suite_gpu_transport "${BIN_DIR:-build/bin}/suite_features.txt") || exit 2
+    backend=cuda dtype=${DTYPE:-bf16}
   fi
   local link=${LINK:-$default_link}
   local preset
@@ -143,22 +172,33 @@ suite_main() {
   fi
   echo "benchmark exit status: $rc" | tee -a "$dir/job.txt"
 
+  # The steps below read the results with h5py and numpy (scripts/requirements.txt). A compute
+  # node needs no Python packages: where this one's Python lacks them, the steps are left for
+  # the login node, said once.
+  local py_ok=1
+  if [[ $rc -eq 0 ]] && ! "$python" -c 'import h5py, numpy' 2>/dev/null; then
+    py_ok=0
+    echo "note: $python has no h5py here: wire bytes, plots and the compare step are left for" \
+         "the login node (.venv/bin/python scripts/compare.py $out)" | tee -a "$dir/job.txt"
+    [[ ${COMPARE:-auto} == 1 ]] && { echo "error: COMPARE=1 needs h5py in $python" >&2; rc=2; }
+  fi
+
   # The library's own byte counts (Open MPI's monitoring) in extra runs of each case, beside
   # the payload; the timed run above never has monitoring on. By default for the collectives
   # (where the library's algorithm decides the bytes); WIRE=1 for every set, WIRE=0 never;
   # WIRE_CASES selects cases (a regular expression). MPI transport only: NCCL has no counters.
   local wire_default=0
   [[ $set == sp_tp ]] && wire_default=1
-  if [[ $rc -eq 0 && ${WIRE:-$wire_default} == 1 && $transport == mpi ]]; then
+  if [[ $rc -eq 0 && $py_ok == 1 && ${WIRE:-$wire_default} == 1 && $transport == mpi ]]; then
     "$python" scripts/wire_bytes.py "$out" --cases "${WIRE_CASES:-}" |
       tee -a "$dir/job.txt" || echo "warning: wire_bytes.py failed" | tee -a "$dir/job.txt"
   fi
 
-  if [[ $rc -eq 0 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then
+  if [[ $rc -eq 0 && $py_ok == 1 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then
     "$python" scripts/plot.py "$out" --out "$dir/plots" || echo "warning: plotting failed"
   fi
   local compare=${COMPARE:-auto}
-  if [[ $rc -eq 0 && $compare != 0 ]]; then
+  if [[ $rc -eq 0 && $py_ok == 1 && $compare != 0 ]]; then
     local -a cmp=("$python" scripts/compare.py "$out" --registry "${BASELINES:-results/baselines}"
                   --verdict "$dir/$set.compare.json")
     [[ $compare == 1 ]] && cmp+=(--require-baseline)

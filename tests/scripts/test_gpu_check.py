@@ -131,3 +131,55 @@ def test_a_spent_budget_skips_the_rest_but_still_summarises(tmp_path: Path) -> N
     skipped = [n for n in _step_names()[1:] if "GPU_CHECK_BUDGET is spent" in summary[n]]
     assert skipped == _step_names()[1:]
     assert "gpu_results.tgz" in proc.stdout
+
+
+def _pack(root: Path) -> None:
+    """The bundle as scripts/gpu_bundle.sh hands it over: bin, lib and wheels in .gpu/kit.tar.xz
+    and nothing else."""
+    bundle = root / ".gpu"
+    with tarfile.open(bundle / "kit.tar.xz", "w:xz") as tar:
+        for part in ("bin", "lib", "wheels"):
+            tar.add(bundle / part, arcname=part)
+    for part in ("bin", "lib", "wheels"):
+        shutil.rmtree(bundle / part)
+
+
+def test_a_packed_kit_is_unpacked_once_then_run(tmp_path: Path) -> None:
+    root = _kit(tmp_path)
+    _pack(root)
+    proc = _run(root, tmp_path, budget=540)
+    assert proc.returncode == 0, proc.stderr
+    assert "unpacking" in proc.stdout
+    summary = _summary(proc)
+    assert all("rc=0" in summary[name] for name in _step_names())
+    assert "kernel_tests_cuda" in (tmp_path / "calls").read_text()
+    again = _run(root, tmp_path, budget=540)
+    assert again.returncode == 0 and "unpacking" not in again.stdout
+
+
+def test_the_kit_unpacks_without_an_xz_program(tmp_path: Path) -> None:
+    """Python's tarfile reads the archive where the GPU machine has no xz."""
+    root = _kit(tmp_path)
+    _pack(root)
+    # The stub python, but a real one for the unpacking.
+    python = tmp_path / "python-with-tarfile"
+    _executable(python, f"#!/bin/bash\ncase \"$*\" in *tarfile*) exec {sys.executable} \"$@\";; esac\n"
+                f"exec {tmp_path / 'tools' / 'python'} \"$@\"\n")
+    tools = tmp_path / "no-xz"
+    tools.mkdir()
+    for tool in ("bash", "tar", "mkdir", "rm", "touch", "tee", "date", "ldd", "grep", "tail", "sed",
+                 "timeout", "printf", "du", "cut", "seq", "dirname"):
+        found = shutil.which(tool)
+        if found:
+            os.symlink(found, tools / tool)
+    env_path = f"{tmp_path / 'tools'}:{tools}"
+    proc = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh")], text=True, capture_output=True,
+                          timeout=120, env=dict(os.environ, OUT=str(tmp_path / "out"),
+                                                GPU_CHECK_BUDGET="540", PATH=env_path,
+                                                GPU_CHECK_MPI_PREFIX=str(tmp_path / "ompi"),
+                                                PYTHON=str(python),
+                                                COMPUTE_SANITIZER=str(tmp_path / "tools" / "compute-sanitizer")))
+    assert proc.returncode == 0, proc.stderr
+    assert "unpacking" in proc.stdout and "cannot unpack" not in proc.stdout
+    assert (root / ".gpu" / "bin" / "kernel_tests_cuda").is_file()
+    assert "kernel_tests_cuda" in (tmp_path / "calls").read_text()

@@ -29,6 +29,25 @@ def _exe(path: Path, text: str) -> Path:
     return path
 
 
+GPU_BUILD = "cuda=ON\ncuda_archs=90\nnccl=ON\ncudnn=ON\ntransports=mpi,nccl\n"
+NO_NCCL = "no NCCL here (stand-in line): use mpi"
+NO_CUDA = "no CUDA here (stand-in line): use --cpu"
+
+
+def _build(tmp_path: Path, features: str) -> Path:
+    """A build's bin folder whose suite_features.txt says `features` (cmake/build_summary.cmake
+    writes the real one)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "suite_features.txt").write_text("# what this build has\n" + features)
+    return bin_dir
+
+
+@pytest.fixture
+def gpu_build(tmp_path):
+    return _build(tmp_path, GPU_BUILD)
+
+
 @pytest.fixture
 def fakes(tmp_path):
     model_log, sbatch_log = tmp_path / "model.log", tmp_path / "sbatch.log"
@@ -45,10 +64,11 @@ def test_values_syntax():
             sweep.parse_values(bad)
 
 
-def test_dry_run_prints_every_cell_with_its_prediction(fakes):
+def test_dry_run_prints_every_cell_with_its_prediction(fakes, gpu_build):
     model, model_log, sbatch_cmd, sbatch_log = fakes
     proc = run_script("sweep.py", "ring_attention", "--values", "4K,8K", "--link", "nvlink,net",
                       "--nodes", "1,2", "--model", model, "--sbatch", sbatch_cmd, "--layers", "4",
+                      "--bin-dir", gpu_build,
                       "--link-bw", "net=2.5e10", "-F", "6e14", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     rows = re.findall(r"^(\d+)\s+(\d)\s+(\d+)\s+(\S+)\s+(\S+)\s+-\s+0\.25 s\s+1\.5e\+09 B", proc.stdout,
@@ -67,24 +87,25 @@ def test_dry_run_prints_every_cell_with_its_prediction(fakes):
     assert all("--layers 4" in c and "--flops 6e+14" in c for c in calls)
 
 
-def test_dry_run_with_the_real_model():
+def test_dry_run_with_the_real_model(gpu_build):
     model = Path(os.environ.get("SUITE_BIN_DIR", "build/bin")) / "model"
     if not model.exists():
         pytest.skip(f"{model} is not built")
-    proc = run_script("sweep.py", "moe", "--values", "1K,4K", "--model", model, "--dry-run")
+    proc = run_script("sweep.py", "moe", "--values", "1K,4K", "--model", model, "--dry-run",
+                      "--bin-dir", gpu_build)
     assert proc.returncode == 0, proc.stderr
     steps = [float(x) for x in re.findall(r"^\d+\s+1\s+8\s+nvlink\s+\S+\s+-\s+(\S+) s", proc.stdout,
                                           flags=re.M)]
     assert len(steps) == 2 and 0 < steps[0] < steps[1]  # 4x the tokens, more time
 
 
-def test_unknown_preset_and_missing_script_are_errors(fakes):
+def test_unknown_preset_and_missing_script_are_errors(fakes, gpu_build):
     model, _, sbatch_cmd, sbatch_log = fakes
     proc = run_script("sweep.py", "moe", "--values", "1K", "--link", "nvlink,warp", "--model",
-                      model, "--sbatch", sbatch_cmd)
+                      model, "--sbatch", sbatch_cmd, "--bin-dir", gpu_build)
     assert proc.returncode == 2 and "unknown link preset 'warp'" in proc.stderr
     proc = run_script("sweep.py", "ulysses", "--values", "4K", "--nodes", "2", "--model", model,
-                      "--sbatch", sbatch_cmd)
+                      "--sbatch", sbatch_cmd, "--bin-dir", gpu_build)
     assert proc.returncode == 2 and "runs inside one node" in proc.stderr
     assert run_script("sweep.py", "nope", "--values", "1").returncode == 2
     assert not sbatch_log.exists()
@@ -102,11 +123,11 @@ def test_submits_one_job_per_cell(fakes):
     assert proc.stdout.count("submitted: ") == 2
 
 
-def test_array_writes_one_cells_line_per_task(fakes, tmp_path):
+def test_array_writes_one_cells_line_per_task(fakes, gpu_build, tmp_path):
     model, _, sbatch_cmd, sbatch_log = fakes
     proc = run_script("sweep.py", "moe", "--values", "1K,2K", "--link", "nvlink,pcie-host",
                       "--nodes", "1,2", "--array", "--model", model, "--sbatch", sbatch_cmd,
-                      "--sweep-dir", tmp_path / "sw")
+                      "--sweep-dir", tmp_path / "sw", "--bin-dir", gpu_build)
     assert proc.returncode == 0, proc.stderr
     calls = sbatch_log.read_text().splitlines()
     assert len(calls) == 2  # one array per script / node count
@@ -118,10 +139,10 @@ def test_array_writes_one_cells_line_per_task(fakes, tmp_path):
                      "LINK=pcie-host TOKENS=2048 TRANSPORT=nccl"]
 
 
-def test_extra_axis_multiplies_the_cells(fakes):
+def test_extra_axis_multiplies_the_cells(fakes, gpu_build):
     model, model_log, sbatch_cmd, sbatch_log = fakes
     proc = run_script("sweep.py", "moe", "--values", "1K,2K", "--axis", "SKEW=none,zipf,hot",
-                      "--model", model, "--sbatch", sbatch_cmd)
+                      "--model", model, "--sbatch", sbatch_cmd, "--bin-dir", gpu_build)
     assert proc.returncode == 0, proc.stderr
     calls = sbatch_log.read_text().splitlines()
     assert len(calls) == 6 and len(model_log.read_text().splitlines()) == 6
@@ -129,8 +150,46 @@ def test_extra_axis_multiplies_the_cells(fakes):
                for c in calls)
     assert "--export=ALL,LINK=nvlink,TOKENS=1024,SKEW=hot,TRANSPORT=nccl" in proc.stdout
     bad = run_script("sweep.py", "moe", "--values", "1K", "--axis", "LINK=net", "--model", model,
-                     "--sbatch", sbatch_cmd)
+                     "--sbatch", sbatch_cmd, "--bin-dir", gpu_build)
     assert bad.returncode == 2 and "set by the sweep itself" in bad.stderr
+
+
+def test_a_build_without_nccl_submits_mpi_jobs_and_says_why(fakes, tmp_path):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    bin_dir = _build(tmp_path, f"cuda=ON\nnccl=OFF\nnccl_off={NO_NCCL}\n")
+    proc = run_script("sweep.py", "moe", "--values", "1K", "--model", model, "--sbatch", sbatch_cmd,
+                      "--bin-dir", bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: {NO_NCCL}" in proc.stdout
+    assert "TRANSPORT=mpi" in sbatch_log.read_text() and "nccl" not in sbatch_log.read_text()
+
+
+@pytest.mark.parametrize("features, args, needle", [
+    (f"cuda=ON\nnccl=OFF\nnccl_off={NO_NCCL}\n", ["--transport", "nccl"], f"--transport nccl, but {NO_NCCL}"),
+    (f"cuda=OFF\nnccl=OFF\ncuda_off={NO_CUDA}\n", [], NO_CUDA),
+    (f"cuda=OFF\nnccl=OFF\ncuda_off={NO_CUDA}\n", ["--transport", "mpi"], NO_CUDA),
+])
+def test_a_sweep_the_build_cannot_run_stops_before_submitting(fakes, tmp_path, features, args, needle):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    bin_dir = _build(tmp_path, features)
+    for dry in ([], ["--dry-run"]):
+        proc = run_script("sweep.py", "moe", "--values", "1K", "--model", model, "--sbatch",
+                          sbatch_cmd, "--bin-dir", bin_dir, *args, *dry)
+        assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
+        assert needle in proc.stderr and str(bin_dir / "suite_features.txt") in proc.stderr
+    assert not sbatch_log.exists()
+    # The CPU mode runs whatever the build has.
+    proc = run_script("sweep.py", "moe", "--values", "1K", "--cpu", "--model", model, "--sbatch",
+                      sbatch_cmd, "--bin-dir", bin_dir)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_build_without_a_record_keeps_nccl(fakes, tmp_path):
+    model, _, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "moe", "--values", "1K", "--model", model, "--sbatch", sbatch_cmd,
+                      "--bin-dir", tmp_path / "nothing-here", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "TRANSPORT=nccl" in proc.stdout and "note:" not in proc.stdout
 
 
 def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
