@@ -48,6 +48,17 @@ class Comm {
 
   // Sum over ranks of `count` elements.
   virtual void all_reduce(const void* send, void* recv, std::size_t count, DType t) = 0;
+  // The same started without waiting (a gradient bucket summed while the backward goes on):
+  // send and recv must stay untouched until finish_all_reduces() has waited for every sum
+  // started, in order. Counted as all_reduce counts, at the start. MPI: MPI_Iallreduce, moving
+  // inside later MPI calls and progress(); a transport without one (and MPI where the buffers
+  // are staged or placeholders) runs it blocking here, and says so in async_all_reduce().
+  virtual void start_all_reduce(const void* send, void* recv, std::size_t count, DType t) {
+    all_reduce(send, recv, count, t);
+  }
+  virtual void finish_all_reduces() {}
+  // "nonblocking" where start_all_reduce returns before the sum is done, else "blocking".
+  virtual std::string async_all_reduce() const { return "blocking"; }
   // send holds size()*recv_count elements; rank r gets the sum of block r.
   virtual void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) = 0;
   // recv gets every rank's send_count elements in rank order.

@@ -78,6 +78,28 @@ class MpiComm final : public Comm {
     count_both(all_reduce_bytes(static_cast<std::int64_t>(n)));
   }
 
+  void start_all_reduce(const void* send, void* recv, std::size_t count, DType t) override {
+    const std::size_t n = count * dtype_size(t);
+    if (!nonblocking_sum(n)) return all_reduce(send, recv, count, t);
+    MPI_Request req = MPI_REQUEST_NULL;
+    SUITE_MPI_CHECK(MPI_Iallreduce(send, recv, as_int(count), mpi_type(t), sum_op(t), comm_, &req));
+    pending_sums_.push_back(req);
+    count_both(all_reduce_bytes(static_cast<std::int64_t>(n)));
+  }
+
+  void finish_all_reduces() override {
+    if (pending_sums_.empty()) return;
+    WaitScope wait(*this, "all-reduce (started earlier)");
+    SUITE_MPI_CHECK(MPI_Waitall(static_cast<int>(pending_sums_.size()), pending_sums_.data(),
+                                MPI_STATUSES_IGNORE));
+    pending_sums_.clear();
+  }
+
+  std::string async_all_reduce() const override {
+    if (sim::modeled()) return "blocking (modeled compute: placeholders)";
+    return on_device_ && !cuda_aware_ ? "blocking (host-staged buffers)" : "nonblocking";
+  }
+
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) override {
     std::size_t n = recv_count * dtype_size(t);
     if (placeholder_ring(n * size_)) {
@@ -184,6 +206,11 @@ class MpiComm final : public Comm {
     }
   }
   void progress() override {
+    if (!pending_sums_.empty()) {  // lets the started sums move as well
+      int done = 0;
+      SUITE_MPI_CHECK(MPI_Testall(static_cast<int>(pending_sums_.size()), pending_sums_.data(),
+                                  &done, MPI_STATUSES_IGNORE));
+    }
     if (!exchange_.active || exchange_.done) return;
     int flag = 0;
     SUITE_MPI_CHECK(MPI_Testall(static_cast<int>(exchange_.requests.size()),
@@ -235,6 +262,11 @@ class MpiComm final : public Comm {
   // point-to-point messages between the placeholders (NCCL's ring: t-1 steps of one block to
   // rank+1), which SMPI moves without touching memory; the reductions are skipped, as modeled
   // compute skips every kernel, and the bytes counted are the same.
+  // Nonblocking where MPI takes the buffers as they are: host memory or CUDA-aware, and no
+  // placeholders (SMPI's nonblocking sum copies its buffers into real temporaries).
+  bool nonblocking_sum(std::size_t bytes) const {
+    return (!on_device_ || cuda_aware_) && !placeholder_ring(bytes) && size_ > 1;
+  }
   bool placeholder_ring(std::size_t whole_bytes) const {
     return sim::modeled() && size_ > 1 && whole_bytes >= sim::kPlaceholderMinBytes;
   }
@@ -347,6 +379,7 @@ class MpiComm final : public Comm {
     if (s.staged) device_.copy_from_host(recv, s.recv, recv_bytes);
   }
 
+  std::vector<MPI_Request> pending_sums_;  // start_all_reduce's, until finished
   Device& device_;
   bool on_device_ = false;
   bool cuda_aware_ = false;

@@ -87,14 +87,26 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   }
   st.ep.exposed = st.ep.time;
 
-  // DP: the gradient sums after the backward (dense over C D, experts over their copies).
+  // DP: the gradient sums after the backward, the dense gradients over the C D ranks that hold
+  // them and the experts' over their copies, each on the link its group spans.
   if (backward) {
     st.dp.bytes = mesh_grad_sum_bytes(m);
-    st.dp.across = spans_nodes(layout, MeshAxis::dp, P);
-    const LinkLevel l = link(cl, st.dp.across);
-    const int cd = m.C * m.D;
-    if (cd > 1) st.dp.time = 2 * (cd - 1) * l.lat;
-    st.dp.time += st.dp.bytes / l.bw;
+    const int cd = m.C * m.D, copies = m.T * m.C * m.D / std::max(1, m.E);
+    const bool dense_across = spans_nodes(layout, MeshAxis::dp, P);
+    const LinkLevel dl = link(cl, dense_across);
+    if (cd > 1)
+      st.dp.time +=
+          2 * (cd - 1) * dl.lat + all_reduce_bytes_per_rank(mesh_dense_params(m) * m.e, cd) / dl.bw;
+    if (m.experts > 0 && copies > 1) {
+      const std::vector<int> g = layout.expert_replicas(0);
+      const bool experts_across =
+          std::any_of(g.begin(), g.end(), [&](int r) { return r / P != g.front() / P; });
+      const LinkLevel el = link(cl, experts_across);
+      st.dp.time += 2 * (copies - 1) * el.lat +
+                    all_reduce_bytes_per_rank(mesh_expert_params(m) * m.e, copies) / el.bw;
+      st.dp.across = experts_across;
+    }
+    st.dp.across = st.dp.across || dense_across;
     st.dp.exposed = st.dp.time;
   }
   st.step = st.compute + st.tp.exposed + st.cp.exposed + st.ep.exposed + st.dp.exposed;

@@ -1,5 +1,6 @@
 #include "bench/mesh/mesh_block.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -51,7 +52,10 @@ moe::NodeComms node_comms(BenchContext& ctx, DeviceMesh& mesh, int ranks_per_nod
 }  // namespace
 
 MeshBlock::MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
-    : cfg_(cfg), ctx_(ctx), mesh_(mesh), sums_(ctx.device, cfg.dtype) {
+    : cfg_(cfg),
+      ctx_(ctx),
+      mesh_(mesh),
+      sums_(ctx.device, cfg.dtype, static_cast<std::size_t>(cfg.grad_bucket_mb * 1e6)) {
   ops_ = make_ops(ctx.device, cfg);
   sp_tp::LayerParts parts;
   std::vector<std::int64_t> positions;
@@ -70,6 +74,7 @@ MeshBlock::MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
     global_rows_.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * b + row % b);
   }
   parts.global_rows = global_rows_;
+  parts.grad_ready = [this](const std::string& name) { gradient_ready(name); };
   if (cfg.moe()) {
     moe::MoeConfig m = cfg.moe_layer();
     moe::NodeComms comms;
@@ -89,32 +94,49 @@ void MeshBlock::forward(PhaseTimer& phases) {
 }
 
 void MeshBlock::backward(PhaseTimer& phases) {
+  if (!sums_added_) add_sums();
+  phases_ = &phases;
   layer_->backward(phases, /*overlap=*/true);
-  if (!sums_added_) {
-    // The groups, once the gradients exist (the layer allocates them in its first backward).
-    sums_added_ = true;
-    std::vector<GradTensor> dense;
-    for (const auto& g : layer_->grad_buffers())
-      dense.push_back({g.name, g.data, g.elems});
-    if (moe_) {
-      moe::MoeLayer& m = moe_->layer();
-      const GradTensor router{"router", m.router_grad_buffer(), cfg_.h * cfg_.experts};
-      if (cfg_.shape.tp > 1 && !omitted(kSumTp))
-        sums_.add(kSumTp, mesh_.axis(MeshAxis::tp), {router});
-      dense.push_back(router);
-      const moe::MoeConfig mc = cfg_.moe_layer();
-      std::vector<GradTensor> experts;
-      for (int j = 0; j < m.slots(); ++j) {
-        experts.push_back({"expert_w1", m.expert_w1_grad_buffer(j), mc.h * mc.w1_cols()});
-        experts.push_back({"expert_w2", m.expert_w2_grad_buffer(j), mc.d_ff * mc.h});
-      }
-      if (mesh_.layout().expert_copies() > 1 && !omitted(kSumExpert))
-        sums_.add(kSumExpert, mesh_.expert_replicas(), experts);
+  phases_ = nullptr;
+  sums_.finish(phases);
+}
+
+void MeshBlock::gradient_ready(const std::string& name) {
+  if (phases_) sums_.ready(name, *phases_);
+}
+
+// The gradient-sum groups, their tensors in the order the backward makes them (as buckets fill).
+void MeshBlock::add_sums() {
+  sums_added_ = true;
+  layer_->allocate_gradients();
+  static const std::vector<std::string> made = {"w_fc2", "w_fc1", "ffn",
+                                                "w_out", "w_qkv", "layernorm"};
+  std::vector<GradTensor> dense;
+  for (const auto& g : layer_->grad_buffers())
+    dense.push_back({g.name, g.data, g.elems, g.name});
+  if (moe_) {
+    moe::MoeLayer& m = moe_->layer();
+    const GradTensor router{"router", m.router_grad_buffer(), cfg_.h * cfg_.experts, "ffn"};
+    if (cfg_.shape.tp > 1 && !omitted(kSumTp))
+      sums_.add(kSumTp, mesh_.axis(MeshAxis::tp), {router}, /*at_once=*/true);
+    dense.push_back(router);
+    const moe::MoeConfig mc = cfg_.moe_layer();
+    std::vector<GradTensor> experts;
+    for (int j = 0; j < m.slots(); ++j) {
+      experts.push_back({"expert_w1", m.expert_w1_grad_buffer(j), mc.h * mc.w1_cols(), "ffn"});
+      experts.push_back({"expert_w2", m.expert_w2_grad_buffer(j), mc.d_ff * mc.h, "ffn"});
     }
-    if (cfg_.shape.cp * cfg_.shape.dp > 1 && !omitted(kSumDense))
-      sums_.add(kSumDense, mesh_.dense_replicas(), dense);
+    if (mesh_.layout().expert_copies() > 1 && !omitted(kSumExpert))
+      sums_.add(kSumExpert, mesh_.expert_replicas(), experts);
   }
-  sums_.run(phases);
+  std::stable_sort(dense.begin(), dense.end(), [](const GradTensor& a, const GradTensor& b) {
+    auto at = [](const std::string& r) {
+      return std::find(made.begin(), made.end(), r) - made.begin();
+    };
+    return at(a.ready) < at(b.ready);
+  });
+  if (cfg_.shape.cp * cfg_.shape.dp > 1 && !omitted(kSumDense))
+    sums_.add(kSumDense, mesh_.dense_replicas(), dense);
 }
 
 ByteCounts MeshBlock::axis_bytes(MeshAxis a) const {

@@ -33,8 +33,9 @@ class MeshBlock {
   // Phases: the layer's (fwd_compute, fwd_comm, ...), the CP part's (cp_attention, cp_copy; or
   // Ulysses' pack, a2a_q, ...), the MoE's (route, dispatch, expert, combine, ...).
   void forward(PhaseTimer& phases);
-  // The backward (phases bwd_...), then the gradient sums (grad_sum_tp, grad_sum_dense,
-  // grad_sum_expert).
+  // The backward (phases bwd_...) and the gradient sums (grad_sum_tp, grad_sum_dense,
+  // grad_sum_expert: the waits at its end; with --grad-bucket, grad_sum_start where buckets
+  // start during it).
   void backward(PhaseTimer& phases);
 
   sp_tp::TransformerLayer& layer() { return *layer_; }
@@ -66,6 +67,9 @@ class MeshBlock {
   std::vector<std::int64_t> global_rows_;
   GradientSums sums_;
   bool sums_added_ = false;
+  PhaseTimer* phases_ = nullptr;  // the backward's, while it runs (the buckets' starts)
+  void add_sums();
+  void gradient_ready(const std::string& name);
 };
 
 // The rows of the single-rank block (T = C = D = 1 over the global batch of D b sequences):

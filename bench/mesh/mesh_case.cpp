@@ -184,6 +184,11 @@ class MeshCase final : public BenchCase {
     rec.int_tables.push_back(
         {"axis_bytes_sent", kAxes.size(), static_cast<std::size_t>(ranks), table});
     report_times(m, rec);
+    const GradientSums& sums = block_->sums();
+    a.emplace_back("grad_buckets",
+                   std::int64_t{sums.buckets(kSumDense) + sums.buckets(kSumExpert)});
+    a.emplace_back("grad_sum_overlap", sums.bucketed() ? mesh_->dense_replicas().async_all_reduce()
+                                                       : std::string("after the backward"));
     report_memory(rec, mb);
     for (const auto& [name, err] : check_errors_)
       a.emplace_back("check_err_" + name, err);
@@ -338,7 +343,7 @@ class MeshCase final : public BenchCase {
     double cp = sum({"cp_attention", "bwd_cp_attention", "attention", "bwd_attention"}) + a2a;
     double cp_exposed = a2a + ring_wait_median();
     const double ep = sum({"dispatch", "combine", "bwd_combine", "bwd_dispatch"});
-    const double dp = sum({kSumDense, kSumExpert});
+    const double dp = sum({kSumDense, kSumExpert, "grad_sum_start"});
     auto& a = rec.attrs;
     a.emplace_back("tp_time_s", tp);
     a.emplace_back("tp_exposed_s", tp);

@@ -60,6 +60,12 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
                            " (recorded; --dispatch hierarchical groups each expert group's ranks "
                            "by it); 0 = not given");
   sp_tp::add_tp_overlap_flag(app, f.tp_overlap);
+  app.add_option("--grad-bucket", f.grad_bucket,
+                 "MB (list): the gradient sums in buckets of about this many MB, each started "
+                 "(nonblocking all-reduce) as soon as the backward has made its gradients, so it "
+                 "moves while the rest of the backward computes, as DDP and Megatron do; 0 = one "
+                 "all-reduce per group after the backward")
+      ->capture_default_str();
   add_pass_flag(app, f.pass, "; fwd_bwd ends with the gradient sums");
   add_attn_kernel_flag(app, f.attn_kernel);
 }
@@ -95,6 +101,20 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   const std::vector<sp_tp::TpOverlapMode> overlaps = sp_tp::parse_tp_overlap_list(f.tp_overlap);
   const std::vector<ring::Layout> layouts = ring::parse_layouts("--layout", f.layout);
   const std::vector<Pass> passes = parse_pass_list("--pass", f.pass);
+  std::vector<double> buckets;
+  for (const std::string& item : split_list(f.grad_bucket)) {
+    std::size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !(v >= 0) || v > 1e6)
+      throw UsageError("--grad-bucket " + item + ": a size in MB >= 0 (0: after the backward)");
+    buckets.push_back(v);
+  }
+  if (buckets.empty()) throw UsageError("--grad-bucket names nothing");
   std::vector<MeshConfig> out;
   std::string skipped;  // --dp 0 combinations that leave no whole DP degree
   for (int tp : degrees("--tp", f.tp))
@@ -108,43 +128,46 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                   for (Pass pass : passes)
                     for (int expert_count : experts)
                       for (moe::Dispatch dispatch : dispatches)
-                        for (bool is_causal : causal) {
-                          MeshConfig c = base;
-                          c.experts = expert_count;
-                          c.dispatch = dispatch;
-                          c.causal = is_causal;
-                          int dp = dp_flag;
-                          if (dp_flag == 0) {  // the rest of the job, where T C divides it
-                            if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
-                              const std::string tc =
-                                  std::to_string(tp) + " x " + std::to_string(cp);
-                              if (skipped.find(tc) == std::string::npos)
-                                skipped += (skipped.empty() ? "" : ", ") + tc;
-                              continue;
+                        for (bool is_causal : causal)
+                          for (double bucket : buckets) {
+                            MeshConfig c = base;
+                            c.experts = expert_count;
+                            c.dispatch = dispatch;
+                            c.causal = is_causal;
+                            c.grad_bucket_mb = bucket;
+                            int dp = dp_flag;
+                            if (dp_flag == 0) {  // the rest of the job, where T C divides it
+                              if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
+                                const std::string tc =
+                                    std::to_string(tp) + " x " + std::to_string(cp);
+                                if (skipped.find(tc) == std::string::npos)
+                                  skipped += (skipped.empty() ? "" : ", ") + tc;
+                                continue;
+                              }
+                              dp = world / (tp * cp);
                             }
-                            dp = world / (tp * cp);
+                            c.shape.tp = tp;
+                            c.shape.cp = cp;
+                            c.shape.dp = dp;
+                            c.shape.ep = ep_flag;
+                            c.shape.order = order;
+                            c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
+                            // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
+                            if (method.method == CpMethod::hybrid && method.u == 1) method = {};
+                            if (method.method == CpMethod::hybrid && method.u == cp)
+                              method = {CpMethod::ulysses, cp};
+                            if (method.method == CpMethod::ulysses) method.u = cp;
+                            c.cp_method = method;
+                            c.layout = layout;
+                            c.tp_overlap = overlap;
+                            c.pass = pass;
+                            validate(c, world);
+                            const bool same =
+                                std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
+                                  return o.case_name() == c.case_name();
+                                });
+                            if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
                           }
-                          c.shape.tp = tp;
-                          c.shape.cp = cp;
-                          c.shape.dp = dp;
-                          c.shape.ep = ep_flag;
-                          c.shape.order = order;
-                          c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
-                          // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
-                          if (method.method == CpMethod::hybrid && method.u == 1) method = {};
-                          if (method.method == CpMethod::hybrid && method.u == cp)
-                            method = {CpMethod::ulysses, cp};
-                          if (method.method == CpMethod::ulysses) method.u = cp;
-                          c.cp_method = method;
-                          c.layout = layout;
-                          c.tp_overlap = overlap;
-                          c.pass = pass;
-                          validate(c, world);
-                          const bool same = std::any_of(
-                              out.begin(), out.end(),
-                              [&](const MeshConfig& o) { return o.case_name() == c.case_name(); });
-                          if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
-                        }
   if (out.empty())
     throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --dp 0: no T x C (" + skipped +
                      ") divides the job's " + std::to_string(world) + " ranks");

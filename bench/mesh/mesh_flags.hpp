@@ -24,6 +24,7 @@ struct MeshFlags {
   std::string cp_method = "ring", layout = "zigzag";
   moe::MoeLayerFlags moe{"0", 2, "gelu", "flat", 0};
   std::string tp_overlap = "none";
+  std::string grad_bucket = "0";
   std::string pass = "fwd";
   std::string attn_kernel = "auto";
 };

@@ -54,6 +54,7 @@ class Backward {
     void* g2 = acquire(s_.ffn ? "grad_ffn_output" : "grad_fc2_reduced", {L_, h_});
     compute([&] { s_.ops.dropout_backward(L_ * h_, p, mask("dropout2_mask"), d_out_, g2); });
     void* d_ln2 = s_.ffn ? ffn_backward(g2) : mlp_backward(g2);
+    ready(s_.ffn ? "ffn" : "w_fc1");
     void* d_h1 = acquire("grad_ln2_input", {L_, h_});
     layernorm(saved("ln2_input"), w_.ln2_gamma, d_ln2, d_h1, 2);
     compute([&] { s_.ops.residual_add(L_ * h_, d_h1, d_out_, d_h1); });  // + the residual path
@@ -72,6 +73,7 @@ class Backward {
       gemm(true, false, hl_, h_, R_, saved("attn_output"), hl_, g1_full, h_, g_.w_out, h_);
     });
     s_.comm.set_op("");
+    ready("w_out");
     release_rows("grad_proj_output");
     release("grad_proj_reduced");
     void* d_qkv = acquire("grad_qkv", {R_, cols_});
@@ -86,6 +88,7 @@ class Backward {
       });
     release("grad_attn_output");
     void* d_ln1 = column_parallel(d_qkv, cols_, w_.w_qkv, "ln1_output", g_.w_qkv, "qkv");
+    ready("w_qkv");
     release("grad_qkv");
     layernorm(saved("ln1_input"), w_.ln1_gamma, d_ln1, g_.input, 0);
     compute([&] { s_.ops.residual_add(L_ * h_, g_.input, d_h1, g_.input); });
@@ -98,6 +101,7 @@ class Backward {
     }
     if (ln_ws_) release("layernorm_workspace");
     if (ln_block_) release("grad_layernorm_block");
+    ready("layernorm");
   }
 
  private:
@@ -123,6 +127,7 @@ class Backward {
       gemm(true, false, fl_, h_, R_, saved("gelu_output"), fl_, g2_full, h_, g_.w_fc2, h_);
     });
     s_.comm.set_op("");
+    ready("w_fc2");
     compute([&] { s_.ops.gelu_backward(R_ * fl_, saved("fc1_output"), d_fc1, d_fc1); });
     release_rows("grad_fc2_output");
     release("grad_fc2_reduced");
@@ -131,6 +136,9 @@ class Backward {
     return d_ln2;
   }
 
+  void ready(const char* name) const {
+    if (s_.grad_ready && *s_.grad_ready) (*s_.grad_ready)(name);
+  }
   template <class F>
   void compute(F&& f) {
     ph_.time("bwd_compute", f);

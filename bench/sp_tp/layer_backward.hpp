@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "bench/sp_tp/layer_comm.hpp"
 #include "bench/sp_tp/layer_config.hpp"
@@ -47,6 +49,7 @@ struct BackwardSetup {
   bool overlap;  // LayerNorm-output all-gathers overlapped with the input-gradient GEMMs
   AttentionPart* attention = nullptr;  // the layer's parts (layer_parts.hpp), if any
   FfnPart* ffn = nullptr;
+  const std::function<void(const std::string&)>* grad_ready = nullptr;
 };
 
 // Phases: "bwd_compute", "bwd_comm" (blocking collectives and the waits of the overlapped

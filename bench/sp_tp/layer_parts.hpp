@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "common/phase_timer.hpp"
@@ -42,6 +44,10 @@ struct LayerParts {
   // and output gradient (empty: consecutive rows from the rank's first). Dropout must be 0 with
   // them: its masks are keyed by consecutive rows.
   std::vector<std::int64_t> global_rows;
+  // Called in the backward as each gradient is final (a data-parallel sum may start on it):
+  // "w_fc2", "w_fc1", "ffn" (the FfnPart's, after its backward), "w_out", "w_qkv", then
+  // "layernorm" (after its TP sum).
+  std::function<void(const std::string&)> grad_ready;
 };
 
 }  // namespace suite::sp_tp

@@ -315,8 +315,9 @@ void TransformerLayer::backward(PhaseTimer& phases, bool overlap, const Ledger& 
                      dense ? grad_weights_[2]->data() : nullptr,
                      dense ? grad_weights_[3]->data() : nullptr,
                      grad_input_->data()};
-  BackwardSetup setup{cfg_,  variant_,         t_,      local_rows_,      device_,   ops_,
-                      comm_, Scratch(memory_), overlap, parts_.attention, parts_.ffn};
+  BackwardSetup setup{
+      cfg_,  variant_,         t_,      local_rows_,      device_,    ops_,
+      comm_, Scratch(memory_), overlap, parts_.attention, parts_.ffn, &parts_.grad_ready};
   layer_backward(setup, ledger, w, d_out_->data(), g, phases);
 }
 

@@ -75,6 +75,9 @@ class TransformerLayer {
     std::int64_t elems;
   };
   std::vector<GradBuffer> grad_buffers();
+  // Allocates the gradients (and the output gradient fed in) now rather than in the first
+  // backward, so their buffers can be registered before it runs.
+  void allocate_gradients();
   // Collective: the whole global tensor of parameter i (or its gradient) on every rank.
   std::vector<double> gathered_param(std::size_t i, bool grad);
 
@@ -99,7 +102,6 @@ class TransformerLayer {
   void* at(const Buffer& b, std::int64_t elems) const;
   std::vector<double> to_host(const Buffer& b, std::size_t offset = 0,
                               std::size_t count = SIZE_MAX) const;
-  void allocate_gradients();
   double group_sum(double local) const;
   // Values of `t` for this rank's token-wise rows (by their global rows), all h columns.
   std::vector<double> row_values(Tensor t) const;

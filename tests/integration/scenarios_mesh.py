@@ -145,10 +145,17 @@ def scenario_moe(env: Env) -> None:
         if a["pass"] == "fwd_bwd":
             expect(any(k.startswith("check_err_grad_expert_w1_7") for k in a), "expert 7's gradient checked")
             expect(a["expert_copies"] == 4 // int(a["ep"]), f"copies {a['expert_copies']}")
+    # The gradient sums after the backward, and in buckets of 50 KB started during it.
     out, _ = run_mesh(env, 4, "moe_tp", *SHAPE, "--tp", "2", "--experts", "4", "--mlp", "swiglu", "--pass",
-                      "fwd_bwd")
-    check_cases(out, 1)
-    print(f"{out.name}: MoE blocks with EP 2 and 4, and TP 2, equal the single-rank block")
+                      "fwd_bwd", "--grad-bucket", "0,0.05")
+    seen = check_cases(out, 2)
+    after, bucketed = sorted(seen, key=lambda a: a["grad_bucket_mb"])
+    expect(after["grad_buckets"] == 2 and after["grad_sum_overlap"] == "after the backward",
+           f"one bucket per group after the backward: {after['grad_buckets']}, {after['grad_sum_overlap']}")
+    expect(bucketed["grad_buckets"] > 4 and bucketed["grad_sum_overlap"] == "nonblocking",
+           f"buckets during the backward: {bucketed['grad_buckets']}, {bucketed['grad_sum_overlap']}")
+    expect(bucketed["dp_bytes_per_rank"] == after["dp_bytes_per_rank"], "buckets send the same bytes")
+    print(f"{out.name}: MoE blocks with EP 2 and 4, and TP 2 (its sums in buckets too), equal the single-rank block")
 
 
 def scenario_missing_sum(env: Env) -> None:
@@ -207,6 +214,7 @@ def scenario_bad_input(env: Env) -> None:
         "order splitting TP": (["--tp", "2", "--dp", "2", "--experts", "4", "--ep", "2", "--order", "ep,tp,cp,dp"],
                                "different TP indices"),
         "unknown method": (["--cp", "2", "--cp-method", "ringz"], "--cp-method: unknown method 'ringz'"),
+        "bucket below 0": (["--grad-bucket=-1", "--pass", "fwd_bwd"], "--grad-bucket -1"),
     }, ranks=4)
     print("bad input refused")
 
