@@ -136,6 +136,16 @@ step moe_nodes_nccl_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --t
 step moe_a2a_nccl_2ranks 120 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 10 --transport nccl --mode a2a --traffic uniform,zipf,pair --bytes 1M,64M \
   --ranks-per-node 1 --out "$R/moe_a2a2.h5"
+# The composed block (mesh): one rank on NCCL (the layer with its own attention, the dense MLP and
+# an MoE), then tp2 x cp2 on four ranks sharing the GPU over MPI with the ring, Ulysses and the
+# gradient sums in buckets, and an MoE block with EP 2; each checked against one rank's block.
+step mesh_nccl_1rank 120 "${run[@]}" -np 1 "$B/bin/mesh" --backend cuda --timeout 100 --link local \
+  --transport nccl --dtype bf16 --seq 2048 --hidden 2048 --heads 16 --kv-heads 4 --experts 0,8 \
+  --pass fwd,fwd_bwd --iters 5 --warmup 2 --out "$R/mesh1.h5"
+step mesh_mpi_4ranks 150 "${run[@]}" -np 4 "$B/bin/mesh" --backend cuda --timeout 120 --link local \
+  --transport mpi --dtype bf16 --tp 2 --cp 2 --seq 2048 --hidden 1024 --heads 16 --kv-heads 4 \
+  --cp-method ring,ulysses --experts 0,8 --ep 2 --grad-bucket 0,4 --pass fwd_bwd --iters 3 --warmup 1 \
+  --out "$R/mesh4.h5"
 # One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
 step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
   --out "$R/sp_tp_nccl1.h5"
