@@ -57,8 +57,9 @@ class Comm {
     all_reduce(send, recv, count, t);
   }
   virtual void finish_all_reduces() {}
-  // "nonblocking" where start_all_reduce returns before the sum is done, else "blocking".
-  virtual std::string async_all_reduce() const { return "blocking"; }
+  // "nonblocking" where start_all_reduce of type t returns before the sum is done, else
+  // "blocking (why)".
+  virtual std::string async_all_reduce(DType) const { return "blocking (this transport)"; }
   // send holds size()*recv_count elements; rank r gets the sum of block r.
   virtual void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) = 0;
   // recv gets every rank's send_count elements in rank order.

@@ -80,7 +80,8 @@ class MpiComm final : public Comm {
 
   void start_all_reduce(const void* send, void* recv, std::size_t count, DType t) override {
     const std::size_t n = count * dtype_size(t);
-    if (!nonblocking_sum(n)) return all_reduce(send, recv, count, t);
+    if (!nonblocking_sum(n, t)) return all_reduce(send, recv, count, t);
+    if (on_device_) device_.synchronize();  // the kernels that produced `send` are done
     MPI_Request req = MPI_REQUEST_NULL;
     SUITE_MPI_CHECK(MPI_Iallreduce(send, recv, as_int(count), mpi_type(t), sum_op(t), comm_, &req));
     pending_sums_.push_back(req);
@@ -95,9 +96,11 @@ class MpiComm final : public Comm {
     pending_sums_.clear();
   }
 
-  std::string async_all_reduce() const override {
+  std::string async_all_reduce(DType t) const override {
     if (sim::modeled()) return "blocking (modeled compute: placeholders)";
-    return on_device_ && !cuda_aware_ ? "blocking (host-staged buffers)" : "nonblocking";
+    if (on_device_ && !cuda_aware_) return "blocking (host-staged buffers)";
+    if (on_device_ && t == DType::bf16) return "blocking (bf16 sums on the host)";
+    return "nonblocking";
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t) override {
@@ -262,10 +265,12 @@ class MpiComm final : public Comm {
   // point-to-point messages between the placeholders (NCCL's ring: t-1 steps of one block to
   // rank+1), which SMPI moves without touching memory; the reductions are skipped, as modeled
   // compute skips every kernel, and the bytes counted are the same.
-  // Nonblocking where MPI takes the buffers as they are: host memory or CUDA-aware, and no
-  // placeholders (SMPI's nonblocking sum copies its buffers into real temporaries).
-  bool nonblocking_sum(std::size_t bytes) const {
-    return (!on_device_ || cuda_aware_) && !placeholder_ring(bytes) && size_ > 1;
+  // Nonblocking where MPI takes the buffers as they are: host memory, or CUDA-aware but for bf16
+  // (its sum runs on the host), and no placeholders (SMPI's nonblocking sum copies its buffers
+  // into real temporaries).
+  bool nonblocking_sum(std::size_t bytes, DType t) const {
+    const bool as_they_are = !on_device_ || (cuda_aware_ && t != DType::bf16);  // as stage()
+    return as_they_are && !placeholder_ring(bytes) && size_ > 1;
   }
   bool placeholder_ring(std::size_t whole_bytes) const {
     return sim::modeled() && size_ > 1 && whole_bytes >= sim::kPlaceholderMinBytes;

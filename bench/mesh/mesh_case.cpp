@@ -187,8 +187,9 @@ class MeshCase final : public BenchCase {
     const GradientSums& sums = block_->sums();
     a.emplace_back("grad_buckets",
                    std::int64_t{sums.buckets(kSumDense) + sums.buckets(kSumExpert)});
-    a.emplace_back("grad_sum_overlap", sums.bucketed() ? mesh_->dense_replicas().async_all_reduce()
-                                                       : std::string("after the backward"));
+    a.emplace_back("grad_sum_overlap", sums.bucketed()
+                                           ? mesh_->dense_replicas().async_all_reduce(cfg_.dtype)
+                                           : std::string("after the backward"));
     report_memory(rec, mb);
     for (const auto& [name, err] : check_errors_)
       a.emplace_back("check_err_" + name, err);

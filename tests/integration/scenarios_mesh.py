@@ -200,6 +200,28 @@ def scenario_numpy(env: Env) -> None:
     print(f"{out.name}: output and every summed gradient match numpy")
 
 
+def scenario_model_agrees(env: Env) -> None:
+    """`model --section mesh` prints, for the same block and mesh, the bytes each axis sent in the
+    run (TP, CP, the gradient sums; EP is the routing's in a run, uniform in the model)."""
+    import subprocess
+    out, _ = run_mesh(env, 4, "model", *SHAPE, "--tp", "2", "--cp", "2", "--cp-method", "ring,allgather",
+                      "--pass", "fwd_bwd")
+    seen = check_cases(out, 2)
+    for a in seen:
+        cmd = [str(env.bin_dir / "model"), "--section", "mesh", "--tp", "2", "--cp", "2", "--dp", "1",
+               "--seq", str(S), "--batch", str(B), "--hidden", str(H), "--heads", str(A), "--kv-heads", str(A),
+               "--d-ff", str(FF), "--dtype", "fp64", "--grad-dtype", "fp64", "--causal",
+               "--cp-method", str(a["cp_method"]), "--order", str(a["order"])]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        expect(proc.returncode == 0, "model --section mesh", proc)
+        line = next(l for l in proc.stdout.splitlines() if l.startswith("prediction: section=mesh"))
+        pred = dict(kv.split("=", 1) for kv in line.split()[1:])
+        for axis in ("tp", "cp", "dp"):
+            got, want = a[f"{axis}_bytes_per_rank"], float(pred[f"{axis}_bytes"])
+            expect(abs(got - want) <= 1e-6 * max(1.0, want), f"{a['cp_method']}: {axis} bytes {got} != model's {want}")
+    print("model --section mesh gives the bytes each axis sent")
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "mesh", {
         "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
@@ -226,6 +248,7 @@ SCENARIOS = {
     "mesh_moe": scenario_moe,
     "mesh_missing_sum": scenario_missing_sum,
     "mesh_numpy": scenario_numpy,
+    "mesh_model_agrees": scenario_model_agrees,
     "mesh_bad_input": scenario_bad_input,
 }
 
