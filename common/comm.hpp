@@ -109,6 +109,21 @@ class Comm {
   virtual std::string overlap_mechanism() const = 0;
   virtual void barrier() = 0;
 
+  // Point-to-point messages of any size to and from any ranks of this group, any number in
+  // flight (ring attention's group-cast sends each K/V run only to the ranks whose queries see
+  // it; common/peer_messages.cpp). Host buffers only, whatever the transport: MPI on this
+  // communicator (a caller holding device buffers stages them). Counted as sent or received
+  // when posted. A message pairs with the peer's of the same tag, in posting order; tags from
+  // kPeerTagBase up are the callers' own (the ring exchange uses lower ones).
+  static constexpr int kPeerTagBase = 1000;
+  MPI_Request post_send(const void* data, std::size_t elems, DType t, int to, int tag);
+  MPI_Request post_receive(void* data, std::size_t elems, DType t, int from, int tag);
+  // True once every request has completed (completed ones become MPI_REQUEST_NULL); lets them
+  // move meanwhile, as progress() lets the ring exchange.
+  bool test_messages(std::vector<MPI_Request>& requests);
+  // Waits for every request: a blocking wait on rank `peer` of this group (-1: several).
+  void wait_messages(std::vector<MPI_Request>& requests, int peer);
+
   // The MPI communicator of these ranks (a duplicate this object owns), for host-side
   // gathers such as checks; valid while the Comm lives.
   MPI_Comm mpi_comm() const { return comm_; }

@@ -48,11 +48,15 @@ using Pieces = std::vector<std::pair<int, std::pair<std::int64_t, std::int64_t>>
 
 class Planner {
  public:
-  Planner(const PackedDocuments& docs, int n_c, std::int64_t c, bool causal)
+  // one_wait: plan for a schedule that waits once (BalanceTarget::one_wait): every pair of
+  // runs counts in one cell per rank (round 0), so the sum of the rounds' peaks is the busiest
+  // rank's total, and a cut document's group is g consecutive ranks.
+  Planner(const PackedDocuments& docs, int n_c, std::int64_t c, bool causal, bool one_wait)
       : docs_(docs),
         n_(n_c),
         c_(c),
         causal_(causal),
+        one_wait_(one_wait),
         load_(static_cast<std::size_t>(n_c) * n_c, 0),
         peak_(static_cast<std::size_t>(n_c), 0),
         tokens_(static_cast<std::size_t>(n_c), 0),
@@ -264,6 +268,14 @@ class Planner {
     std::int64_t filled = 0;
     for (int i = 0; i < g; ++i) {
       const int r = rank(first, (i + ch.rot) % g);
+      if (one_wait_) {  // all of rank r's pairs of the document land in its one cell
+        std::int64_t pairs = 0;
+        for (int j = 0; j < g; ++j)
+          pairs += chunk_pairs(ch, i, j);
+        filled += cell(0, r);
+        new_peak_[0] = std::max({new_peak_[0], peak_[0], cell(0, r) + pairs});
+        continue;
+      }
       for (int j = 0; j < g; ++j) {
         const int k = (i >= j ? i - j : i - j + g) * stride_;  // round_of(i, j)
         const std::int64_t now = cell(k, r);
@@ -382,13 +394,18 @@ class Planner {
     const auto& w = extra_weight_[static_cast<std::size_t>(stride_)];
     return w.empty() ? 0 : w[r];
   }
-  int rank(int first, int i) const { return (first + i * stride_) % n_; }
+  // Group rank i of the group at position `first`: n_c / g apart for the ring (all of them
+  // work on the document in the same rounds), consecutive for one wait (inside one node where
+  // g divides a node's ranks, so its traffic stays there).
+  int rank(int first, int i) const {
+    return one_wait_ ? first * (n_ / stride_) + i : (first + i * stride_) % n_;
+  }
   int round_of(int i, int j) const {
     const int g = n_ / stride_;
-    return ((i - j) % g + g) % g * stride_;
+    return one_wait_ ? 0 : ((i - j) % g + g) % g * stride_;
   }
   int round_between(int query_rank, int key_rank) const {
-    return ((query_rank - key_rank) % n_ + n_) % n_;
+    return one_wait_ ? 0 : ((query_rank - key_rank) % n_ + n_) % n_;
   }
   std::int64_t cell(int k, int r) const { return load_[static_cast<std::size_t>(k) * n_ + r]; }
   void add(int k, int r, std::int64_t w) {
@@ -406,7 +423,7 @@ class Planner {
   const PackedDocuments& docs_;
   int n_;
   std::int64_t c_;
-  bool causal_;
+  bool causal_, one_wait_;
   std::vector<std::int64_t> load_;  // [round * n + rank]: visible pairs
   std::vector<std::int64_t> peak_;  // per round: its busiest rank's
   std::vector<std::int64_t> new_peak_ = peak_;
@@ -491,8 +508,37 @@ std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested) {
   return requested > 0 ? requested : std::clamp<std::int64_t>(c / 64, 1, kMinChunkTokens);
 }
 
+namespace {
+
+// One wait (the group-cast): every rank of a cut document's group receives nearly all of the
+// document's K/V, so a document is cut only where it must be: over the fewest ranks (a divisor
+// of n_c, at least 2) whose share of it fits a rank (c tokens) and weighs no more than a rank's
+// share of the whole pack's work. Every other one stays whole on one rank and sends nothing.
+std::vector<std::int64_t> groups_for_one_wait(const std::vector<std::int64_t>& work,
+                                              const std::vector<std::int64_t>& length,
+                                              const std::vector<std::int64_t>& divisors, int n_c,
+                                              std::int64_t c) {
+  double total = 0;
+  for (std::int64_t w : work)
+    total += static_cast<double>(w);
+  const double share = std::max(total / n_c, 1.0);
+  std::vector<std::int64_t> groups(work.size(), 1);
+  for (std::size_t d = 0; d < work.size(); ++d) {
+    const std::int64_t need = std::min(
+        std::max({std::int64_t{1},
+                  static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
+                  (length[d] + c - 1) / c}),
+        std::max<std::int64_t>(1, length[d] / 2));
+    if (need > 1) groups[d] = group_size(divisors, need, need);
+  }
+  return groups;
+}
+
+}  // namespace
+
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
-                                        bool causal, std::int64_t requested_chunk) {
+                                        bool causal, std::int64_t requested_chunk,
+                                        BalanceTarget target) {
   if (docs.pad_slots() != 0 || docs.slots() != c * n_c)
     throw std::logic_error("balanced: documents must fill the n_c c slots without padding");
   const auto count = static_cast<std::size_t>(docs.count());
@@ -516,8 +562,10 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
   std::vector<std::int64_t> divisors;
   for (std::int64_t x = 1; x <= n_c; ++x)
     if (n_c % x == 0) divisors.push_back(x);
-  std::vector<std::int64_t> groups(count, 1);
-  for (bool changed = true; changed;) {
+  const bool one_wait = target == BalanceTarget::one_wait;
+  std::vector<std::int64_t> groups = one_wait ? groups_for_one_wait(work, length, divisors, n_c, c)
+                                              : std::vector<std::int64_t>(count, 1);
+  for (bool changed = !one_wait; changed;) {
     double round0 = 0;
     for (std::size_t d = 0; d < count; ++d)
       round0 += static_cast<double>(work[d]) / static_cast<double>(groups[d]);
@@ -536,7 +584,7 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
     }
   }
   // Levels too sparse to even out their rounds move up (from the smallest g).
-  for (std::int64_t g = 2; g < n_c; ++g) {
+  for (std::int64_t g = 2; g < n_c && !one_wait; ++g) {
     if (n_c % g != 0) continue;
     const auto at_level = std::count(groups.begin(), groups.end(), g);
     if (at_level == 0 || at_level >= kDocsPerGroupPosition * (n_c / g)) continue;
@@ -550,8 +598,11 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t x, std::size_t y) { return work[x] > work[y]; });
-  const std::vector<int> first_of = group_positions(order, groups, work, divisors, n_c);
-  Planner plan(docs, n_c, c, causal);
+  // One wait: each cut document to the group whose busiest rank it raises least (the levels'
+  // positions, partitioned each on its own, would all start at rank 0).
+  const std::vector<int> first_of =
+      one_wait ? std::vector<int>(count, -1) : group_positions(order, groups, work, divisors, n_c);
+  Planner plan(docs, n_c, c, causal, one_wait);
   std::vector<std::int64_t> whole;
   for (std::size_t d : order)
     if (groups[d] == 1 ||

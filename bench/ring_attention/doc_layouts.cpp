@@ -71,14 +71,15 @@ RankLayout doc_zigzag_layout(const PackedDocuments& docs, int rank, int n_c) {
 }
 
 std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, int n_c,
-                                        std::int64_t c, bool causal, std::int64_t balanced_chunk) {
+                                        std::int64_t c, bool causal, std::int64_t balanced_chunk,
+                                        BalanceTarget target) {
   std::vector<RankLayout> out;
   if (l == Layout::doc_zigzag) {
     for (int r = 0; r < n_c; ++r)
       out.push_back(doc_zigzag_layout(docs, r, n_c));
     return out;
   }
-  if (l == Layout::balanced) return balanced_layout(docs, n_c, c, causal, balanced_chunk);
+  if (l == Layout::balanced) return balanced_layout(docs, n_c, c, causal, balanced_chunk, target);
   throw std::logic_error("document_layout: " + std::string(layout_name(l)) +
                          " is not a document layout");
 }

@@ -23,12 +23,18 @@ struct RankLayout {
 std::vector<Segment> segments_of_runs(std::vector<std::pair<std::int64_t, std::int64_t>> runs,
                                       const PackedDocuments& docs);
 
+// What balanced evens out: the ring's rounds (it waits for each round's busiest rank), or each
+// rank's total for a schedule that waits once, at the end, and pays bytes for every document it
+// cuts (the group-cast variant).
+enum class BalanceTarget { ring_rounds, one_wait };
+
 // Every rank's layout for a document layout (doc_zigzag needs docs packed with pad_to 2 n_c;
 // balanced needs no padding; balanced_chunk: balanced_min_chunk's request). Throws UsageError
 // where the documents cannot be laid out so.
 std::vector<RankLayout> document_layout(Layout l, const PackedDocuments& docs, int n_c,
                                         std::int64_t c, bool causal,
-                                        std::int64_t balanced_chunk = 0);
+                                        std::int64_t balanced_chunk = 0,
+                                        BalanceTarget target = BalanceTarget::ring_rounds);
 
 // Rank r of doc_zigzag: for every document of P slots (a multiple of 2 n_c), its chunks r and
 // 2 n_c - 1 - r of P / (2 n_c) slots each; the document's padding sits at its end.
@@ -58,8 +64,14 @@ std::int64_t balanced_min_chunk(std::int64_t c, std::int64_t requested);
 // the peaks least. Every rank holds exactly c tokens, in runs of one document each. A few passes
 // over the documents for n_c's divisors, then g^2 table cells per cut document (n_c g where its
 // position lacks room) and n_c ranks per whole one, from the lengths alone.
+// BalanceTarget::one_wait: a document is cut only where it must be (longer than c, or heavier
+// than a rank's share of the pack's work), over the fewest ranks that hold it, a group of
+// consecutive ranks (its K/V travels only inside the group: inside a node where g divides the
+// node's ranks), mirrored as above; the rest stay whole; every rank's total work is what is
+// evened out, not its rounds. requested_chunk plays no part there.
 std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, std::int64_t c,
-                                        bool causal, std::int64_t requested_chunk = 0);
+                                        bool causal, std::int64_t requested_chunk = 0,
+                                        BalanceTarget target = BalanceTarget::ring_rounds);
 
 // The work of queries [a, b) of document d (a, b within its tokens) against every key: its
 // visible pairs, sum of (p - start + 1) when causal, (b - a) L otherwise.

@@ -40,8 +40,10 @@ suite::ring::RingSweep make_sweep(const RingOptions& o, suite::DType dtype) {
       s.variants.push_back(Variant::ring);
     else if (v == "allgather")
       s.variants.push_back(Variant::allgather);
+    else if (v == "groupcast")
+      s.variants.push_back(Variant::groupcast);
     else
-      throw suite::UsageError("--variant: unknown value '" + v + "' (ring, allgather)");
+      throw suite::UsageError("--variant: unknown value '" + v + "' (ring, allgather, groupcast)");
   }
   if (s.variants.empty()) throw suite::UsageError("--variant names nothing");
   s.causal = suite::parse_causal_list("--causal", o.causal);
@@ -85,8 +87,12 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     suite::ring::add_layout_flag(app, o.layouts);
     app.add_option("--variant", o.variants,
-                   "ring (K/V travel, overlapped) and/or allgather (gather all K/V once, exposed, "
-                   "then one local attention, as Llama 3)")
+                   "ring (K/V travel, overlapped), allgather (gather all K/V once, exposed, "
+                   "then one local attention, as Llama 3) and/or groupcast (each rank's K/V rows "
+                   "sent only to the ranks whose queries see them, the next sources' arriving "
+                   "while this one's are used; dK/dV partial sums sent home the same way; with "
+                   "--layout balanced the documents are laid out for it; falls back to the "
+                   "ring's schedule, and says so, where it would save the busiest rank no byte)")
         ->capture_default_str();
     suite::add_causal_flag(app, o.causal);
     suite::ring::add_docs_flag(app, o.docs);

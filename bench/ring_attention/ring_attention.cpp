@@ -64,16 +64,16 @@ void RingAttention::Impl::attend(std::int64_t bi, std::size_t qi, const std::byt
                lse_part.data(), run_o, p.ld_o, run_lse);
 }
 
-// One ring round: this rank's queries against the block of rank `src` held in `block`.
-void RingAttention::Impl::ring_round(int src, const Buffer& block) {
+// This rank's queries against the keys of rank `src` held in `block`.
+void RingAttention::Impl::ring_round(int src, const Buffer& block, std::int64_t v_rows) {
   sim::FlopBatch one_burst;  // modeled compute: the round's blocks as one injection
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (const PairPlan& pl : plan(src)) {
       const Segment& ks = pl.ks;
-      const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
+      const std::int64_t k_off = pl.kv_row * cfg.kv_row() + bi * kv_head_row;
       const std::byte* k = at(block, k_off, e);
-      const std::byte* v = at(block, cfg.c * cfg.kv_row() + k_off, e);
+      const std::byte* v = at(block, v_rows * cfg.kv_row() + k_off, e);
       attend(bi, pl.qi, k, v, cfg.kv_row(), ks.count, key_positions(src, ks), pl.mask, pl.pairs);
     }
 }
@@ -143,6 +143,7 @@ void RingAttention::Impl::plan_schedule() {
   query_runs = my_segs().size();
   plans.assign(static_cast<std::size_t>(n), {});
   census.assign(static_cast<std::size_t>(n), {});
+  gc_reads.assign(cfg.variant == Variant::groupcast ? static_cast<std::size_t>(n) : 0, {});
   for (int src = 0; src < n; ++src) {
     const std::vector<Segment> keys = compute_runs(src);
     // Runs of consecutive positions, sorted by their first one (then by their last too: a
@@ -174,7 +175,7 @@ void RingAttention::Impl::plan_schedule() {
         if (ks.count == 0) continue;
         const std::int64_t pairs = visible_pairs(qs, ks, cfg.causal, docs);
         if (pairs == 0) continue;
-        row.push_back({qi, ks, *classify_pair(qs, ks, cfg.causal, docs), pairs});
+        row.push_back({qi, ks, *classify_pair(qs, ks, cfg.causal, docs), pairs, ks.local_offset});
       }
       std::sort(row.begin() + static_cast<std::ptrdiff_t>(first), row.end(),
                 [](const PairPlan& a, const PairPlan& b) {
@@ -187,9 +188,18 @@ void RingAttention::Impl::plan_schedule() {
       tally.pairs += pl.pairs;
       ++(pl.pairs == my_segs()[pl.qi].count * pl.ks.count ? tally.whole : tally.masked);
     }
+    // Group-cast: each pair reads only the keys its query run sees, the rows a source sends.
+    if (cfg.variant == Variant::groupcast && src != rank)
+      for (PairPlan& pl : row) {
+        const Segment& qs = my_segs()[pl.qi];
+        pl.ks = visible_key_run(qs, pl.ks, cfg.causal, docs, cfg.s());
+        pl.kv_row = pl.ks.local_offset;
+        pl.mask = *classify_pair(qs, pl.ks, cfg.causal, docs);
+        gc_reads[static_cast<std::size_t>(src)].push_back({pl.kv_row, pl.ks.count});
+      }
     // A new vector moved in: assign() or clear() would keep row's capacity, every pair's.
     if (sim::modeled() && !row.empty())
-      row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs}};
+      row = std::vector<PairPlan>{{row[0].qi, row[0].ks, row[0].mask, tally.pairs, row[0].kv_row}};
   }
   if (cfg.block_calls) merge_into_block_calls();
   gathered_plan.clear();
@@ -218,12 +228,14 @@ void RingAttention::Impl::merge_into_block_calls() {
     for (const PairPlan& pl : row) {
       const std::int64_t k0 = pl.ks.local_offset, k1 = k0 + pl.ks.count;
       if (merged.empty() || merged.back().qi != range_of[pl.qi]) {
-        merged.push_back({range_of[pl.qi], Segment{k0, 0, 1, k1 - k0}, BlockMask::positions, 0});
+        merged.push_back(
+            {range_of[pl.qi], Segment{k0, 0, 1, k1 - k0}, BlockMask::positions, 0, k0});
       } else {
         Segment& keys = merged.back().ks;
         const std::int64_t end = std::max(keys.local_offset + keys.count, k1);
         keys.local_offset = std::min(keys.local_offset, k0);
         keys.count = end - keys.local_offset;
+        merged.back().kv_row = keys.local_offset;
       }
       merged.back().pairs += pl.pairs;
     }
@@ -243,6 +255,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   m.qsegs = m.compute_runs(m.rank);
   q_positions_ = row_positions(cfg, m.rank);
   m.plan_schedule();
+  if (cfg.variant == Variant::groupcast) m.plan_group_cast();
   m.written.assign(static_cast<std::size_t>(cfg.batch) * m.qsegs.size(), 0);
 
   auto upload = [&](const std::vector<double>& values) {
@@ -297,7 +310,15 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
       static_cast<std::size_t>(cfg.heads * longest * static_cast<std::int64_t>(m.lse_e)));
 
   const std::int64_t pos_total = pos_bytes(cfg.c) * (1 + cfg.n_c);
-  if (cfg.variant == Variant::ring) {
+  if (m.gc.on) {
+    // Q, O, its own K/V (sent from the staging copy, used in round 0) and what arrives: the
+    // two slots; the staging copy of the rows the other ranks need.
+    m.o_part = device.alloc(static_cast<std::size_t>(q_bytes));
+    m.init_group_cast(cfg.backward());
+    method_bytes_ = 2 * q_bytes + m.block_bytes() + m.gc.forward_bytes;
+    scratch_bytes_ =
+        q_bytes + lse_run_bytes + static_cast<std::int64_t>(m.lse_part.bytes()) + pos_total;
+  } else if (cfg.variant != Variant::allgather) {
     m.slot[0] = device.alloc(static_cast<std::size_t>(m.block_bytes()));
     m.slot[1] = device.alloc(static_cast<std::size_t>(m.block_bytes()));
     m.o_part = device.alloc(static_cast<std::size_t>(q_bytes));
@@ -319,12 +340,17 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
   if (cfg.backward())
     std::tie(backward_method_bytes_, backward_scratch_bytes_) =
         m.init_backward(seed, generate_inputs, q_positions_);
-  if (cfg.poll_progress) engine.set_progress_hook([&comm] { comm.progress(); });
+  if (cfg.poll_progress && m.gc.on)
+    engine.set_progress_hook([&m] { m.poll_group_cast(); });
+  else if (cfg.poll_progress)
+    engine.set_progress_hook([&comm] { comm.progress(); });
   device.synchronize();
 }
 
 RingAttention::~RingAttention() {
   impl_->engine.set_progress_hook({});
+  // The last step's sends: every rank that needs them received them before finishing it.
+  if (impl_->gc.on) impl_->finish_group_cast_sends();
 }
 
 void* RingAttention::q_buffer() {
@@ -342,7 +368,29 @@ const std::vector<Segment>& RingAttention::segments() const {
 }
 
 int RingAttention::rounds() const {
-  return impl_->cfg.variant == Variant::ring ? impl_->cfg.n_c : 1;
+  return impl_->cfg.variant == Variant::allgather ? 1 : impl_->cfg.n_c;
+}
+
+bool RingAttention::group_cast_active() const {
+  return impl_->gc.on;
+}
+
+const std::string& RingAttention::group_cast_fallback() const {
+  return impl_->gc.fallback_note;
+}
+
+RingAttention::GroupCastCounts RingAttention::group_cast_counts() const {
+  const Impl& m = *impl_;
+  GroupCastCounts out;
+  out.rows_by_round.assign(static_cast<std::size_t>(m.n), 0);
+  for (const auto& s : m.gc.sources) {
+    out.rows_received += s.count, ++out.sources;
+    out.rows_by_round[static_cast<std::size_t>(s.round)] = s.count;
+  }
+  for (const auto& t : m.gc.targets)
+    out.rows_sent += t.count, ++out.targets;
+  out.batches = static_cast<int>(m.gc.batches.size());
+  return out;
 }
 
 std::int64_t RingAttention::estimate_bytes(const RingConfig& cfg) {
@@ -355,11 +403,12 @@ std::int64_t RingAttention::estimate_bytes(const RingConfig& cfg) {
   // (all-gather: every block twice, and the own one).
   const std::int64_t grad_block = cfg.kv_block_elems() * 8;
   const std::int64_t bwd =
-      !cfg.backward()
-          ? 0
-          : q_bytes + cfg.c * cfg.q_row() * 8 + lse / 2 +
-                (cfg.variant == Variant::ring ? 3 * grad_block : (2 * cfg.n_c + 1) * grad_block);
-  const std::int64_t all = cfg.variant == Variant::ring
+      !cfg.backward() ? 0
+                      : q_bytes + cfg.c * cfg.q_row() * 8 + lse / 2 +
+                            (cfg.variant != Variant::allgather ? 3 * grad_block
+                                                               : (2 * cfg.n_c + 1) * grad_block);
+  // The group-cast is planned later: the ring's figure (its slots hold at most the ring's).
+  const std::int64_t all = cfg.variant != Variant::allgather
                                ? 3 * q_bytes + 3 * block + lse + pos + bwd
                                : 2 * q_bytes + block + 2 * block * cfg.n_c + lse + pos + bwd;
   if (!sim::modeled()) return all;
@@ -381,7 +430,9 @@ void RingAttention::step(Mode mode, bool record_times) {
   std::fill(m.written.begin(), m.written.end(), 0);
   Impl::StepRecord* rec = m.begin_step(record_times, R, /*backward=*/false);
 
-  if (cfg.variant == Variant::allgather) {
+  if (m.gc.on) {
+    m.group_cast_forward(mode, rec);
+  } else if (cfg.variant == Variant::allgather) {
     if (mode != Mode::compute_only) {
       Impl::start(rec, C::wait, 0);
       m.gather_all();
@@ -408,7 +459,7 @@ void RingAttention::step(Mode mode, bool record_times) {
       }
       if (mode != Mode::transfer_only) {
         Impl::start(rec, C::compute, k);
-        m.ring_round(ring_source(m.rank, k, m.n), cur);
+        m.ring_round(ring_source(m.rank, k, m.n), cur, cfg.c);
         Impl::stop(rec, C::compute, k);
       }
       if (send) {
@@ -463,7 +514,7 @@ std::vector<std::int64_t> RingAttention::work_pairs() const {
   std::vector<std::int64_t> out(static_cast<std::size_t>(rounds()), 0);
   for (int k = 0; k < m.n; ++k) {
     const int src = ring_source(m.rank, k, m.n);
-    out[m.cfg.variant == Variant::ring ? k : 0] +=
+    out[m.cfg.variant == Variant::allgather ? 0 : k] +=
         m.census[static_cast<std::size_t>(src)].pairs * m.cfg.batch;
   }
   return out;
@@ -480,9 +531,9 @@ RingAttention::BlockCensus RingAttention::block_census() const {
     out.skipped.push_back(pairs - tally.masked - tally.whole);
     out.masked.push_back(tally.masked);
     out.whole.push_back(tally.whole);
-    // The ring calls the kernel once per plan entry; the all-gather variant once per query
-    // segment, all in its one round.
-    const bool ring = m.cfg.variant == Variant::ring;
+    // The ring (and the group-cast) calls the kernel once per plan entry; the all-gather
+    // variant once per query segment, all in its one round.
+    const bool ring = m.cfg.variant != Variant::allgather;
     out.calls.push_back(ring     ? static_cast<std::int64_t>(m.plan(src).size())
                         : k == 0 ? static_cast<std::int64_t>(m.my_segs().size())
                                  : 0);

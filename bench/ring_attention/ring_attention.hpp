@@ -2,11 +2,14 @@
 // queries meet every K/V block as the blocks travel around the ring, each partial result is
 // merged exactly into a running (o, lse), and the next block moves while this one is used.
 // The same schedule runs three ways so F and W come from this very run: overlapped (the
-// method), compute only (same rounds, same masks, no transfer) and transfer only.
+// method), compute only (same rounds, same masks, no transfer) and transfer only. The
+// group-cast variant keeps the rounds but moves only the rows each rank's queries see, straight
+// from their owner (group_cast.hpp); the all-gather variant gathers every block at once.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/ring_attention/ring_config.hpp"
@@ -57,9 +60,12 @@ class RingAttention {
   void* kv_buffer();
   const void* o_buffer() const;
 
-  // Rounds of the schedule: n_c for the ring, 1 for the all-gather variant.
+  // Rounds of the schedule: n_c for the ring and the group-cast (round k: the block of
+  // ring_source(rank, k), which the group-cast receives only the needed rows of, or nothing), 1
+  // for the all-gather variant.
   int rounds() const;
-  // Rounds of the backward: the ring's n_c plus the home hop of the partial sums (n_c > 1).
+  // Rounds of the backward: the ring's n_c plus the home hop of the partial sums (n_c > 1); the
+  // group-cast's last round adds the partial sums that arrived for this rank's rows.
   int backward_rounds() const;
   // Exact work of this rank per round: visible (query, key) pairs over all batch elements.
   std::vector<std::int64_t> work_pairs() const;
@@ -82,14 +88,16 @@ class RingAttention {
   // only local_offset and count mean anything): they define the lse layout.
   const std::vector<Segment>& segments() const;
   // Bytes of the method's own buffers (Q, O, the current and the incoming K/V block: the six
-  // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one).
+  // blocks of METHODS.md; the all-gather variant's gathered K/V instead of the incoming one; the
+  // group-cast's own K/V, its two slots of received rows and the copy of the rows it sends).
   std::int64_t method_bytes() const { return method_bytes_; }
   // Bytes of the rest: partial output and lse, positions, and this rank's own K/V (the ring
   // sends it in round 0; a training step keeps it for backward).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
   // Backward (cfg.backward()): this rank's output gradient dO [c, batch, heads, d] (drawn from
   // the seed by global position unless the caller writes it, as Ulysses does), dQ (same
-  // layout, in dq_type()) and the final [dK | dV] of its own block (in cfg.grad_dtype).
+  // layout, in dq_type()) and the final [dK | dV] of its own block (in cfg.grad_dtype; the
+  // group-cast adds the partial sums the other ranks send home to its own contributions).
   void* do_buffer();
   const void* dq_buffer() const;
   const void* dkv_buffer() const;
@@ -103,6 +111,19 @@ class RingAttention {
   std::int64_t backward_scratch_bytes() const { return backward_scratch_bytes_; }
   // Blocks whose mask the kernel could not express (vendor kernels fall back to the suite's).
   std::int64_t fallbacks() const;
+
+  // The group-cast variant: whether its own schedule runs (false: the ring's, because no rank
+  // would send or receive fewer bytes than the ring makes it; group_cast_fallback() says so)
+  // and this rank's traffic of one forward: rows (tokens of K and V) received and sent, ranks
+  // it receives from and sends to, and the batches its sources arrive in.
+  bool group_cast_active() const;
+  const std::string& group_cast_fallback() const;
+  struct GroupCastCounts {
+    std::int64_t rows_received = 0, rows_sent = 0;
+    int sources = 0, targets = 0, batches = 0;
+    std::vector<std::int64_t> rows_by_round;  // received from the source of ring round k
+  };
+  GroupCastCounts group_cast_counts() const;
 
   // Estimated bytes the constructor allocates for cfg and holds in memory (to refuse a case
   // before allocating): under modeled compute only what stays real, the positions and the

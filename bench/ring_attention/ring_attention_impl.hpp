@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "common/typed_host.hpp"
 
@@ -69,9 +71,12 @@ struct RingAttention::Impl {
   // entry: it is skipped (the block still travels on).
   struct PairPlan {
     std::size_t qi;
-    Segment ks;  // the key run, within the source's block
+    Segment ks;  // the key run, within the source's block (its positions)
     BlockMask mask;
     std::int64_t pairs = 0;
+    // Where ks's first key sits in the buffer holding the source's K/V: ks.local_offset in a
+    // block (own, or the ring's), its row among the received rows under the group-cast.
+    std::int64_t kv_row = 0;
   };
   // [src]: the pairs to compute, by query segment then key run. Sparse: with thousands of
   // document chunks per rank only the pairs that can share a document are ever looked at.
@@ -94,6 +99,41 @@ struct RingAttention::Impl {
   };
   std::vector<GatheredKeys> gathered_plan;
   std::vector<char> written;  // per (batch, query segment): running result holds a partial
+
+  // The group-cast variant (group_cast_schedule.cpp). Each source's rows that this rank's
+  // queries see arrive as one message, [K rows | V rows], in the ring's order of sources, into
+  // two slots in turn: a batch of consecutive sources fills a slot (at most c rows, one of the
+  // ring's blocks), and while one slot's sources are computed the next batch arrives in the
+  // other. This rank's rows go to each rank that needs them as one packed message too. The
+  // backward sends each source's dK/dV partial sums home the same way; the owner adds what
+  // arrives into its own block's.
+  struct GroupCast {
+    bool on = false;  // false: the ring's schedule (fallback_note says why)
+    std::string fallback_note;
+    struct Peer {
+      int rank = 0;
+      int round = 0;  // the ring round whose source (or target) it is
+      RowRanges rows;
+      std::int64_t count = 0;  // rows
+      std::int64_t at = 0;     // first row of its [K | V] in its slot (or staging buffer)
+      int batch = 0;           // sources: the batch (slot b % 2) it arrives in
+    };
+    std::vector<Peer> sources, targets;             // by ring round
+    std::vector<std::vector<std::size_t>> batches;  // indices into sources
+    std::int64_t slot_rows = 0;    // a slot's rows, K and V (2 x the largest batch)
+    std::int64_t staged_rows = 0;  // the targets' rows, K and V
+    // Bytes of its buffers: the forward's (slots, staging) and the backward's beyond them.
+    std::int64_t forward_bytes = 0, backward_bytes = 0;
+    Buffer staging, slot[2];
+    // Backward: this batch's contributions (engine type), leaving as partial sums (grad_dtype),
+    // the partial sums arriving for this rank's rows, and this rank's block's total.
+    Buffer part, travel[2], arriving, home;
+    std::vector<MPI_Request> sends, receives[2], partial_sends[2], partial_receives;
+  };
+  GroupCast gc;
+  // Group-cast, per source: the rows its plan entries read (plan_schedule), merged into the
+  // sources' rows by plan_group_cast.
+  std::vector<RowRanges> gc_reads;
   // One recorded step's per-round timers, resolved only by collect_times(), so no host
   // synchronisation sits inside a timed step. Reused after each collection. The backward's
   // accumulation of a round's dK/dV into the received partial sums happens after the round's
@@ -185,8 +225,9 @@ struct RingAttention::Impl {
   void attend(std::int64_t bi, std::size_t qi, const std::byte* k, const std::byte* v,
               std::int64_t ld_kv, std::int64_t ck, const std::int64_t* kpos, BlockMask mask,
               std::int64_t pairs);
-  // One ring round: this rank's queries against the block of rank `src` held in `block`.
-  void ring_round(int src, const Buffer& block);
+  // This rank's queries against the keys of rank `src` held in `block` (plan entries' kv_row),
+  // V starting v_rows rows after K (a block's c; a group-cast message's row count).
+  void ring_round(int src, const Buffer& block, std::int64_t v_rows);
   // All-gather variant: gather every K/V block and lay K and V out for one attention.
   void gather_all();
   // All-gather variant: one attention per query segment over the keys it needs.
@@ -210,6 +251,31 @@ struct RingAttention::Impl {
   // The gradient contributions of this rank's queries against the block of rank `src` held
   // in `block`: dQ accumulates, the block's dK/dV contributions go into `part` (zeroed here).
   void backward_round(int src, const Buffer& block, const Buffer& dkv_part);
+  // The same without zeroing, at the plan's kv_row with V (and dV) v_rows rows after K: adds
+  // into `dkv` laid out as `block`.
+  void backward_pairs(int src, const Buffer& block, std::int64_t v_rows, const Buffer& dkv);
+
+  // ---- group-cast (group_cast_schedule.cpp) ----
+  // After plan_schedule: the rows each source sends this rank (from the plan's key runs, cut
+  // to what their query runs see), the rows each target needs of this rank (asked of every
+  // rank once), the batches, and whether the group-cast saves the busiest rank any byte over
+  // the ring (else gc.on stays false: the ring's schedule runs). Collective over the group.
+  void plan_group_cast();
+  // Allocates the group-cast's buffers (with the backward's too) and counts their bytes.
+  void init_group_cast(bool backward);
+  // A step's start: completes the previous step's sends, packs and sends this rank's rows
+  // (and, for the backward, posts the receives of their partial sums), posts the first two
+  // batches' receives.
+  void start_group_cast(bool backward);
+  void post_group_cast_batch(std::size_t b);
+  void wait_group_cast_batch(std::size_t b, StepRecord* rec);
+  void finish_group_cast_sends();
+  // Lets the messages in flight move (the CPU backend's poll between attention tiles).
+  void poll_group_cast();
+  void group_cast_forward(Mode mode, StepRecord* rec);
+  void group_cast_backward(Mode mode, StepRecord* rec);
+  // dst += src, n elements, both of cfg.grad_dtype (the arriving partial sums).
+  void add_partial_sums(std::byte* dst, const std::byte* src, std::int64_t n);
   // All-gather variant: dK/dV of all s tokens, then packed per owner in cfg.grad_dtype.
   void backward_gathered_compute();
 };

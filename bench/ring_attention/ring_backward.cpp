@@ -34,7 +34,12 @@ std::pair<std::int64_t, std::int64_t> RingAttention::Impl::init_backward(
   delta = alloc(static_cast<std::int64_t>(lse_run.bytes()));
   dq = alloc(q_elems * ge);
   const std::int64_t common = 3 * q_elems * se + q_elems * ge;  // Q, O, dO; dQ
-  if (cfg.variant == Variant::ring) {
+  if (gc.on) {  // its own block's contributions (the ring's part), the rest: init_group_cast
+    part = alloc(blk * ge);
+    return {common + blk * se + blk * ge + gc.forward_bytes + gc.backward_bytes,
+            static_cast<std::int64_t>(delta.bytes())};
+  }
+  if (cfg.variant != Variant::allgather) {
     part = alloc(blk * ge);
     travel[0] = alloc(blk * te);
     travel[1] = alloc(blk * te);
@@ -62,17 +67,22 @@ void RingAttention::Impl::begin_backward() {
 }
 
 void RingAttention::Impl::backward_round(int src, const Buffer& block, const Buffer& dkv_part) {
+  dev.fill_zero(dkv_part.data(), dkv_part.bytes());
+  backward_pairs(src, block, cfg.c, dkv_part);
+}
+
+void RingAttention::Impl::backward_pairs(int src, const Buffer& block, std::int64_t v_rows,
+                                         const Buffer& dkv_part) {
   sim::FlopBatch one_burst;  // modeled compute: the round's blocks as one injection
   const std::size_t ge = dtype_size(grad_t);
   const std::int64_t kv_head_row = static_cast<std::int64_t>(cfg.kv_heads) * cfg.head_dim;
-  const std::int64_t v_half = cfg.c * cfg.kv_row();  // where V (and dV) start in a block
-  dev.fill_zero(dkv_part.data(), dkv_part.bytes());
+  const std::int64_t v_half = v_rows * cfg.kv_row();  // where V (and dV) start
   for (std::int64_t bi = 0; bi < cfg.batch; ++bi)
     for (const PairPlan& pl : plan(src)) {  // a pair with no visible pair contributes nothing
       const Segment &qs = my_segs()[pl.qi], &ks = pl.ks;
       const std::int64_t q_off = qs.local_offset * cfg.q_row() + bi * cfg.heads * cfg.head_dim;
       const std::int64_t lse_off = (bi * cfg.c + qs.local_offset) * cfg.heads;
-      const std::int64_t k_off = ks.local_offset * cfg.kv_row() + bi * kv_head_row;
+      const std::int64_t k_off = pl.kv_row * cfg.kv_row() + bi * kv_head_row;
       engine.backward(params(qs.count, ks.count, cfg.kv_row(), pl.pairs), pl.mask, at(q, q_off, e),
                       at(block, k_off, e), at(block, v_half + k_off, e), at(o, q_off, e),
                       at(d_o, q_off, e), at(lse_run, lse_off, lse_e), at(delta, lse_off, lse_e),
@@ -124,6 +134,11 @@ void RingAttention::backward(Mode mode, bool record_times) {
   Impl::StepRecord* rec = m.begin_step(record_times, R, /*backward=*/true);
   const std::size_t blk = static_cast<std::size_t>(cfg.kv_block_elems());
 
+  if (m.gc.on) {
+    m.group_cast_backward(mode, rec);
+    m.end_step(rec);
+    return;
+  }
   if (cfg.variant == Variant::allgather) {
     if (mode != Mode::transfer_only) {
       Impl::start(rec, C::compute, 0);
@@ -192,7 +207,7 @@ void RingAttention::backward(Mode mode, bool record_times) {
 
 int RingAttention::backward_rounds() const {
   const RingConfig& cfg = impl_->cfg;
-  return cfg.variant == Variant::ring && cfg.n_c > 1 ? cfg.n_c + 1 : 1;
+  return cfg.variant != Variant::allgather && cfg.n_c > 1 ? cfg.n_c + 1 : 1;
 }
 
 void* RingAttention::do_buffer() {
@@ -202,7 +217,7 @@ const void* RingAttention::dq_buffer() const {
   return impl_->dq.data();
 }
 const void* RingAttention::dkv_buffer() const {
-  return impl_->travel[impl_->own_dkv].data();
+  return impl_->gc.on ? impl_->gc.home.data() : impl_->travel[impl_->own_dkv].data();
 }
 DType RingAttention::dq_type() const {
   return impl_->grad_t;
@@ -217,7 +232,7 @@ std::vector<double> RingAttention::dq() const {
 
 std::vector<double> RingAttention::dkv() const {
   const Impl& m = *impl_;
-  const Buffer& b = m.travel[m.own_dkv];
+  const Buffer& b = m.gc.on ? m.gc.home : m.travel[m.own_dkv];
   std::vector<std::byte> host(b.bytes());
   m.dev.copy_to_host(host.data(), b.data(), host.size());
   return decode(host.data(), host.size() / m.cfg.grad_elem(), m.cfg.grad_dtype);

@@ -8,6 +8,7 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/global_order.hpp"
+#include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_ideal.hpp"
 #include "bench/ring_attention/ring_pass_report.hpp"
@@ -37,14 +38,16 @@ class RingCase final : public BenchCase {
   // The forward, or the forward then the backward as two phases; per-round times are
   // recorded and resolved in report(), outside the timed region.
   void step(PhaseTimer& phases) override {
-    const std::int64_t before = cp_.bytes().sent;
+    const std::int64_t before = cp_.bytes().sent, got = cp_.bytes().recv;
     if (!cfg_.backward()) {
       ring_->step(Mode::overlapped, /*record_times=*/true);
       fwd_bytes_ = cp_.bytes().sent - before;
+      fwd_recv_ = cp_.bytes().recv - got;
       return;
     }
     phases.time("fwd", [&] { ring_->step(Mode::overlapped, true); });
     const std::int64_t mid = cp_.bytes().sent;
+    fwd_recv_ = cp_.bytes().recv - got;
     phases.time("bwd", [&] { ring_->backward(Mode::overlapped, true); });
     fwd_bytes_ = mid - before;
     bwd_bytes_ = cp_.bytes().sent - mid;
@@ -179,6 +182,10 @@ class RingCase final : public BenchCase {
   double dkv_block_bytes() const {
     return static_cast<double>(cfg_.kv_block_elems()) * static_cast<double>(cfg_.grad_elem());
   }
+  // One token's K and V (a group-cast row) in elements of `size` bytes.
+  double kv_row_bytes(std::size_t size) const {
+    return 2.0 * static_cast<double>(cfg_.kv_row()) * static_cast<double>(size);
+  }
   bool balanced() const { return cfg_.causal && cfg_.layout != Layout::contiguous; }
   model::Ring shape() const {
     return {static_cast<double>(cfg_.heads) * cfg_.head_dim,
@@ -192,11 +199,17 @@ class RingCase final : public BenchCase {
   // Forward: 4 d a FLOPs per visible pair; the ring moves one K/V block per round but the
   // last, the all-gather variant gathers N_c - 1 blocks before it computes.
   PassCount forward_count() const {
-    PassCount c{"", flops_per_pair(4), ring_->work_pairs(), {}, cfg_.variant == Variant::ring};
+    const bool ring = cfg_.variant != Variant::allgather;
+    PassCount c{"", flops_per_pair(4), ring_->work_pairs(), {}, ring};
+    if (ring_->group_cast_active()) {  // round k: the rows its source sends this rank
+      for (std::int64_t rows : ring_->group_cast_counts().rows_by_round)
+        c.round_bytes.push_back(static_cast<double>(rows) * kv_row_bytes(cfg_.elem()));
+      return c;
+    }
     const int R = ring_->rounds();
     for (int k = 0; k < R; ++k)
-      c.round_bytes.push_back(cfg_.variant == Variant::ring ? (k < R - 1 ? kv_block_bytes() : 0.0)
-                                                            : (cfg_.n_c - 1) * kv_block_bytes());
+      c.round_bytes.push_back(ring ? (k < R - 1 ? kv_block_bytes() : 0.0)
+                                   : (cfg_.n_c - 1) * kv_block_bytes());
     return c;
   }
 
@@ -204,13 +217,24 @@ class RingCase final : public BenchCase {
   // and the partial sums of the block used in round k - 1 (k >= 1); the home hop moves the
   // last partial sums (no work). All-gather: the reduce-scatter of N_c - 1 blocks' partial
   // sums after the compute.
+  // Group-cast: round k receives its source's rows and sends their partial sums back; the home
+  // round adds what arrived for this rank's rows (no work).
   PassCount backward_count() const {
-    PassCount c{"bwd_", flops_per_pair(10), ring_->work_pairs(), {}, cfg_.variant == Variant::ring};
+    PassCount c{
+        "bwd_", flops_per_pair(10), ring_->work_pairs(), {}, cfg_.variant != Variant::allgather};
     if (cfg_.variant == Variant::allgather) {
       c.round_bytes = {(cfg_.n_c - 1) * dkv_block_bytes()};
       return c;
     }
     const int n = cfg_.n_c;
+    if (ring_->group_cast_active()) {
+      const double row = kv_row_bytes(cfg_.elem()) + kv_row_bytes(cfg_.grad_elem());
+      for (std::int64_t rows : ring_->group_cast_counts().rows_by_round)
+        c.round_bytes.push_back(static_cast<double>(rows) * row);
+      c.work.push_back(0);
+      c.round_bytes.push_back(0.0);
+      return c;
+    }
     for (int k = 0; k < n; ++k)
       c.round_bytes.push_back((k < n - 1 ? kv_block_bytes() : 0.0) +
                               (k >= 1 ? dkv_block_bytes() : 0.0));
@@ -236,14 +260,15 @@ class RingCase final : public BenchCase {
                                  : model::ring_causal_steps_contiguous(cfg_.n_c);
     if (cfg_.docs) pred_lockstep = NAN;  // METHODS.md's closed forms hold for one document
     const double pred_mem =
-        cfg_.variant == Variant::ring
+        ring_->group_cast_active() ? group_cast_prediction().memory
+        : cfg_.variant != Variant::allgather
             ? model::ring_memory_bytes(shape()) * static_cast<double>(cfg_.batch)
             : 2.0 * cfg_.c * cfg_.q_row() * e + (1.0 + cfg_.n_c) * kv_block_bytes();
     int done_early = 0;
     for (const auto& t : timed)
       done_early += t.completed_during_compute;
-    const double exchanges =
-        static_cast<double>(timed.size()) * (cfg_.variant == Variant::ring ? cfg_.n_c - 1 : 0);
+    const bool ring_hops = cfg_.variant != Variant::allgather && !ring_->group_cast_active();
+    const double exchanges = static_cast<double>(timed.size()) * (ring_hops ? cfg_.n_c - 1 : 0);
     auto& a = rec.attrs;
     add_peak_attrs(a, gpu_peak_flops(ctx_.device.name(), cfg_.dtype), {{"measured_F_flops", f.F}});
     a.emplace_back("c_star_tokens", c_star);
@@ -257,10 +282,16 @@ class RingCase final : public BenchCase {
     a.emplace_back("bytes_sent_per_rank_per_layer",
                    static_cast<double>(all_reduce_max(std::vector<std::int64_t>{fwd_bytes_})[0]));
     a.emplace_back("pred_bytes_sent_per_rank_per_layer",
-                   model::ring_bytes_per_layer(shape()) * cfg_.batch);
+                   ring_->group_cast_active() ? group_cast_prediction().bytes_sent
+                                              : model::ring_bytes_per_layer(shape()) * cfg_.batch);
     a.emplace_back("lockstep_blocks", lockstep_pairs / block_pairs);
     a.emplace_back("pred_lockstep_blocks", pred_lockstep);
-    a.emplace_back("memory_method_bytes", static_cast<double>(ring_->method_bytes()));
+    // The group-cast's buffers differ by rank: the busiest rank's.
+    a.emplace_back("memory_method_bytes",
+                   static_cast<double>(
+                       ring_->group_cast_active()
+                           ? all_reduce_max(std::vector<std::int64_t>{ring_->method_bytes()})[0]
+                           : ring_->method_bytes()));
     a.emplace_back("pred_memory_bytes", pred_mem);
     a.emplace_back("memory_scratch_bytes", static_cast<double>(ring_->scratch_bytes()));
     // Seen only where the host polls the transport (CPU backend); NaN where the GPU overlaps.
@@ -276,6 +307,7 @@ class RingCase final : public BenchCase {
     rec.int_tables.push_back({"cp_bytes_sent", 1, static_cast<std::size_t>(ctx_.mpi.size()),
                               gather_int(fwd_bytes_, ctx_.mpi.size(), ctx_.mpi.rank())});
     report_documents(cfg_, *ring_, ring_->positions(), rec);
+    if (cfg_.variant == Variant::groupcast) report_group_cast(rec);
   }
 
   // The backward's own figures: c*_bwd against the forward's, bytes and hops, memory, the
@@ -285,7 +317,8 @@ class RingCase final : public BenchCase {
     const double eg = static_cast<double>(cfg_.grad_elem());
     const double c_star = model::ring_min_block(f.F, f.W, g, balanced(), e);
     const double c_star_b = model::ring_min_block_bwd(b.F, b.W, g, balanced(), e, eg);
-    const bool ring = cfg_.variant == Variant::ring;
+    const bool gc = ring_->group_cast_active();
+    const bool ring = cfg_.variant != Variant::allgather && !gc;  // the ring's hops
     const double batch = static_cast<double>(cfg_.batch);
     auto& a = rec.attrs;
     add_peak_attrs(a, gpu_peak_flops(ctx_.device.name(), cfg_.dtype),
@@ -307,14 +340,19 @@ class RingCase final : public BenchCase {
     a.emplace_back("bwd_bytes_sent_per_rank_per_layer",
                    static_cast<double>(all_reduce_max(std::vector<std::int64_t>{bwd_bytes_})[0]));
     a.emplace_back("pred_bwd_bytes_sent_per_rank_per_layer",
-                   ring ? model::ring_bwd_bytes_per_layer(shape(), eg) * batch
-                        : model::ring_allgather_bwd_bytes_per_layer(
-                              static_cast<double>(cfg_.s()), shape().h, cfg_.n_c, g, eg, batch));
-    const double pred_mem = ring ? model::ring_bwd_memory_bytes(shape(), eg) * batch
-                                 : (3 * e + eg) * cfg_.c * cfg_.q_row() +
-                                       cfg_.n_c * kv_block_bytes() +
-                                       (cfg_.n_c + 1.0) * dkv_block_bytes();
-    a.emplace_back("bwd_memory_method_bytes", static_cast<double>(ring_->backward_method_bytes()));
+                   gc     ? group_cast_prediction().bwd_bytes_sent
+                   : ring ? model::ring_bwd_bytes_per_layer(shape(), eg) * batch
+                          : model::ring_allgather_bwd_bytes_per_layer(
+                                static_cast<double>(cfg_.s()), shape().h, cfg_.n_c, g, eg, batch));
+    const double pred_mem = gc     ? group_cast_prediction().bwd_memory
+                            : ring ? model::ring_bwd_memory_bytes(shape(), eg) * batch
+                                   : (3 * e + eg) * cfg_.c * cfg_.q_row() +
+                                         cfg_.n_c * kv_block_bytes() +
+                                         (cfg_.n_c + 1.0) * dkv_block_bytes();
+    a.emplace_back("bwd_memory_method_bytes",
+                   static_cast<double>(gc ? all_reduce_max(std::vector<std::int64_t>{
+                                                ring_->backward_method_bytes()})[0]
+                                          : ring_->backward_method_bytes()));
     a.emplace_back("pred_bwd_memory_bytes", pred_mem);
     a.emplace_back("bwd_memory_scratch_bytes",
                    static_cast<double>(ring_->backward_scratch_bytes()));
@@ -326,6 +364,78 @@ class RingCase final : public BenchCase {
     }
     rec.int_tables.push_back({"bwd_cp_bytes_sent", 1, static_cast<std::size_t>(ctx_.mpi.size()),
                               gather_int(bwd_bytes_, ctx_.mpi.size(), ctx_.mpi.rank())});
+  }
+
+  // What the layout and the documents say of the group-cast (rank 0 counts every rank's rows
+  // once, as model --section varlen does; the other ranks write no record): the busiest rank's
+  // bytes sent in a forward and a backward, and its buffers.
+  struct GroupCastPrediction {
+    double bytes_sent = NAN, bytes_received = NAN, bwd_bytes_sent = NAN;
+    double memory = NAN, bwd_memory = NAN;
+    bool falls_back = false;
+    std::int64_t rows_received_max = 0;
+  };
+  const GroupCastPrediction& group_cast_prediction() {
+    if (predicted_ || ctx_.mpi.rank() != 0) return prediction_;
+    predicted_ = true;
+    const GroupCastTraffic t = group_cast_traffic(cfg_);
+    const double kv = kv_row_bytes(cfg_.elem()), dkv = kv_row_bytes(cfg_.grad_elem());
+    const double e = static_cast<double>(cfg_.elem());
+    const double ge = static_cast<double>(dtype_size(engine_->grad_type()));
+    const double q_bytes = static_cast<double>(cfg_.c * cfg_.q_row()) * e;
+    const double block = kv_block_bytes();
+    GroupCastPrediction& p = prediction_;
+    p.falls_back = t.falls_back(cfg_.c);
+    p.rows_received_max = t.most_received();
+    p.bytes_received = static_cast<double>(t.most_received()) * kv;
+    p.bytes_sent = static_cast<double>(t.most_sent()) * kv;
+    p.bwd_bytes_sent = p.memory = p.bwd_memory = 0;
+    for (int r = 0; r < cfg_.n_c; ++r) {
+      const auto sent = static_cast<double>(t.sent(r)), got = static_cast<double>(t.received(r));
+      const auto slot = static_cast<double>(t.largest_batch(r, cfg_.c));  // rows of one slot
+      p.bwd_bytes_sent = std::max(p.bwd_bytes_sent, sent * kv + got * dkv);
+      // Q, O, its own K/V, the staging copy of what it sends and two slots.
+      const double fwd = 2 * q_bytes + block + sent * kv + 2 * slot * kv;
+      p.memory = std::max(p.memory, fwd);
+      // The backward also holds dO, dQ, its own block's contributions and total, one slot's
+      // contributions, two slots' partial sums leaving and those arriving for its rows.
+      p.bwd_memory = std::max(p.bwd_memory, fwd + q_bytes + q_bytes / e * ge + block / e * ge +
+                                                block / e * static_cast<double>(cfg_.grad_elem()) +
+                                                slot * kv / e * ge + 2 * slot * dkv + sent * dkv);
+    }
+    return p;
+  }
+
+  // The group-cast's own figures: which schedule ran and why, the rows each rank received and
+  // sent (counted by the transport, beside the exact figures the layout gives), the ranks it
+  // exchanged with, against the ring's bytes.
+  void report_group_cast(CaseRecord& rec) {
+    const RingAttention::GroupCastCounts n = ring_->group_cast_counts();
+    const GroupCastPrediction& p = group_cast_prediction();
+    auto& a = rec.attrs;
+    const bool on = ring_->group_cast_active();
+    a.emplace_back("groupcast_schedule",
+                   on ? std::string("groupcast") : "ring: " + ring_->group_cast_fallback());
+    a.emplace_back("pred_groupcast_falls_back", std::int64_t{p.falls_back ? 1 : 0});
+    a.emplace_back("bytes_recv_per_rank_per_layer",
+                   static_cast<double>(all_reduce_max(std::vector<std::int64_t>{fwd_recv_})[0]));
+    a.emplace_back("pred_bytes_recv_per_rank_per_layer",
+                   on ? p.bytes_received : model::ring_bytes_per_layer(shape()) * cfg_.batch);
+    a.emplace_back("ring_bytes_sent_per_rank_per_layer",
+                   model::ring_bytes_per_layer(shape()) * cfg_.batch);
+    a.emplace_back("groupcast_sources_max",
+                   all_reduce_max(std::vector<std::int64_t>{n.sources})[0]);
+    a.emplace_back("groupcast_targets_max",
+                   all_reduce_max(std::vector<std::int64_t>{n.targets})[0]);
+    a.emplace_back("groupcast_batches_max",
+                   all_reduce_max(std::vector<std::int64_t>{n.batches})[0]);
+    const auto ranks = static_cast<std::size_t>(ctx_.mpi.size());
+    rec.int_tables.push_back(
+        {"cp_bytes_recv", 1, ranks, gather_int(fwd_recv_, ctx_.mpi.size(), ctx_.mpi.rank())});
+    rec.int_tables.push_back({"groupcast_rows_received", 1, ranks,
+                              gather_int(n.rows_received, ctx_.mpi.size(), ctx_.mpi.rank())});
+    rec.int_tables.push_back({"groupcast_rows_sent", 1, ranks,
+                              gather_int(n.rows_sent, ctx_.mpi.size(), ctx_.mpi.rank())});
   }
 
   // One mode of one pass, timed over the same iteration count as the harness's loop (max over
@@ -371,8 +481,10 @@ class RingCase final : public BenchCase {
   kernels::AttnKernelChoice choice_;
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<RingAttention> ring_;
-  std::int64_t fwd_bytes_ = 0, bwd_bytes_ = 0;
+  std::int64_t fwd_bytes_ = 0, bwd_bytes_ = 0, fwd_recv_ = 0;
   GradientComparison grads_;
+  GroupCastPrediction prediction_;
+  bool predicted_ = false;
 };
 
 }  // namespace

@@ -26,6 +26,8 @@ std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep) {
         throw UsageError(
             "--grad-dtype fp64: the cuda backend accumulates and sends the dK/dV "
             "partial sums in fp32 or bf16");
+  for (Variant v : sweep.variants)
+    validate_variant_backend(v, ctx.backend);
   std::vector<RingConfig> configs;
   for (Variant variant : sweep.variants)
     for (Layout layout : sweep.layouts)

@@ -7,7 +7,15 @@
 namespace suite::ring {
 
 std::string_view variant_name(Variant v) {
-  return v == Variant::ring ? "ring" : "allgather";
+  switch (v) {
+    case Variant::ring:
+      return "ring";
+    case Variant::allgather:
+      return "allgather";
+    case Variant::groupcast:
+      return "groupcast";
+  }
+  return "?";
 }
 
 std::int64_t RingConfig::six_block_bytes() const {
@@ -44,8 +52,9 @@ void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed) 
   // doc_zigzag derives any rank's layout from the documents alone (rank_layout); balanced is
   // planned once for all ranks.
   if (cfg.layout == Layout::balanced)
-    cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(
-        document_layout(cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal, spec.balanced_chunk));
+    cfg.doc_layout = std::make_shared<const std::vector<RankLayout>>(document_layout(
+        cfg.layout, *cfg.docs, cfg.n_c, cfg.c, cfg.causal, spec.balanced_chunk,
+        cfg.variant == Variant::groupcast ? BalanceTarget::one_wait : BalanceTarget::ring_rounds));
 }
 
 namespace {
@@ -73,6 +82,13 @@ void validate(const RingConfig& cfg) {
   if (is_document_layout(cfg.layout) && !cfg.docs)
     throw UsageError("--layout " + std::string(layout_name(cfg.layout)) +
                      " lays out packed documents: give --docs");
+}
+
+void validate_variant_backend(Variant v, Backend backend) {
+  if (v == Variant::groupcast && backend != Backend::cpu)
+    throw UsageError(
+        "--variant groupcast runs on the cpu backend (its messages are MPI's on host buffers; "
+        "the cuda backend would stage them, which it does not yet)");
 }
 
 std::vector<Segment> token_segments(const RingConfig& cfg, int rank) {

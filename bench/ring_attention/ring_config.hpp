@@ -18,6 +18,10 @@ namespace suite::ring {
 enum class Variant {
   ring,       // K/V blocks travel around the ring, overlapped with attention
   allgather,  // all K/V gathered once (exposed), then one local attention (Llama 3)
+  // Each rank's K/V rows sent directly to the ranks whose queries see them, and only those;
+  // the next sources' rows arrive while this one's are used; dK/dV partial sums go back to
+  // their owners the same way (group_cast.hpp; MagiAttention's group-cast and group-reduce)
+  groupcast,
 };
 
 std::string_view variant_name(Variant v);
@@ -78,9 +82,13 @@ struct RingConfig {
 
 // Throws UsageError for what the method cannot run: head counts, head dim, layout constraints.
 void validate(const RingConfig& cfg);
+// Throws UsageError for a variant the backend cannot run: the group-cast's messages are MPI's
+// on host buffers (the cpu backend, and simulated clusters).
+void validate_variant_backend(Variant v, Backend backend);
 
 // Packs the documents of `spec` over cfg's s tokens with `seed` (per-document zig-zag pads every
-// document to a multiple of 2 N_c) and, for a document layout, lays them out on the ranks.
+// document to a multiple of 2 N_c) and, for a document layout, lays them out on the ranks
+// (balanced: for the ring's rounds, or for one wait under the group-cast variant).
 // Throws UsageError where the sequence or the layout cannot hold them.
 void attach_documents(RingConfig& cfg, const DocSpec& spec, std::uint64_t seed);
 
