@@ -398,6 +398,8 @@ int main(int argc, char** argv) {
       varlen.g = p.a / p.kv;
       varlen.e = e;
       varlen.b = p.b;
+      varlen.flops = p.flops;
+      varlen.bw = p.bw;
       suite::model_cli::print_varlen(varlen);
     } catch (const suite::UsageError& err) {
       std::fprintf(stderr, "error: model: %s\n", err.what());

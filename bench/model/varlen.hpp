@@ -1,8 +1,11 @@
 // model --section varlen: what packed variable-length documents do to context parallelism,
 // predicted from the length distribution (or a file) alone: for every N_c and layout, the
 // padding, the ranks' work max / mean, the ring's lockstep time in blocks and the efficiencies
-// they predict, and the bytes per rank (which the mask does not change). The same exact counts
-// ring_attention and ulysses record while they run (bench/ring_attention/ring_work.hpp).
+// they predict, and the bytes per rank (which the mask does not change for the ring); and the
+// group-cast's bytes per rank (the rows the queries see: bench/ring_attention/group_cast.hpp),
+// its balance and, at F and W, both schedules' efficiency with their transfers and the W above
+// which the group-cast's exchange hides. The same exact counts ring_attention and ulysses record
+// while they run (bench/ring_attention/ring_work.hpp).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@ struct VarlenOptions {
   bool causal = true;
   std::uint64_t seed = 1;
   double h = 0, g = 1, e = 2, b = 1;  // for the bytes
+  double flops = 0, bw = 0;           // F and W for the efficiencies with the transfers
   std::string csv;                    // a file for the rows ("" none)
 };
 

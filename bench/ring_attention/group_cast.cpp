@@ -91,8 +91,11 @@ std::int64_t GroupCastTraffic::largest_batch(int rank, std::int64_t c) const {
 }
 
 bool GroupCastTraffic::falls_back(std::int64_t c) const {
-  return n_c > 1 &&
-         std::max(most_sent(), most_received()) >= static_cast<std::int64_t>(n_c - 1) * c;
+  return group_cast_falls_back(std::max(most_sent(), most_received()), n_c, c);
+}
+
+bool group_cast_falls_back(std::int64_t busiest_rows, int n_c, std::int64_t c) {
+  return n_c > 1 && busiest_rows > static_cast<std::int64_t>(n_c - 2) * c;
 }
 
 std::vector<int> group_cast_batches(const std::vector<std::int64_t>& rows, std::int64_t c) {

@@ -74,8 +74,7 @@ void RingAttention::Impl::plan_group_cast() {
     if (!from.empty()) gc.sources.push_back({src, k, from, rows_in(from), 0, 0});
     if (!to.empty()) gc.targets.push_back({dst, k, to, rows_in(to), 0, 0});
   }
-  // The busiest rank's rows against the ring's (n - 1) c: where the group-cast saves it
-  // nothing, the ring's hops between neighbours move the same with fewer, larger messages.
+  // The busiest rank's rows against the ring's (n - 1) c.
   std::int64_t received = 0, sent = 0;
   for (const auto& s : gc.sources)
     received += s.count;
@@ -83,11 +82,12 @@ void RingAttention::Impl::plan_group_cast() {
     sent += t.count;
   std::int64_t busiest = std::max(received, sent);
   SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &busiest, 1, MPI_INT64_T, MPI_MAX, comm.mpi_comm()));
-  if (n > 1 && busiest >= static_cast<std::int64_t>(n - 1) * cfg.c) {  // falls_back()
+  if (group_cast_falls_back(busiest, n, cfg.c)) {
     gc.fallback_note =
-        "the busiest rank would send or receive every other rank's block, as the ring makes it "
-        "(" +
-        std::string(cfg.docs ? "its queries see every key" : "no --docs: one document") +
+        "the busiest rank would move " + std::to_string(busiest) +
+        " rows, within one block of the ring's " +
+        std::to_string(static_cast<std::int64_t>(n - 1) * cfg.c) + " (" +
+        std::string(cfg.docs ? "its queries see nearly every key" : "no --docs: one document") +
         "): the ring's schedule runs";
     gc.sources.clear();
     gc.targets.clear();

@@ -144,6 +144,33 @@ void print_efficiency_factors(const std::vector<CaseRecord>& records) {
   }
 }
 
+// The group-cast's traffic: bytes each rank sent and received in a forward (the busiest rank's,
+// counted by the transport) beside the exact figures from the layout, against the ring's, and
+// which schedule ran.
+void print_group_cast_table(const std::vector<CaseRecord>& records) {
+  bool any = false;
+  for (const auto& r : records)
+    any = any || param_text(r, "variant") == "groupcast";
+  if (!any) return;
+  std::printf(
+      "\nGroup-cast: bytes the busiest rank sent and received in a forward (counted by the "
+      "transport) beside the exact\nfigures from the layout (pred), against the ring's; sources: "
+      "the most ranks one rank received from; memory: the\nbusiest rank's buffers (pred)\n");
+  std::printf("%-62s %12s %12s %12s %12s %8s %7s %12s %12s  %s\n", "case", "sent", "(pred)",
+              "received", "(pred)", "x ring", "sources", "memory", "(pred)", "schedule");
+  for (const auto& r : records) {
+    if (param_text(r, "variant") != "groupcast") continue;
+    const double sent = attr_number(r, "bytes_sent_per_rank_per_layer");
+    std::printf("%-62s %12.0f %12.0f %12.0f %12.0f %8.4f %7.0f %12.0f %12.0f  %s\n", r.name.c_str(),
+                sent, attr_number(r, "pred_bytes_sent_per_rank_per_layer"),
+                attr_number(r, "bytes_recv_per_rank_per_layer"),
+                attr_number(r, "pred_bytes_recv_per_rank_per_layer"),
+                sent / attr_number(r, "ring_bytes_sent_per_rank_per_layer"),
+                attr_number(r, "groupcast_sources_max"), attr_number(r, "memory_method_bytes"),
+                attr_number(r, "pred_memory_bytes"), param_text(r, "groupcast_schedule").c_str());
+  }
+}
+
 }  // namespace
 
 void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory_cpu) {
@@ -175,6 +202,7 @@ void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory
         "shaped-1g), a simulated one (scripts/simulate.py) or a GPU's.\n");
   print_efficiency_factors(records);
   print_documents_table(records);
+  print_group_cast_table(records);
   bool any_step = false;
   for (const auto& r : records)
     any_step = any_step || param_text(r, "pass") == "fwd_bwd";

@@ -19,6 +19,7 @@ struct UlyssesOptions {
   std::string cp = "0";
   std::string degrees = "all";
   std::string layouts = "zigzag";
+  std::string ring_variants = "ring";
   std::string causal = "1";
   int heads = 8, kv_heads = 0, head_dim = 64;
   std::int64_t batch = 1;
@@ -51,6 +52,16 @@ suite::ulysses::UlyssesSweep make_sweep(const UlyssesOptions& o, suite::DType dt
   s.cp = parse_ints("--cp", o.cp, 0);  // 0 = all ranks
   if (o.degrees != "all") s.degrees = parse_ints("--ulysses-degree", o.degrees, 1);
   s.layouts = suite::ring::parse_layouts("--layout", o.layouts);
+  s.ring_variants.clear();
+  for (const auto& v : suite::split_list(o.ring_variants)) {
+    if (v == "ring")
+      s.ring_variants.push_back(suite::ring::Variant::ring);
+    else if (v == "groupcast")
+      s.ring_variants.push_back(suite::ring::Variant::groupcast);
+    else
+      throw suite::UsageError("--ring-variant: unknown value '" + v + "' (ring, groupcast)");
+  }
+  if (s.ring_variants.empty()) throw suite::UsageError("--ring-variant names nothing");
   if (!o.docs.empty()) {
     s.docs = suite::ring::parse_doc_spec(o.docs);
     s.docs->balanced_chunk = o.balanced_chunk;
@@ -99,6 +110,12 @@ int main(int argc, char** argv) {
     suite::ring::add_layout_flag(app, o.layouts,
                                  "; of the ring across Ulysses groups, ignored "
                                  "when u = N_c");
+    app.add_option(
+           "--ring-variant", o.ring_variants,
+           "how a hybrid's ring part moves K/V, list: ring (the blocks travel around) "
+           "and/or groupcast (each rank's rows only to the ranks whose queries see them, as "
+           "ring_attention --variant groupcast); ignored when u = N_c")
+        ->capture_default_str();
     suite::ring::add_docs_flag(app, o.docs,
                                ". Plain Ulysses attends over the whole pack for its heads (equal "
                                "work on every rank); a hybrid's ring part lays the pack out by "

@@ -11,6 +11,7 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/global_order.hpp"
+#include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_efficiency.hpp"
 #include "bench/ring_attention/ring_ideal.hpp"
 #include "bench/ring_attention/ring_pass_report.hpp"
@@ -128,10 +129,16 @@ class UlyssesCase final : public BenchCase {
     const double q_block = t * b * cfg_.heads_per_rank() * d * e;
     const double kv_block = t * b * cfg_.kv_heads_per_rank() * d * e;
     const double pred_uly = (u - 1) * (2 * q_block + 2 * kv_block);
-    const double pred_ring = (cfg_.ring_degree() - 1) * 2.0 *
-                             static_cast<double>(cfg_.group_tokens()) * b *
-                             cfg_.kv_heads_per_rank() * d * e;
+    double pred_ring = (cfg_.ring_degree() - 1) * 2.0 * static_cast<double>(cfg_.group_tokens()) *
+                       b * cfg_.kv_heads_per_rank() * d * e;
     auto& a = rec.attrs;
+    const ring::RingAttention& part = method_->ring_part();
+    if (cfg_.ring_variant == ring::Variant::groupcast) {
+      a.emplace_back("groupcast_schedule", part.group_cast_active()
+                                               ? std::string("groupcast")
+                                               : "ring: " + part.group_cast_fallback());
+      if (part.group_cast_active()) pred_ring = group_cast_bytes(false, e, 0);
+    }
     a.emplace_back(
         "ulysses_bytes_sent_per_rank",
         static_cast<double>(all_reduce_max(std::vector<std::int64_t>{ulysses_bytes_})[0]));
@@ -213,6 +220,21 @@ class UlyssesCase final : public BenchCase {
     a.emplace_back(prefix + "eff_exchange", f.exchange);
   }
 
+  // The group-cast ring part's bytes from the layout (rank 0 counts every rank's rows, as
+  // model --section varlen does; NaN elsewhere: only rank 0 writes its record): the busiest
+  // rank's in a forward (its rows, e bytes an element), or in a backward (its rows again and
+  // the partial sums of the rows it received, e_g bytes an element).
+  double group_cast_bytes(bool backward, double e, double e_g) const {
+    if (ctx_.mpi.rank() != 0) return NAN;
+    const ring::GroupCastTraffic t = ring::group_cast_traffic(cfg_.ring_config());
+    const double row = 2.0 * static_cast<double>(cfg_.ring_config().kv_row());
+    double most = 0;
+    for (int r = 0; r < t.n_c; ++r)
+      most = std::max(most, static_cast<double>(t.sent(r)) * row * e +
+                                (backward ? static_cast<double>(t.received(r)) * row * e_g : 0.0));
+    return most;
+  }
+
   // The Ulysses group and the ring across groups, where they are not the job's communicator
   // (the harness counts that one), each once.
   ByteCounts own_comm_bytes() const override {
@@ -238,9 +260,10 @@ class UlyssesCase final : public BenchCase {
                             static_cast<double>(rc.group()),
                             e,
                             rc.causal};
-    const double pred_ring =
-        model::ring_bwd_bytes_per_layer(shape, static_cast<double>(dtype_size(cfg_.grad_dtype))) *
-        static_cast<double>(cfg_.batch);
+    const double e_g = static_cast<double>(dtype_size(cfg_.grad_dtype));
+    double pred_ring =
+        model::ring_bwd_bytes_per_layer(shape, e_g) * static_cast<double>(cfg_.batch);
+    if (method_->ring_part().group_cast_active()) pred_ring = group_cast_bytes(true, e, e_g);
     auto max_bytes = [](std::int64_t v) {
       return static_cast<double>(all_reduce_max(std::vector<std::int64_t>{v})[0]);
     };
@@ -367,49 +390,54 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
     const std::vector<int> degrees =
         sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
     if (sweep.degrees.empty() && rank == 0) note_skipped_degrees(n_c, sweep, degrees);
+    for (ring::Variant rv : sweep.ring_variants)
+      ring::validate_variant_backend(rv, ctx.backend);
     for (int u : degrees)
-      for (Pass pass : sweep.passes)
-        for (std::int64_t seq : sweep.seq)
-          for (bool causal : sweep.causal)
-            for (ring::Layout layout : sweep.layouts) {
-              UlyssesConfig cfg;
-              cfg.s = sweep.seq_per_rank ? seq * n_c : seq;
-              cfg.n_c = n_c;
-              cfg.u = u;
-              cfg.layout = n_c / u > 1 ? layout : ring::Layout::contiguous;
-              cfg.causal = causal;
-              cfg.heads = sweep.heads;
-              cfg.kv_heads = sweep.kv_heads;
-              cfg.head_dim = sweep.head_dim;
-              cfg.batch = sweep.batch;
-              cfg.kv_replicate = sweep.kv_replicate;
-              cfg.dtype = ctx.dtype;
-              cfg.pass = pass;
-              cfg.grad_dtype = sweep.grad_dtype;
-              if (sweep.docs) attach_documents(cfg, *sweep.docs, ctx.opts.seed);
-              validate(cfg);
-              bool seen = false;  // plain Ulysses has no ring layout: one case, not one per layout
-              for (const auto& c : configs)
-                seen |= c.case_name() == cfg.case_name();
-              if (seen) continue;
-              const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
-                                                          cfg.heads_per_rank() * cfg.head_dim);
-              if (block > ctx.comm.max_count())
-                throw UsageError(cfg.case_name() + ": an all-to-all block of " +
-                                 std::to_string(block) +
-                                 " elements is above this transport's limit; use --transport nccl");
-              const std::int64_t need =
-                  ring::RingAttention::estimate_bytes(cfg.ring_config()) +
-                  (sim::modeled()  // the all-to-all buffers are placeholders there
-                       ? 0
-                       : 6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype)));
-              if (static_cast<double>(need) >
-                  0.9 * static_cast<double>(ctx.device.memory_available()))
-                throw UsageError(
-                    cfg.case_name() + " needs about " + std::to_string(need >> 20) +
-                    " MiB per rank, more than is available; use a smaller --seq or --batch");
-              configs.push_back(cfg);
-            }
+      for (ring::Variant ring_variant : sweep.ring_variants)
+        for (Pass pass : sweep.passes)
+          for (std::int64_t seq : sweep.seq)
+            for (bool causal : sweep.causal)
+              for (ring::Layout layout : sweep.layouts) {
+                UlyssesConfig cfg;
+                cfg.s = sweep.seq_per_rank ? seq * n_c : seq;
+                cfg.n_c = n_c;
+                cfg.u = u;
+                cfg.layout = n_c / u > 1 ? layout : ring::Layout::contiguous;
+                cfg.ring_variant = n_c / u > 1 ? ring_variant : ring::Variant::ring;
+                cfg.causal = causal;
+                cfg.heads = sweep.heads;
+                cfg.kv_heads = sweep.kv_heads;
+                cfg.head_dim = sweep.head_dim;
+                cfg.batch = sweep.batch;
+                cfg.kv_replicate = sweep.kv_replicate;
+                cfg.dtype = ctx.dtype;
+                cfg.pass = pass;
+                cfg.grad_dtype = sweep.grad_dtype;
+                if (sweep.docs) attach_documents(cfg, *sweep.docs, ctx.opts.seed);
+                validate(cfg);
+                bool seen =
+                    false;  // plain Ulysses has no ring layout: one case, not one per layout
+                for (const auto& c : configs)
+                  seen |= c.case_name() == cfg.case_name();
+                if (seen) continue;
+                const auto block = static_cast<std::size_t>(cfg.tokens_per_rank() * cfg.batch *
+                                                            cfg.heads_per_rank() * cfg.head_dim);
+                if (block > ctx.comm.max_count())
+                  throw UsageError(
+                      cfg.case_name() + ": an all-to-all block of " + std::to_string(block) +
+                      " elements is above this transport's limit; use --transport nccl");
+                const std::int64_t need =
+                    ring::RingAttention::estimate_bytes(cfg.ring_config()) +
+                    (sim::modeled()  // the all-to-all buffers are placeholders there
+                         ? 0
+                         : 6 * static_cast<std::int64_t>(block * cfg.u * dtype_size(cfg.dtype)));
+                if (static_cast<double>(need) >
+                    0.9 * static_cast<double>(ctx.device.memory_available()))
+                  throw UsageError(
+                      cfg.case_name() + " needs about " + std::to_string(need >> 20) +
+                      " MiB per rank, more than is available; use a smaller --seq or --batch");
+                configs.push_back(cfg);
+              }
   }
   // Communicators per (N_c, u), created once and shared by the cases (collective: every rank
   // walks the same configurations in the same order).
@@ -440,6 +468,7 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
                                : cfg.u == 1     ? "ring"
                                                 : "hybrid")},
         {"layout", std::string(ring::layout_name(cfg.layout))},
+        {"ring_variant", std::string(ring::variant_name(cfg.ring_variant))},
         {"causal", std::int64_t{cfg.causal ? 1 : 0}},
         {"dtype", std::string(dtype_name(cfg.dtype))},
         {"s", cfg.s},

@@ -19,6 +19,7 @@ struct UlyssesSweep {
   std::vector<int> cp;                // 0 = all ranks
   std::vector<int> degrees;           // u; empty = every degree the heads allow
   std::vector<ring::Layout> layouts;  // of the ring part
+  std::vector<ring::Variant> ring_variants{ring::Variant::ring};  // ring or groupcast
   std::vector<bool> causal;
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;

@@ -9,7 +9,7 @@ ring::RingConfig UlyssesConfig::ring_config() const {
   r.c = group_tokens();
   r.n_c = ring_degree();
   r.layout = layout;
-  r.variant = ring::Variant::ring;
+  r.variant = ring_variant;
   r.causal = causal;
   r.heads = heads_per_rank();
   r.kv_heads = kv_heads_per_rank();
@@ -35,6 +35,8 @@ void attach_documents(UlyssesConfig& cfg, const ring::DocSpec& spec, std::uint64
 std::string UlyssesConfig::case_name() const {
   std::string n = "u" + std::to_string(u) + "_ncp" + std::to_string(n_c);
   if (ring_degree() > 1) n += "_" + std::string(ring::layout_name(layout));
+  if (ring_degree() > 1 && ring_variant != ring::Variant::ring)
+    n += "_" + std::string(ring::variant_name(ring_variant));
   n += std::string(causal ? "_causal" : "_full") + "_" + std::string(dtype_name(dtype)) + "_s" +
        std::to_string(s) + "_a" + std::to_string(heads);
   if (kv_heads != heads) n += "_kv" + std::to_string(kv_heads);

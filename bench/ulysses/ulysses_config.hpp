@@ -17,6 +17,9 @@ struct UlyssesConfig {
   int n_c = 1;                                     // context-parallel group size
   int u = 1;                                       // Ulysses degree
   ring::Layout layout = ring::Layout::contiguous;  // of the ring across Ulysses groups
+  // How the ring part moves K/V: the ring's hops, or the group-cast (only the rows each query
+  // sees, straight from their owner).
+  ring::Variant ring_variant = ring::Variant::ring;
   bool causal = true;
   int heads = 8, kv_heads = 8, head_dim = 64;
   std::int64_t batch = 1;
