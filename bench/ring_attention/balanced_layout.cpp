@@ -512,24 +512,30 @@ namespace {
 
 // One wait (the group-cast): every rank of a cut document's group receives nearly all of the
 // document's K/V, so a document is cut only where it must be: over the fewest ranks (a divisor
-// of n_c, at least 2) whose share of it fits a rank (c tokens) and weighs no more than a rank's
-// share of the whole pack's work. Every other one stays whole on one rank and sends nothing.
+// of n_c) whose share of it fits a rank (c tokens) and weighs no more than what a rank has left
+// for whole documents, their work over n_c (the cut ones spread over every rank); cutting one
+// leaves less for the rest, so until no more needs it. Every other one stays whole on one rank
+// and sends nothing.
 std::vector<std::int64_t> groups_for_one_wait(const std::vector<std::int64_t>& work,
                                               const std::vector<std::int64_t>& length,
                                               const std::vector<std::int64_t>& divisors, int n_c,
                                               std::int64_t c) {
-  double total = 0;
-  for (std::int64_t w : work)
-    total += static_cast<double>(w);
-  const double share = std::max(total / n_c, 1.0);
   std::vector<std::int64_t> groups(work.size(), 1);
-  for (std::size_t d = 0; d < work.size(); ++d) {
-    const std::int64_t need = std::min(
-        std::max({std::int64_t{1},
-                  static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
-                  (length[d] + c - 1) / c}),
-        std::max<std::int64_t>(1, length[d] / 2));
-    if (need > 1) groups[d] = group_size(divisors, need, need);
+  for (bool changed = true; changed;) {
+    changed = false;
+    double whole = 0;
+    for (std::size_t d = 0; d < work.size(); ++d)
+      whole += groups[d] == 1 ? static_cast<double>(work[d]) : 0.0;
+    const double room = std::max(whole / n_c, 1.0);
+    for (std::size_t d = 0; d < work.size(); ++d) {
+      if (groups[d] > 1) continue;
+      const std::int64_t need = std::min(
+          std::max({std::int64_t{1},
+                    static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / room)),
+                    (length[d] + c - 1) / c}),
+          std::max<std::int64_t>(1, length[d] / 2));
+      if (need > 1) groups[d] = group_size(divisors, need, need), changed = true;
+    }
   }
   return groups;
 }

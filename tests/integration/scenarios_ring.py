@@ -425,20 +425,21 @@ def block_calls(rows: np.ndarray, causal: bool, pack: "Pack") -> np.ndarray:
     return calls
 
 
-def check_docs_tensors(env: Env, calls: str) -> dict:
-    """scenario_ring_docs_tensors with --varlen-calls `calls`; returns each ring case's recorded
-    kernel calls per round and rank."""
+def check_docs_tensors(env: Env, calls: str, variants: str = "ring,allgather") -> dict:
+    """scenario_ring_docs_tensors with --varlen-calls `calls` for `variants`; returns each ring
+    case's recorded kernel calls per round and rank."""
     made = {}
-    out = env.workdir / f"docs_{calls}.h5"
+    out = env.workdir / f"docs_{calls}_{variants.replace(',', '_')}.h5"
     proc = run_ok(env, 2, out, "--dtype", "fp64", "--block", "24", "--layout",
-                  "contiguous,zigzag,striped,doc_zigzag,balanced", "--variant", "ring,allgather",
+                  "contiguous,zigzag,striped,doc_zigzag,balanced", "--variant", variants,
                   "--causal", "0,1", "--heads", "2", "--kv-heads", "1", "--pass", "fwd_bwd",
                   "--docs", "uniform:1:9", "--save-tensors", "--varlen-calls", calls)
     expect("FAIL" not in proc.stdout, "a check failed", proc)
     n = 2
     with h5py.File(out) as f:
         names = list(f[BIN])
-        expect(len(names) == 20, f"expected 20 cases, got {names}")
+        cases = 10 * len(variants.split(","))
+        expect(len(names) == cases, f"expected {cases} cases, got {names}")
         for name in names:
             g = f[BIN][name]
             a = g.attrs
