@@ -408,6 +408,32 @@ def scenario_docs_modeled(env: Env) -> None:
     print("  ok: 4 layouts, round pairs and injected FLOPs match the brute-force count")
 
 
+def scenario_groupcast_modeled(env: Env) -> None:
+    """Short packed documents on 16 simulated ranks (fattree: two nodes of 8), modeled compute,
+    c = 8K, the balanced layout: the ring is transfer-bound (every block travels while almost no
+    query sees a remote key) and the group-cast is not: at least 0.8 of the ideal forward and
+    backward, ten times the ring's, with at most a tenth of its bytes, counted by the transport
+    and equal to the layout's exact figure. Modeled compute: the same on any host."""
+    out = env.workdir / "groupcast.h5"
+    with run_ok(env, "ring_attention", out, "--platform", "fattree", "--ranks", "16",
+                "--sim-flops", "4e14",  # a GPU's attention: 0.2 ms of compute a rank
+                flags=["--block", "8K", "--layout", "balanced", "--variant", "ring,groupcast",
+                       "--docs", "lognormal:256:1", "--causal", "1", "--heads", "32", "--kv-heads",
+                       "8", "--head-dim", "128", "--dtype", "bf16", "--pass", "fwd_bwd",
+                       "--iters", "1", "--warmup", "0"]) as f:
+        check_sim_attrs(f, "fattree", "modeled", 16)
+        cases = {str(g.attrs["variant"]): g.attrs for g in f["ring_attention"].values()}
+        ring, gc = cases["ring"], cases["groupcast"]
+        expect(gc["groupcast_schedule"] == "groupcast", f"schedule {gc['groupcast_schedule']}")
+        for key in ("efficiency_vs_ideal_fwd", "efficiency_vs_ideal_bwd"):
+            expect(gc[key] >= 0.8 and gc[key] >= 10 * ring[key], f"{key}: {gc[key]} against the ring's {ring[key]}")
+        sent = gc["bytes_sent_per_rank_per_layer"]
+        expect(sent == gc["pred_bytes_sent_per_rank_per_layer"] and 0 < sent <= ring["bytes_sent_per_rank_per_layer"] / 10,
+               f"bytes {sent}, exact {gc['pred_bytes_sent_per_rank_per_layer']}, ring {ring['bytes_sent_per_rank_per_layer']}")
+        print(f"  ok: group-cast {gc['efficiency_vs_ideal_fwd']:.3f} of the ideal, ring "
+              f"{ring['efficiency_vs_ideal_fwd']:.3f}; bytes {sent / ring['bytes_sent_per_rank_per_layer']:.4f} of the ring's")
+
+
 def scenario_sweep(env: Env) -> None:
     """sweep.py --simulate runs the job script's cell on node8 and leaves a simulated results file."""
     if not (env.bin_dir / "ring_attention").exists():
@@ -438,6 +464,7 @@ SCENARIOS = {
     "sim_modeled": scenario_modeled,
     "sim_modeled_memory": scenario_modeled_memory,
     "sim_docs_modeled": scenario_docs_modeled,
+    "sim_groupcast_modeled": scenario_groupcast_modeled,
     "sim_sweep": scenario_sweep,
 }
 
