@@ -95,7 +95,7 @@ bool GroupCastTraffic::falls_back(std::int64_t c) const {
 }
 
 bool group_cast_falls_back(std::int64_t busiest_rows, int n_c, std::int64_t c) {
-  return n_c > 1 && busiest_rows > static_cast<std::int64_t>(n_c - 2) * c;
+  return n_c > 1 && busiest_rows >= static_cast<std::int64_t>(n_c - 1) * c;
 }
 
 std::vector<int> group_cast_batches(const std::vector<std::int64_t>& rows, std::int64_t c) {

@@ -50,14 +50,15 @@ struct GroupCastTraffic {
   // Rows of rank's largest batch (group_cast_batches over its sources in ring order): each of
   // its two slots holds that many rows of K and as many of V.
   std::int64_t largest_batch(int rank, std::int64_t c) const;
-  // Whether the group-cast saves the busiest rank less than one of the ring's blocks
-  // (group_cast_falls_back): then the ring's schedule runs.
+  // Whether the group-cast saves the busiest rank nothing (group_cast_falls_back): then the
+  // ring's schedule runs.
   bool falls_back(std::int64_t c) const;
 };
 
-// Whether the busiest rank's rows (the more it sends or receives) come within one block of
-// what the ring makes every rank send, (n_c - 1) c rows: there the ring's hops between
-// neighbours move as much with fewer, larger messages, and the group-cast runs the ring's.
+// Whether the busiest rank's rows (the more it sends or receives) are what the ring makes every
+// rank send, (n_c - 1) c rows (every key of every other rank is seen: one document, or striped's
+// strided runs): there the ring's hops between neighbours move the same bytes with fewer, larger
+// messages, and the group-cast runs the ring's schedule.
 bool group_cast_falls_back(std::int64_t busiest_rows, int n_c, std::int64_t c);
 
 // The batches a rank's sources arrive in: consecutive sources (in the ring's order, those it

@@ -85,9 +85,9 @@ void RingAttention::Impl::plan_group_cast() {
   if (group_cast_falls_back(busiest, n, cfg.c)) {
     gc.fallback_note =
         "the busiest rank would move " + std::to_string(busiest) +
-        " rows, within one block of the ring's " +
+        " rows, as many as the ring's " +
         std::to_string(static_cast<std::int64_t>(n - 1) * cfg.c) + " (" +
-        std::string(cfg.docs ? "its queries see nearly every key" : "no --docs: one document") +
+        std::string(cfg.docs ? "its queries see every key" : "no --docs: one document") +
         "): the ring's schedule runs";
     gc.sources.clear();
     gc.targets.clear();
