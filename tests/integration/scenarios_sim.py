@@ -6,6 +6,7 @@ scripts/simulate.py under SimGrid's smpirun, one scenario per ctest test.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -432,6 +433,30 @@ def scenario_groupcast_modeled(env: Env) -> None:
                f"bytes {sent}, exact {gc['pred_bytes_sent_per_rank_per_layer']}, ring {ring['bytes_sent_per_rank_per_layer']}")
         print(f"  ok: group-cast {gc['efficiency_vs_ideal_fwd']:.3f} of the ideal, ring "
               f"{ring['efficiency_vs_ideal_fwd']:.3f}; bytes {sent / ring['bytes_sent_per_rank_per_layer']:.4f} of the ring's")
+    # Its overlap condition: on 8 flat hosts of 0.5 GB/s links the exchange does not hide
+    # (model --section varlen: it hides above 1.09 GB/s), and the step is what the model
+    # predicts from the layout's bytes at that W.
+    out = env.workdir / "groupcast_flat.h5"
+    flags = ["--block", "8K", "--layout", "balanced", "--variant", "groupcast", "--docs",
+             "lognormal:256:1", "--causal", "1", "--heads", "32", "--kv-heads", "8", "--head-dim",
+             "128", "--dtype", "bf16", "--iters", "1", "--warmup", "0"]
+    with run_ok(env, "ring_attention", out, "--platform", "flat", "--nodes", "8", "--ranks", "8",
+                "--bw", "5e8", "--lat", "1e-6", "--sim-flops", "4e14", flags=flags) as f:
+        got = next(iter(f["ring_attention"].values())).attrs["efficiency_vs_ideal_fwd"]
+    model = Path(os.environ.get("SUITE_MODEL", REPO / "build" / "bin" / "model"))
+    expect(model.exists(), f"no model executable at {model} (SUITE_MODEL)")
+    proc = subprocess.run([str(model), "--section", "varlen", "--docs",
+                           "lognormal:256:1", "--cp-sweep", "8", "--tokens-per-rank", "8K", "--causal",
+                           "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--flops", "4e14",
+                           "--bw", "5e8", "--layout", "balanced", "--csv", str(env.workdir / "gc.csv")],
+                          capture_output=True, text=True, timeout=60)
+    expect(proc.returncode == 0, "model --section varlen", proc)
+    with (env.workdir / "gc.csv").open() as csv_file:
+        row = next(csv.DictReader(csv_file))
+    want = float(row["eff_groupcast_w"])
+    expect(float(row["groupcast_hides_above_bw"]) > 5e8, f"model: {row}")
+    expect(abs(got - want) <= 0.03 * want, f"flat 0.5 GB/s: measured {got:.4f}, model {want:.4f}")
+    print(f"  ok: below its W*, measured {got:.4f} against the model's {want:.4f}")
 
 
 def scenario_sweep(env: Env) -> None:
