@@ -12,7 +12,7 @@ bool spans_nodes(const MeshLayout& layout, MeshAxis a, int ranks_per_node) {
                      [&](int r) { return r / ranks_per_node != g.front() / ranks_per_node; });
 }
 
-LinkLevel link(const Cluster& c, bool across) {
+const LevelRates& rates(const Cluster& c, bool across) {
   return across ? c.inter : c.intra;
 }
 
@@ -40,16 +40,17 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
                    bool causal) {
   MeshStep st;
   const int P = std::max(1, cl.ranks_per_node);
-  const double F = cl.flops, Fb = cl.flops_bwd > 0 ? cl.flops_bwd : cl.flops;
+  const double F = cl.flops, Fa = cl.attn_flops > 0 ? cl.attn_flops : F,
+               Fb = cl.attn_flops_bwd > 0 ? cl.attn_flops_bwd : Fa;
   const double attn = mesh_attention_flops(m, causal), gemm = mesh_gemm_flops(m);
-  st.compute = (gemm + attn) / F + (backward ? (2 * gemm) / F + 2.5 * attn / Fb : 0);
+  st.compute = gemm / F + attn / Fa + (backward ? 2 * gemm / F + 2.5 * attn / Fb : 0);
 
   // TP: the layer's all-gathers and reduce-scatters (and the gradients' all-reduces), blocking.
   st.tp.bytes = mesh_tp_bytes(m, backward);
   st.tp.across = spans_nodes(layout, MeshAxis::tp, P);
   const int tp_calls = (m.experts == 0 ? 4 : 2) + (backward ? (m.experts == 0 ? 7 : 5) : 0);
   if (m.T > 1) {
-    const LinkLevel l = link(cl, st.tp.across);
+    const LinkLevel& l = rates(cl, st.tp.across).rs_ag;
     st.tp.time = tp_calls * (m.T - 1) * l.lat + st.tp.bytes / l.bw;
   }
   st.tp.exposed = st.tp.time;
@@ -58,11 +59,12 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   st.cp.bytes = mesh_cp_bytes(m, backward);
   st.cp.across = spans_nodes(layout, MeshAxis::cp, P);
   if (m.C > 1) {
-    const LinkLevel l = link(cl, st.cp.across);
+    const LevelRates& r = rates(cl, st.cp.across);
+    const LinkLevel& l = m.cp == MeshCp::ring ? r.p2p : m.cp == MeshCp::allgather ? r.rs_ag : r.a2a;
     const double g = m.g(), kv = 2 * m.c() * m.b * (m.h / m.T) / g * m.e,
                  dkv = 2 * m.c() * m.b * (m.h / m.T) / g * m.e_grad;
     if (m.cp == MeshCp::ring) {
-      const double round_fwd = attn / F / m.C, xfer = l.lat + kv / l.bw;
+      const double round_fwd = attn / Fa / m.C, xfer = l.lat + kv / l.bw;
       st.cp.time = (m.C - 1) * xfer;
       st.cp.exposed = (m.C - 1) * std::max(0.0, xfer - round_fwd);
       if (backward) {
@@ -82,7 +84,7 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   st.ep.bytes = mesh_ep_bytes_uniform(m, backward);
   st.ep.across = spans_nodes(layout, MeshAxis::ep, P);
   if (m.experts > 0 && m.E > 1) {
-    const LinkLevel l = link(cl, st.ep.across);
+    const LinkLevel& l = rates(cl, st.ep.across).a2a;
     st.ep.time = (backward ? 4 : 2) * (m.E - 1) * l.lat + st.ep.bytes / l.bw;
   }
   st.ep.exposed = st.ep.time;
@@ -93,7 +95,7 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
     st.dp.bytes = mesh_grad_sum_bytes(m);
     const int cd = m.C * m.D, copies = m.T * m.C * m.D / std::max(1, m.E);
     const bool dense_across = spans_nodes(layout, MeshAxis::dp, P);
-    const LinkLevel dl = link(cl, dense_across);
+    const LinkLevel& dl = rates(cl, dense_across).all_reduce;
     if (cd > 1)
       st.dp.time +=
           2 * (cd - 1) * dl.lat + all_reduce_bytes_per_rank(mesh_dense_params(m) * m.e, cd) / dl.bw;
@@ -101,7 +103,7 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
       const std::vector<int> g = layout.expert_replicas(0);
       const bool experts_across =
           std::any_of(g.begin(), g.end(), [&](int r) { return r / P != g.front() / P; });
-      const LinkLevel el = link(cl, experts_across);
+      const LinkLevel& el = rates(cl, experts_across).all_reduce;
       st.dp.time += 2 * (copies - 1) * el.lat +
                     all_reduce_bytes_per_rank(mesh_expert_params(m) * m.e, copies) / el.bw;
       st.dp.across = experts_across;
