@@ -143,15 +143,16 @@ def compute_rates(args: argparse.Namespace, work: Path) -> dict:
 
 
 def level(runner: Runner, name: str, ranks: int) -> dict:
+    sizes = runner.args.sizes
     coll = runner.run(name, "sp_tp", "coll", "--mode", "collectives", "--ops", "allreduce,rs_ag",
-                      "--sizes", SIZES, "--activation-case", "0", "--iters", "5", "--warmup", "1")
+                      "--sizes", sizes, "--activation-case", "0", "--iters", "5", "--warmup", "1")
     rates = collectives(coll)
-    a2a = runner.run(name, "moe", "a2a", "--mode", "a2a", "--traffic", "uniform", "--bytes", SIZES,
+    a2a = runner.run(name, "moe", "a2a", "--mode", "a2a", "--traffic", "uniform", "--bytes", sizes,
                      "--a2a-algo", "flat", "--ranks-per-node", str(ranks), "--iters", "5", "--warmup", "1")
     rates["a2a"] = all_to_all(a2a, ranks)
     # The ring's three modes run attention too: small heads where it is computed for real.
     shape = ["--block", "1K:16K:x4", "--heads", "8", "--head-dim", "128"] if runner.args.simulate \
-        else ["--block", "256:4K:x4", "--heads", "2", "--head-dim", "64"]
+        else ["--block", runner.args.blocks, "--heads", "2", "--head-dim", "64"]
     ring = runner.run(name, "ring_attention", "ring", *shape, "--layout", "contiguous", "--causal", "0",
                       "--check", "0", "--iters", "3", "--warmup", "1")
     rates["p2p"] = point_to_point(ring)
@@ -172,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--build", type=Path, default=ROOT / "build")
     p.add_argument("--mpirun", default="mpirun")
+    p.add_argument("--sizes", default=SIZES, help=f"message sizes of the collectives (default {SIZES})")
+    p.add_argument("--blocks", default="256:4K:x4",
+                   help="this machine: the ring's tokens per rank for the point-to-point rate")
     args = p.parse_args(argv)
     try:
         if args.simulate and (args.gpus_per_node < 2 or args.nodes < 2):
