@@ -222,6 +222,19 @@ def scenario_model_agrees(env: Env) -> None:
     print("model --section mesh gives the bytes each axis sent")
 
 
+def scenario_watchdog(env: Env) -> None:
+    """Rank 3 frozen (SIGSTOP) mid-step on tp2 x cp2: the job ends (the watchdog's abort), and a
+    rank waiting on it names rank 3 as the one that is probably stuck."""
+    proc = env.mpirun_stopping(4, 3, 3.0, "mesh", "--backend", "cpu", "--tp", "2", "--cp", "2", "--iters",
+                               "100000", "--warmup", "1", "--timeout", "2", "--check", "0", "--pass", "fwd_bwd",
+                               "--out", str(env.workdir / "stall.h5"))
+    expect(proc.stopped == 1 and proc.returncode != 0, f"frozen {proc.stopped}, exit {proc.returncode}", proc)
+    waiting = [l for l in proc.stderr.splitlines() if "timed out" in l and not l.startswith("[rank 3 ")]
+    expect(waiting and all("rank 3" in l and "waiting" in l for l in waiting),
+           f"the waiting ranks do not name rank 3: {waiting}", proc)
+    print("\n".join(waiting))
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "mesh", {
         "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
@@ -249,6 +262,7 @@ SCENARIOS = {
     "mesh_missing_sum": scenario_missing_sum,
     "mesh_numpy": scenario_numpy,
     "mesh_model_agrees": scenario_model_agrees,
+    "mesh_watchdog": scenario_watchdog,
     "mesh_bad_input": scenario_bad_input,
 }
 
