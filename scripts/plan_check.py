@@ -28,9 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import h5py
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
+
 AXES = ("tp", "cp", "ep", "dp")
 
 
@@ -82,18 +84,9 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
         if flag(flags, ours):
             mesh_flags += [theirs, flag(flags, ours)]
     mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
-    cmd = [sys.executable, str(ROOT / "scripts" / "simulate.py"), "mesh", "--platform", "fattree",
-           "--nodes", str(max(1, args.gpus // 8)), "--ranks", str(args.gpus), "--link", args.link,
-           "--sim-flops", str(args.sim_flops), "--no-plot", "--out", str(out), "--", *mesh_flags]
-    if args.build:
-        cmd[3:3] = ["--build", str(args.build)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"error: plan_check: mesh {row['tp']}x{row['cp']}x{row['dp']} failed: "
-                         f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
-    with h5py.File(out) as f:
-        a = next(iter(f["mesh"].values())).attrs
-        return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
+    a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
+                      sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
+    return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,10 +149,7 @@ def main(argv: list[str] | None = None) -> int:
           f"measured {best * 1e3:.2f} ms ({100 * (first / best - 1):+.1f}%: "
           f"{'within' if first <= 1.05 * best else 'not within'} 5%)")
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
-            w.writeheader()
-            w.writerows(out_rows)
+        write_rows(args.csv, out_rows)
     return 0
 
 
