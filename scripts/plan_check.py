@@ -89,6 +89,40 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
     return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
 
 
+def plot(path: Path, results: list, preds: list[float], meas: list[float]) -> None:
+    """Predicted against simulated step time, one point a mesh with the diagonal drawn; and
+    each mesh's predicted one-block time split by axis beside its simulated one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
+    ax.scatter(meas, preds)
+    lo, hi = min(preds + meas), max(preds + meas)
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = simulated")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("simulated step (s)")
+    ax.set_ylabel("predicted step (s)")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    ax.set_title("the planner's meshes: predicted against simulated")
+    pos = list(range(len(results)))
+    bottom = [0.0] * len(results)
+    parts = [("compute", [float(r["block_compute_s"]) for r, _ in results])]
+    parts += [(x.upper(), [float(r[f"block_{x}_s"]) for r, _ in results]) for x in AXES]
+    for label, values in parts:
+        bx.bar([p - 0.2 for p in pos], values, width=0.4, bottom=bottom, label=f"{label} (predicted)")
+        bottom = [b + v for b, v in zip(bottom, values)]
+    bx.bar([p + 0.2 for p in pos], [m["step_s"] for _, m in results], width=0.4, color="grey",
+           label="simulated block")
+    bx.set_xticks(pos, [f"{r['rank']}" for r, _ in results])
+    bx.set_xlabel("mesh (its rank in the plan)")
+    bx.set_ylabel("one block, one micro-batch (s)")
+    bx.legend(fontsize=7)
+    bx.set_title("each mesh's block split by axis")
+    fig.savefig(path, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, flags = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
@@ -105,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build", type=Path, help="the SMPI build (default build-sim)")
     p.add_argument("--model", type=Path, default=ROOT / "build" / "bin" / "model")
     p.add_argument("--csv", type=Path, help="also write the rows here")
+    p.add_argument("--plot", type=Path, help="a PNG: predicted against simulated, and each mesh by axis")
     args = p.parse_args(ours)
     calib = json.loads(args.calibration.read_text())
     if calib.get("where", {}).get("kind") != "simulated":
@@ -150,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'within' if first <= 1.05 * best else 'not within'} 5%)")
     if args.csv:
         write_rows(args.csv, out_rows)
+    if args.plot:
+        plot(args.plot, results, preds, meas)
     return 0
 
 

@@ -90,6 +90,7 @@ def scenario_ranking(env: Env) -> None:
     calib = calibrate_sim(env, 8)  # plan_check's fattree has nodes of 8
     proc = subprocess.run([PY, str(ROOT / "scripts" / "plan_check.py"), "--calibration", str(calib), "--gpus", "16",
                            "--top", "3", "--middle", "2", "--bottom", "2", "--model", str(env.bin_dir / "model"),
+                           "--plot", str(env.workdir / "plan.png"),
                            "--", *MODEL], capture_output=True, text=True, env=env_vars(), timeout=280)
     expect(proc.returncode == 0, "plan_check.py", proc)
     m = re.search(r"median \|error\| ([0-9.]+)%.*the first pick .* \(([-+0-9.]+)%", proc.stdout)
@@ -97,6 +98,7 @@ def scenario_ranking(env: Env) -> None:
     median, first = float(m.group(1)), float(m.group(2))
     expect(median <= 10, f"median |error| {median}% above 10%", proc)
     expect(first <= 5, f"the first pick {first}% above the best measured", proc)
+    expect((env.workdir / "plan.png").stat().st_size > 10000, "the plot", proc)
     print(f"the planner's ranking: median |error| {median}%, first pick {first:+}% of the best")
 
 
