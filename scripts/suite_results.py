@@ -380,6 +380,14 @@ def add_case_figures(path: str | Path, bench: str, case: str, attrs: dict[str, A
             group.create_dataset(name, data=value)
 
 
+def add_file_attrs(path: str | Path, attrs: dict[str, Any]) -> None:
+    """Adds (or replaces) file attributes of a complete results file, such as how busy the
+    machine was with other work while the run measured (scripts/host_load.py)."""
+    with h5py.File(path, "a") as f:
+        for name, value in attrs.items():
+            f.attrs[name] = value
+
+
 def find_result_files(inputs: Iterable[str | Path], include_partial: bool = False) -> list[Path]:
     """Expand files and directories (searched recursively for `*.h5`) into a list of files."""
     found: list[Path] = []
