@@ -42,8 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_results import (Results, cli_warnings, file_stem, find_result_files,  # noqa: E402
-                           match_cases, read_results, utc_now_iso)
+from suite_results import (Results, busy, cli_warnings, file_stem,  # noqa: E402
+                           find_result_files, load_text, match_cases, read_results, utc_now_iso)
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[1] / "results" / "baselines"
 SYSTEM_KEYS = ("device_names", "world_size", "group_size", "group_count", "link", "transport",
@@ -156,6 +156,16 @@ def add_baseline(run_path: Path, registry: Path = DEFAULT_REGISTRY, force: bool 
     return dest
 
 
+def busy_warning(path: Path) -> str | None:
+    """A warning for a baseline measured while other processes took part of its machine."""
+    res = read_results(path, load_datasets=False, warn=False)
+    if not busy(res):
+        return None
+    return (f"warning: {path.name}: other processes took {load_text(res)} while it ran, so its "
+            "times are slower than this machine's; a run on a quiet machine makes a better "
+            "baseline")
+
+
 def add_run_folder(folder: Path, registry: Path = DEFAULT_REGISTRY,
                    force: bool = False) -> tuple[list[Path], list[str]]:
     """Files every complete results file under `folder` (add_baseline); returns the baselines
@@ -242,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         written, skipped = add_run_folder(args.run, args.registry, args.force)
         for path in written:
             print(path)
+            if (note := busy_warning(path)) is not None:
+                print(note, file=sys.stderr)
         for line in skipped:
             print(f"not filed: {line}", file=sys.stderr)
         if not written and not skipped:
@@ -249,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if written and not skipped else 2
     try:
         if args.command == "add":
-            print(add_baseline(args.run, args.registry, args.force))
+            path = add_baseline(args.run, args.registry, args.force)
+            print(path)
+            if (note := busy_warning(path)) is not None:
+                print(note, file=sys.stderr)
             return 0
         choice = find_baseline(read_results(args.run, load_datasets=False, warn=False),
                                args.registry)

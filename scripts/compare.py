@@ -44,9 +44,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import DEFAULT_REGISTRY, find_baseline, legacy_cpu_device, system_key  # noqa: E402
-from suite_results import (NOT_RECORDED, Case, CaseMatch, Results, case_software,  # noqa: E402
-                           cli_warnings, config_differences, match_cases, read_results,
-                           software_changes, software_versions, warn)
+from suite_results import (NOT_RECORDED, Case, CaseMatch, Results, busy,  # noqa: E402
+                           case_software, cli_warnings, config_differences, load_text,
+                           match_cases, read_results, software_changes, software_versions, warn)
 
 CHECK_NAMES = {1: "pass", 0: "FAIL", -1: "off", None: "-"}
 
@@ -82,31 +82,6 @@ def case_noise(case: Case) -> float | None:
     if p10 is None or p90 is None or not median or median <= 0:
         return None
     return max(0.0, float(p90) - float(p10)) / (2 * float(median))
-
-
-# A run shared its machine when other processes took more than this fraction of its cores.
-BUSY_FRACTION = 0.1
-
-
-def other_load(res: Results) -> tuple[float, int] | None:
-    """(cores other processes used while the run measured, the machine's cores), from the
-    attributes host_load.py writes; None for a run that did not record them."""
-    other, cores = res.attrs.get("host_other_cores"), res.attrs.get("host_cores")
-    if other is None or not cores:
-        return None
-    return float(other), int(cores)
-
-
-def busy(res: Results) -> bool:
-    """True when other processes took more than BUSY_FRACTION of the run's machine."""
-    load = other_load(res)
-    return load is not None and load[0] > BUSY_FRACTION * load[1]
-
-
-def load_text(res: Results) -> str:
-    """`1.3 of 2 cores`: what other processes took while the run measured."""
-    other, cores = other_load(res)
-    return f"{other:.1f} of {cores} cores"
 
 
 def busy_note(cand: Results) -> str | None:
