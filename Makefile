@@ -7,7 +7,7 @@ SIM_TARGETS = sp_tp ring_attention ulysses moe harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build sim run test clean format
+.PHONY: all setup build sim run baseline test docs-check clean format
 
 all: build
 
@@ -24,8 +24,18 @@ sim: setup
 	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python
 	cmake --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
 
+# Ends with the verdict of every results file against this machine's baselines; STRICT=1
+# makes a regression fail it.
 run: build sim
 	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
+
+# Files the latest run (or RUN=results/<stamp>) as this machine's baselines, every results
+# file of it, replacing the baselines of the same names (results/baselines/<system>/<file>).
+baseline:
+	@run="$${RUN:-$$(ls -d results/[0-9]*Z/ 2>/dev/null | tail -n 1)}"; \
+	if [ -z "$$run" ]; then echo "make baseline: no run under results/ (make run makes one)" >&2; exit 2; fi; \
+	echo "filing $$run as the baselines of this machine:"; \
+	.venv/bin/python scripts/baselines.py add "$$run" --force
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
 # skipped and why (from ctest's JUnit report), and what each failed test printed last. A failed
@@ -39,6 +49,11 @@ test: build sim
 	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
 	exit $$status
+
+# Reruns the simulations behind the tables of simulated figures in README.md and docs/ and
+# fails when a published figure drifted (scripts/docs_check.py; about 2 minutes on 2 cores).
+docs-check: build sim
+	.venv/bin/python scripts/docs_check.py --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i
