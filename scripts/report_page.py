@@ -85,7 +85,9 @@ def system_rows(runs: list[tuple[str, Results]]) -> list[tuple[str, list[tuple[s
             rows.append((label, [(ordered[0][0], "")]))
             continue
         first, *others = ordered
-        rows.append((label, [(first[0], f"{len(first[1])} files")]
+        silent = len(runs) - sum(len(files) for files in values.values())
+        rows.append((label, [(first[0], f"{len(first[1])} files"
+                              + (f"; {silent} other(s) do not record it" if silent else ""))]
                      + [(value, ", ".join(files)) for value, files in others]))
     return rows
 
