@@ -48,6 +48,18 @@ def test_a_drifted_figure_is_named_with_both_values(tmp_path):
         f"{doc} row `qkv (all-gather)` column 4: published '541', the command prints '527'"]
 
 
+def test_the_quick_grid_holds_the_points_around_each_published_crossing():
+    """--quick reproduces the README's crossings only if, for each, it has the full grid's
+    last exposed point and first hidden one (the README's figures: 527, 1506, 409)."""
+    from tp_overlap_crossing import h_over_t_values
+
+    full = h_over_t_values(docs_check.TP_OVERLAP_GRID)
+    quick = h_over_t_values(docs_check.TP_OVERLAP_QUICK_GRID)
+    for crossing in (527, 1506, 409):
+        below = max(x for x in full if x < crossing)
+        assert below in quick and below + 64 in quick, crossing
+
+
 def test_readme_moe_cells_accept_the_prediction_in_parentheses_or_none():
     row = ("| 64 | 8 | 4 | hierarchical | pairwise | 5.13 | 5.17 | 204.3 | 411.1 "
            "| 3.48 (4.63 if unlimited) | 39.8 / 39.5 | 51 / 50 (RDMA) |")
