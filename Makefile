@@ -23,7 +23,7 @@ CTEST = $(shell test -x .venv/bin/ctest && echo $(CURDIR)/.venv/bin/ctest || ech
 # afresh, e.g. with the modules loaded since, instead of tripping over what this one cached.
 CONFIGURE_FAILED = { rm -f $(1)/CMakeCache.txt; echo "make: configure failed: $(1)/CMakeCache.txt removed, the next configure starts afresh" >&2; exit 1; }
 
-.PHONY: all setup build sim run test clean format
+.PHONY: all setup build sim run baseline test docs-check clean format
 
 all: build
 
@@ -41,8 +41,18 @@ sim: setup
 	  -DSUITE_PYTHON=$(CURDIR)/.venv/bin/python || $(call CONFIGURE_FAILED,$(SIM_BUILD))
 	$(CMAKE) --build $(SIM_BUILD) -j $(JOBS) --target $(SIM_TARGETS)
 
+# Ends with the verdict of every results file against this machine's baselines; STRICT=1
+# makes a regression fail it.
 run: build sim
 	BUILD=$(BUILD) SIM_BUILD=$(SIM_BUILD) scripts/run_suite.sh
+
+# Files the latest run (or RUN=results/<stamp>) as this machine's baselines, every results
+# file of it, replacing the baselines of the same names (results/baselines/<system>/<file>).
+baseline:
+	@run="$${RUN:-$$(ls -d results/[0-9]*Z/ 2>/dev/null | tail -n 1)}"; \
+	if [ -z "$$run" ]; then echo "make baseline: no run under results/ (make run makes one)" >&2; exit 2; fi; \
+	echo "filing $$run as the baselines of this machine:"; \
+	.venv/bin/python scripts/baselines.py add "$$run" --force
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
 # skipped and why (from ctest's JUnit report), and what each failed test printed last. A failed
@@ -56,6 +66,11 @@ test: build sim
 	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
 	exit $$status
+
+# Reruns the simulations behind the tables of simulated figures in README.md and docs/ and
+# fails when a published figure drifted (scripts/docs_check.py; about 2 minutes on 2 cores).
+docs-check: build sim
+	.venv/bin/python scripts/docs_check.py --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i

@@ -1,4 +1,5 @@
-# The host dependencies of the build (compiler, MPI, HDF5, OpenBLAS, Google Benchmark, CLI11),
+# The host dependencies of the build (compiler, MPI, HDF5, OpenBLAS, Google Benchmark, CLI11,
+# nlohmann/json),
 # of the tests (GoogleTest) and, said but not needed here, of `make sim` (SimGrid) and the
 # scripts (the Python venv). Each is looked for without stopping at the first miss; what is
 # missing is listed at the end of the configure with the ways to get it without root
@@ -91,6 +92,7 @@ if(CLI11_FOUND)
   suite_found("CLI11" "${CLI11_VERSION}" "${CLI11_DIR}")
 endif()
 suite_verdict(cli11 CLI11_ROOT "${CLI11_FOUND}" "${CLI11_DIR}")
+suite_find_config(json nlohmann_json "nlohmann/json")
 find_package(Threads REQUIRED)
 
 # The CPU backend's GEMMs and attention tiles run on OpenBLAS (Debian's libopenblas-dev ships

@@ -13,6 +13,7 @@
 
 #include "common/benchmark_flags.hpp"
 #include "common/comm.hpp"
+#include "common/display_reporter.hpp"
 #include "common/errors.hpp"
 #include "common/group_comm.hpp"
 #include "common/harness.hpp"
@@ -169,7 +170,10 @@ class HumanOutputAside {
 // Runs the registered cases; rank 0 prints (console or --benchmark_format, plus
 // --benchmark_out), the others stay silent. Returns how many cases matched the filter.
 std::size_t run_registered(int rank) {
-  if (rank == 0) return benchmark::RunSpecifiedBenchmarks();
+  if (rank == 0) {
+    DisplayReporter display(benchmark::CreateDefaultDisplayReporter());
+    return benchmark::RunSpecifiedBenchmarks(&display);
+  }
   static std::ostream silent(nullptr);
   NullReporter quiet;
   quiet.SetOutputStream(&silent);

@@ -15,11 +15,22 @@ struct LinkLevel {
   double lat = 0;  // s per message
 };
 
+// One level's rates by what moves (calibrate.py measures each): the ring steps of a
+// reduce-scatter or all-gather (TP), an all-reduce (the gradient sums), an all-to-all (EP,
+// Ulysses) and point-to-point (the CP ring's exchange).
+struct LevelRates {
+  LinkLevel rs_ag, all_reduce, a2a, p2p;
+};
+inline LevelRates same_rates(LinkLevel l) {
+  return {l, l, l, l};
+}
+
 struct Cluster {
   int ranks_per_node = 8;
-  LinkLevel intra, inter;
-  double flops = 0;      // F: GEMM and attention FLOP/s
-  double flops_bwd = 0;  // F_b: the backward's (0: F)
+  LevelRates intra, inter;
+  double flops = 0;           // F of the GEMMs
+  double attn_flops = 0;      // F of attention (0: flops)
+  double attn_flops_bwd = 0;  // F_b, attention's backward (0: attn_flops)
 };
 
 struct AxisTime {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/comm.hpp"
+#include "common/cpu_info.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_env.hpp"
 #include "common/sim.hpp"
@@ -62,6 +63,8 @@ Attributes provenance_attrs(const std::string& bench, const std::string& command
       {"bench", bench},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
       {"gemm_library", gemm_library_version(cuda)},
+      // The host CPU also where the devices are GPUs (rank 0's host): the run's page shows it.
+      {"cpu_model", cpu_device_name()},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},

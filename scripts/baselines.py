@@ -8,16 +8,20 @@ world size, the benchmark's process group (`group_size` and `group_count`: `--tp
 `--ep`), the link preset (`link`), the transport, the backend and the dtype. A file written
 before the group was recorded counts as one group of its world size, as the schema says of a
 benchmark without a group. A baseline is stored as
-`results/baselines/<system key>/<bench>[_<mode>].h5`; the key names the group (`g<size>x<count>`)
-only when it is not the whole world, so the keys of such runs are those of older registries.
-Lookup reads the attributes of every file in the registry (so a file under any folder name,
+`results/baselines/<system key>/<name>.h5`, under the results file's own name, so every file of
+a `make run` (ring_attention.h5 and ring_docs.h5 hold the same bench) has a baseline of its
+own, and filing a later run of the same file replaces it (--force). The key names the group
+(`g<size>x<count>`) only when it is not the whole world, so the keys of such runs are those of
+older registries (which stored `<bench>[_<mode>].h5`: still found, see below). Lookup reads the attributes of every file in the registry (so a file under any folder name,
 older keys included, is found by what it holds) and picks, among the files of the same system
 and bench, the one sharing most comparable cases with the run (same name and parameters; newest
-first on a tie). Software versions (MPI, NCCL, CUDA, cuDNN, BLAS) are not part of a system:
+first on a tie, and a file of the run's own name before others). Software versions (MPI, NCCL, CUDA, cuDNN, BLAS) are not part of a system:
 compare.py shows them beside every verdict and names a change next to a regression.
 
     baselines.py list [--registry DIR]            every baseline and its system key
     baselines.py add RUN.h5 [--registry DIR]      store a run as the baseline of its system
+    baselines.py add RUN_DIR/ [--registry DIR]    every complete results file under RUN_DIR
+                                                  (a whole `make run`: what `make baseline` does)
     baselines.py find RUN.h5 [--registry DIR]     print the baseline compare.py would pick
     baselines.py rekey --device-names NAME [--registry DIR] [--host HOST]
         re-file the CPU baselines written before the CPU model was recorded (device_names
@@ -38,8 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_results import (Results, cli_warnings, match_cases, read_results,  # noqa: E402
-                           utc_now_iso)
+from suite_results import (Results, busy, cli_warnings, file_stem,  # noqa: E402
+                           find_result_files, load_text, match_cases, read_results, utc_now_iso)
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[1] / "results" / "baselines"
 SYSTEM_KEYS = ("device_names", "world_size", "group_size", "group_count", "link", "transport",
@@ -98,13 +102,6 @@ def system_key(res: Results) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", part).strip("-") for part in parts)
 
 
-def run_label(res: Results) -> str:
-    """`<bench>` or `<bench>_<mode>` when every case has the same `mode` parameter."""
-    bench = str(res.attrs.get("bench", "run"))
-    modes = {str(c.params.get("mode")) for c in res.cases.values() if c.params.get("mode")}
-    return f"{bench}_{modes.pop()}" if len(modes) == 1 else bench
-
-
 @dataclass
 class Choice:
     path: Path
@@ -126,9 +123,10 @@ def entries(registry: Path) -> list[Results]:
 def find_baseline(run: Results, registry: Path = DEFAULT_REGISTRY,
                   ignore_params: tuple[str, ...] = ()) -> Choice | None:
     """The baseline for `run`: same system and bench, most comparable cases in common (same
-    name and params, but for `ignore_params`), newest first."""
+    name and params, but for `ignore_params`), then the file of the run's own name, then the
+    newest."""
     system, bench = system_of(run), run.bench
-    best: Choice | None = None
+    best: tuple[tuple[int, bool, str], Choice] | None = None
     for base in entries(registry):
         if base.bench != bench or system_of(base) != system:
             continue
@@ -137,24 +135,48 @@ def find_baseline(run: Results, registry: Path = DEFAULT_REGISTRY,
         shared = len(match_cases(base, run, ignore_params).pairs)
         if shared == 0:
             continue
-        newer = best is not None and shared == best.shared_cases and (
-            str(base.attrs.get("created_utc", "")) > str(best.results.attrs.get("created_utc", "")))
-        if best is None or shared > best.shared_cases or newer:
-            best = Choice(base.path, base, shared)
-    return best
+        rank = (shared, base.path.name == Path(run.path).name,
+                str(base.attrs.get("created_utc", "")))
+        if best is None or rank > best[0]:
+            best = (rank, Choice(base.path, base, shared))
+    return best[1] if best else None
 
 
 def add_baseline(run_path: Path, registry: Path = DEFAULT_REGISTRY, force: bool = False) -> Path:
-    """Copies a complete run into `<registry>/<system key>/<label>.h5`; returns the new path."""
+    """Copies a complete run into `<registry>/<system key>/<its file name>`; returns the new
+    path."""
     run = read_results(run_path, load_datasets=False, warn=False)
     if not run.complete:
         raise ValueError(f"{run_path}: not a complete run; only complete runs become baselines")
-    dest = Path(registry) / system_key(run) / f"{run_label(run)}.h5"
+    dest = Path(registry) / system_key(run) / f"{file_stem(Path(run_path))}.h5"
     if dest.exists() and not force:
         raise FileExistsError(f"{dest} exists (--force replaces it)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_path, dest)
     return dest
+
+
+def busy_warning(path: Path) -> str | None:
+    """A warning for a baseline measured while other processes took part of its machine."""
+    res = read_results(path, load_datasets=False, warn=False)
+    if not busy(res):
+        return None
+    return (f"warning: {path.name}: other processes took {load_text(res)} while it ran, so its "
+            "times are slower than this machine's; a run on a quiet machine makes a better "
+            "baseline")
+
+
+def add_run_folder(folder: Path, registry: Path = DEFAULT_REGISTRY,
+                   force: bool = False) -> tuple[list[Path], list[str]]:
+    """Files every complete results file under `folder` (add_baseline); returns the baselines
+    written and one line per file left out (not complete, or its baseline exists)."""
+    written, skipped = [], []
+    for path in find_result_files([folder]):
+        try:
+            written.append(add_baseline(path, registry, force))
+        except (ValueError, FileExistsError, OSError) as err:
+            skipped.append(str(err))
+    return written, skipped
 
 
 def rekey_legacy_cpu(registry: Path, device_names: str, host: str) -> list[tuple[Path, Path]]:
@@ -191,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("list", "add", "find", "rekey"))
-    parser.add_argument("run", nargs="?", type=Path, help="results file (add, find)")
+    parser.add_argument("run", nargs="?", type=Path,
+                        help="results file (add, find), or a run's folder (add)")
     parser.add_argument("--registry", type=Path, default=DEFAULT_REGISTRY,
                         help="registry folder (default results/baselines)")
     parser.add_argument("--force", action="store_true", help="add: replace an existing baseline")
@@ -225,9 +248,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is None or not args.run.exists():
         print(f"error: {args.command} needs an existing results file", file=sys.stderr)
         return 2
+    if args.command == "add" and args.run.is_dir():
+        written, skipped = add_run_folder(args.run, args.registry, args.force)
+        for path in written:
+            print(path)
+            if (note := busy_warning(path)) is not None:
+                print(note, file=sys.stderr)
+        for line in skipped:
+            print(f"not filed: {line}", file=sys.stderr)
+        if not written and not skipped:
+            print(f"error: no results file (*.h5) under {args.run}", file=sys.stderr)
+        return 0 if written and not skipped else 2
     try:
         if args.command == "add":
-            print(add_baseline(args.run, args.registry, args.force))
+            path = add_baseline(args.run, args.registry, args.force)
+            print(path)
+            if (note := busy_warning(path)) is not None:
+                print(note, file=sys.stderr)
             return 0
         choice = find_baseline(read_results(args.run, load_datasets=False, warn=False),
                                args.registry)

@@ -8,7 +8,12 @@
 A case is a REGRESSION only when its median step time is slower than the baseline's by more
 than the threshold AND by more than the noise: the half-width of the p10..p90 band of the
 per-iteration step times, relative to the median, the larger of the two runs' (times --noise-k).
-A slowdown past the threshold but inside the noise is reported as `slower (noise)`.
+A slowdown past the threshold but inside the noise is reported as `slower (noise)`. A slowdown
+of a candidate that shared its machine with other work (more than a tenth of the cores went to
+other processes while it ran: the file attributes `host_other_cores` and `host_cores` that
+host_load.py records) is reported as `slower (busy)`, not judged: other processes, not the code,
+may have taken the time (a compiler beside a 4-rank run on 2 cores made cases 2 to 13 times
+slower). A busy baseline is only noted: its times are slower if anything.
 
 Software the times depend on but that is not part of the system (MPI, NCCL, CUDA, cuDNN, the
 GEMM/BLAS library, and the library a case records itself) is printed, baseline beside
@@ -39,9 +44,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import DEFAULT_REGISTRY, find_baseline, legacy_cpu_device, system_key  # noqa: E402
-from suite_results import (NOT_RECORDED, Case, Results, case_software, cli_warnings,  # noqa: E402
-                           config_differences, match_cases, read_results, software_changes,
-                           software_versions, warn)
+from suite_results import (NOT_RECORDED, Case, CaseMatch, Results, busy,  # noqa: E402
+                           case_software, cli_warnings, config_differences, load_text,
+                           match_cases, read_results, software_changes, software_versions, warn)
 
 CHECK_NAMES = {1: "pass", 0: "FAIL", -1: "off", None: "-"}
 
@@ -79,8 +84,17 @@ def case_noise(case: Case) -> float | None:
     return max(0.0, float(p90) - float(p10)) / (2 * float(median))
 
 
-def compare_case(base: Case, cand: Case, threshold: float, noise_k: float = 1.0) -> Row:
-    """Ratio candidate/baseline of the median step time, the noise, and the check transition."""
+def busy_note(cand: Results) -> str | None:
+    """Why the candidate's slowdowns are not judged (other processes took part of its
+    machine), or None. A busy baseline does not excuse them: its times were slower, if
+    anything, so a slowdown against it is real."""
+    return f"other processes took {load_text(cand)} during this run" if busy(cand) else None
+
+
+def compare_case(base: Case, cand: Case, threshold: float, noise_k: float = 1.0,
+                 shared_machine: bool = False) -> Row:
+    """Ratio candidate/baseline of the median step time, the noise, and the check transition;
+    with `shared_machine` (either run was busy) a slowdown is `slower (busy)`."""
     b, c = base.median_s, cand.median_s
     noises = [n for n in (case_noise(base), case_noise(cand)) if n is not None]
     noise = max(noises) if noises else None
@@ -92,7 +106,8 @@ def compare_case(base: Case, cand: Case, threshold: float, noise_k: float = 1.0)
     else:
         ratio = c / b
         if ratio > 1 + threshold:
-            status = "REGRESSION" if ratio - 1 > margin else "slower (noise)"
+            status = ("slower (noise)" if ratio - 1 <= margin
+                      else "slower (busy)" if shared_machine else "REGRESSION")
         elif ratio < 1 - threshold:
             status = "improvement" if 1 - ratio > margin else "faster (noise)"
         else:
@@ -199,6 +214,157 @@ def write_verdict(path: Path | None, verdict: dict) -> None:
         path.write_text(json.dumps(verdict, indent=1) + "\n")
 
 
+@dataclass
+class Comparison:
+    """What comparing one candidate with one baseline found."""
+
+    base: Results
+    cand: Results
+    rows: list[Row]
+    match: CaseMatch
+    new_failures: list[str]  # cases without a comparable baseline case that fail their check
+    run_changes: list[str]  # `label: old -> new` of the run's software
+    busy: str | None  # busy_note: why slowdowns are not judged, None on a quiet machine
+
+    @property
+    def regressions(self) -> list[str]:
+        return [r.key for r in self.rows if r.regression]
+
+    @property
+    def failures(self) -> list[str]:
+        return [r.key for r in self.rows if r.failed_check] + self.new_failures
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.regressions or self.failures)
+
+    def changed_software(self) -> list[str]:
+        """The libraries that changed, the run's and the cases' own, each named once."""
+        return list(dict.fromkeys(_labels(self.run_changes)
+                                  + [n for r in self.rows for n in _labels(r.software or [])]))
+
+
+def compare_runs(base: Results, cand: Results, threshold: float, noise_k: float = 1.0,
+                 ignore: tuple[str, ...] = ()) -> Comparison:
+    """Every comparable case judged (see compare_case), the cases that are not listed."""
+    match = match_cases(base, cand, ignore)
+    note = busy_note(cand)
+    rows = [compare_case(b, c, threshold, noise_k, note is not None) for b, c in match.pairs]
+    # A candidate case with no comparable baseline case (new, or other parameters) that fails
+    # its check is a new failure.
+    unmatched = match.only_cand + [c.key for _, c, _ in match.differing]
+    new_failures = [k for k in unmatched if cand.cases[k].check_passed == 0]
+    changes = software_changes(software_versions(base), software_versions(cand))
+    return Comparison(base, cand, rows, match, new_failures, changes, note)
+
+
+def print_comparison(cmp: Comparison, threshold: float, noise_k: float) -> None:
+    """The report: both runs, the software, the table, the unmatched cases, the counts and
+    the verdict line."""
+    base, cand, rows, match = cmp.base, cmp.cand, cmp.rows, cmp.match
+    print(f"baseline:  {base.path} ({base.attrs.get('git_commit', '?')}, "
+          f"{base.attrs.get('created_utc', '?')})")
+    print(f"candidate: {cand.path} ({cand.attrs.get('git_commit', '?')}, "
+          f"{cand.attrs.get('created_utc', '?')})")
+    print(f"threshold: {threshold:.1%}, and beyond {noise_k:g} x noise")
+    if cmp.busy:
+        print(f"machine:   {cmp.busy}: a slowdown there is `slower (busy)`, not judged")
+    if busy(base):
+        print(f"machine:   other processes took {load_text(base)} while the baseline ran: "
+              "its times may be slower than its machine's, and the regressions fewer")
+    print_software(base, cand)
+    print()
+    if rows:
+        print_table(rows, cmp.run_changes)
+    slower = [r for r in rows if r.status.startswith("slower") or r.regression]
+    if slower and cmp.run_changes:
+        print(f"\n{len(slower)} slower case(s) ({sum(r.regression for r in slower)} "
+              f"regression(s)) ran with other software than the baseline:")
+        for change in cmp.run_changes:
+            print(f"  {change}")
+    for r in slower:
+        if r.software:
+            print(f"{r.status}: {r.key} x{r.ratio:.3f}, its own library changed: "
+                  f"{'; '.join(r.software)}")
+    for key in match.only_base:
+        print(f"only in baseline:  {key}")
+    for key in match.only_cand:
+        note = "  CHECK FAILED" if key in cmp.new_failures else ""
+        print(f"only in candidate: {key}{note}")
+    for _, c, diffs in match.differing:
+        note = "  CHECK FAILED" if c.key in cmp.new_failures else ""
+        print(f"not comparable:    {c.key} (parameters differ, baseline != candidate: "
+              f"{'; '.join(diffs)}){note}")
+    if not rows:
+        warn("no case of the two runs could be compared")
+    improvements = sum(r.status == "improvement" for r in rows)
+    noisy = sum(r.status.endswith("(noise)") for r in rows)
+    busy_count = sum(r.status == "slower (busy)" for r in rows)
+    print(f"\n{len(rows)} compared, {len(cmp.regressions)} regression(s), {improvements} "
+          f"improvement(s), {len(cmp.failures)} check failure(s), {noisy} within noise, "
+          + (f"{busy_count} slower on a busy machine, " if busy_count else "")
+          + f"{len(match.only_base)} only in baseline, {len(match.only_cand)} only in "
+          f"candidate, {len(match.differing)} not comparable")
+    changed = cmp.changed_software()
+    print(f"verdict: {'regression' if cmp.flagged else 'ok'}"
+          + (f" (software changed: {', '.join(changed)})" if changed else ""))
+
+
+def verdict_header(cand_path: Path, cand: Results, threshold: float, noise_k: float,
+                   ignore: tuple[str, ...] = ()) -> dict:
+    """The verdict file's fields that do not depend on a baseline."""
+    header: dict = {"candidate": str(cand_path), "system": system_key(cand),
+                    "bench": cand.attrs.get("bench"), "threshold": threshold,
+                    "noise_k": noise_k, "created_utc": cand.attrs.get("created_utc"),
+                    "git_commit": cand.attrs.get("git_commit")}
+    if ignore:
+        header["ignored_params"] = list(ignore)
+    return header
+
+
+def verdict_record(header: dict, cmp: Comparison) -> dict:
+    """The verdict as JSON (history.py reads `verdict`, `regressions`, `check_failures`)."""
+    match = cmp.match
+    return {
+        **header, "verdict": "regression" if cmp.flagged else "ok",
+        "baseline": str(cmp.base.path), "busy": cmp.busy,
+        "regressions": cmp.regressions, "check_failures": cmp.failures,
+        "only_in_baseline": match.only_base, "only_in_candidate": match.only_cand,
+        "not_comparable": [{"case": c.key, "differences": diffs}
+                           for _, c, diffs in match.differing],
+        "software": {"baseline": software_versions(cmp.base),
+                     "candidate": software_versions(cmp.cand), "changed": cmp.run_changes},
+        "cases": [{"case": r.key, "baseline_s": r.base_s, "candidate_s": r.cand_s,
+                   "ratio": r.ratio, "noise": r.noise, "status": r.status,
+                   "software_changed": cmp.run_changes + (r.software or [])}
+                  for r in cmp.rows]}
+
+
+def refuse_pair(base_path: Path, base: Results, cand_path: Path, cand: Results) -> str | None:
+    """Why two files cannot be compared at all (other benchmarks, a simulation against a
+    measurement), or None."""
+    if base.bench != cand.bench:
+        return (f"{base_path} holds bench {base.bench or '?'} and {cand_path} bench "
+                f"{cand.bench or '?'}: runs of different benchmarks have no case in common")
+    if bool(base.attrs.get("simulated")) != bool(cand.attrs.get("simulated")):
+        sim, real = ((base_path, cand_path) if base.attrs.get("simulated")
+                     else (cand_path, base_path))
+        return (f"{sim} is a simulated run (SimGrid SMPI) and {real} a measured one: "
+                "a simulation is never compared with a measurement")
+    return None
+
+
+def warn_config(base: Results, cand: Results) -> None:
+    """Warnings for what makes the two runs' times doubtful to compare."""
+    for diff in config_differences(base, cand):
+        warn(f"the runs differ in {diff}; times may not be comparable")
+    for which, res in (("baseline", base), ("candidate", cand)):
+        if legacy_cpu_device(res):
+            warn(f"{which} {res.path}: device_names is `cpu` (written before the CPU model "
+                 "was recorded): which CPU it ran on is unknown, so its system matches any "
+                 "CPU machine's (baselines.py rekey files it under the right CPU)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cli_warnings()
@@ -209,25 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     cand_path = args.files[-1]
     cand = read_results(cand_path, load_datasets=False)
     ignore = tuple(args.ignore_param)
-    verdict: dict = {"candidate": str(cand_path), "system": system_key(cand),
-                     "bench": cand.attrs.get("bench"), "threshold": args.threshold,
-                     "noise_k": args.noise_k, "created_utc": cand.attrs.get("created_utc"),
-                     "git_commit": cand.attrs.get("git_commit")}
-    if ignore:
-        verdict["ignored_params"] = list(ignore)
+    header = verdict_header(cand_path, cand, args.threshold, args.noise_k, ignore)
     if len(args.files) == 2:
         base_path = args.files[0]
         base = read_results(base_path, load_datasets=False)
-        if base.bench != cand.bench:
-            print(f"error: {base_path} holds bench {base.bench or '?'} and {cand_path} bench "
-                  f"{cand.bench or '?'}: runs of different benchmarks have no case in common",
-                  file=sys.stderr)
-            return 2
-        if bool(base.attrs.get("simulated")) != bool(cand.attrs.get("simulated")):
-            sim, real = ((base_path, cand_path) if base.attrs.get("simulated")
-                         else (cand_path, base_path))
-            print(f"error: {sim} is a simulated run (SimGrid SMPI) and {real} a measured one: "
-                  "a simulation is never compared with a measurement", file=sys.stderr)
+        refusal = refuse_pair(base_path, base, cand_path, cand)
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
             return 2
     else:
         choice = find_baseline(cand, args.registry, ignore)
@@ -235,79 +389,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no baseline in {args.registry} for system {system_key(cand)} "
                   f"(bench {cand.attrs.get('bench')}): nothing to compare")
             print("software: " + "; ".join(f"{k} {v}" for k, v in software_versions(cand).items()))
-            write_verdict(args.verdict, {**verdict, "verdict": "no-baseline", "baseline": None})
+            write_verdict(args.verdict, {**header, "verdict": "no-baseline", "baseline": None})
             return 2 if args.require_baseline else 0
-        base_path, base = choice.path, choice.results
+        base = choice.results
         print(f"registry:  {args.registry} -> system {system_key(cand)}")
-    for diff in config_differences(base, cand):
-        warn(f"the runs differ in {diff}; times may not be comparable")
-    for which, res in (("baseline", base), ("candidate", cand)):
-        if legacy_cpu_device(res):
-            warn(f"{which} {res.path}: device_names is `cpu` (written before the CPU model "
-                 "was recorded): which CPU it ran on is unknown, so its system matches any "
-                 "CPU machine's (baselines.py rekey files it under the right CPU)")
-
-    pairs, only_base, only_cand, differing = match_cases(base, cand, ignore)
-    rows = [compare_case(b, c, args.threshold, args.noise_k) for b, c in pairs]
-    print(f"baseline:  {base_path} ({base.attrs.get('git_commit', '?')}, "
-          f"{base.attrs.get('created_utc', '?')})")
-    print(f"candidate: {cand_path} ({cand.attrs.get('git_commit', '?')}, "
-          f"{cand.attrs.get('created_utc', '?')})")
-    print(f"threshold: {args.threshold:.1%}, and beyond {args.noise_k:g} x noise")
-    run_changes = print_software(base, cand)
-    print()
-    if rows:
-        print_table(rows, run_changes)
-    slower = [r for r in rows if r.status in ("REGRESSION", "slower (noise)")]
-    if slower and run_changes:
-        print(f"\n{len(slower)} slower case(s) ({sum(r.regression for r in slower)} "
-              f"regression(s)) ran with other software than the baseline:")
-        for change in run_changes:
-            print(f"  {change}")
-    for r in slower:
-        if r.software:
-            print(f"{r.status}: {r.key} x{r.ratio:.3f}, its own library changed: "
-                  f"{'; '.join(r.software)}")
-
-    # A candidate case with no comparable baseline case (new, or other parameters) that fails
-    # its check is a new failure.
-    unmatched = only_cand + [c.key for _, c, _ in differing]
-    new_failures = [k for k in unmatched if cand.cases[k].check_passed == 0]
-    for key in only_base:
-        print(f"only in baseline:  {key}")
-    for key in only_cand:
-        note = "  CHECK FAILED" if key in new_failures else ""
-        print(f"only in candidate: {key}{note}")
-    for _, c, diffs in differing:
-        note = "  CHECK FAILED" if c.key in new_failures else ""
-        print(f"not comparable:    {c.key} (parameters differ, baseline != candidate: "
-              f"{'; '.join(diffs)}){note}")
-    if not rows:
-        warn("no case of the two runs could be compared")
-
-    regressions = [r.key for r in rows if r.regression]
-    failures = [r.key for r in rows if r.failed_check] + new_failures
-    improvements = sum(r.status == "improvement" for r in rows)
-    noisy = sum(r.status.endswith("(noise)") for r in rows)
-    print(f"\n{len(rows)} compared, {len(regressions)} regression(s), {improvements} "
-          f"improvement(s), {len(failures)} check failure(s), {noisy} within noise, "
-          f"{len(only_base)} only in baseline, {len(only_cand)} only in candidate, "
-          f"{len(differing)} not comparable")
-    flagged = bool(regressions or failures)
-    changed = list(dict.fromkeys(_labels(run_changes)
-                                 + [n for r in rows for n in _labels(r.software or [])]))
-    print(f"verdict: {'regression' if flagged else 'ok'}"
-          + (f" (software changed: {', '.join(changed)})" if changed else ""))
-    write_verdict(args.verdict, {
-        **verdict, "verdict": "regression" if flagged else "ok", "baseline": str(base_path),
-        "regressions": regressions, "check_failures": failures,
-        "only_in_baseline": only_base, "only_in_candidate": only_cand,
-        "not_comparable": [{"case": c.key, "differences": diffs} for _, c, diffs in differing],
-        "software": {"baseline": software_versions(base),
-                     "candidate": software_versions(cand), "changed": run_changes},
-        "cases": [{"case": r.key, "ratio": r.ratio, "noise": r.noise, "status": r.status,
-                   "software_changed": run_changes + (r.software or [])} for r in rows]})
-    return 1 if flagged else 0
+    warn_config(base, cand)
+    cmp = compare_runs(base, cand, args.threshold, args.noise_k, ignore)
+    print_comparison(cmp, args.threshold, args.noise_k)
+    write_verdict(args.verdict, verdict_record(header, cmp))
+    return 1 if cmp.flagged else 0
 
 
 if __name__ == "__main__":

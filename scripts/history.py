@@ -14,13 +14,19 @@ case, labelled with the case (past 8 cases, one small panel per case, each title
 on its own y scale); the compare step's regressions (red X) and failed checks (red square)
 on the run where they happened; a dotted vertical where the software (MPI, NCCL, CUDA, cuDNN,
 GEMM/BLAS) changed between two runs, the change written below. The text output names those
-changes too."""
+changes too.
+
+`--html OUT.html` writes a page (self-contained: no script, nothing from the network) with, per
+system, the runs (each linked to its results file and, where make run wrote one, its run's
+page) and every case's trend as a small line over the runs, a red dot on each run whose compare
+step flagged the case, the cases flagged in some run first."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from datetime import datetime, timezone
@@ -378,6 +384,55 @@ def plot_history(runs: list[Results], table: History, out: Path,
     return written
 
 
+def _link(target: Path, page: Path) -> str:
+    """`target` relative to the page's folder (the page opens from disk)."""
+    return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix()
+
+
+def html_systems(runs: list[Results], table: History, page: Path) -> list[dict]:
+    """Per system: its runs (label, links, verdict) and its cases' series, flagged cases
+    first, for history_page.html.j2."""
+    systems: dict[str, dict] = {}
+    for key, points in table.items():
+        for label, series in by_system(runs, key, points).items():
+            system = system_key(runs[series[0][0]])
+            entry = systems.setdefault(system, {"key": system, "runs": set(), "cases": []})
+            entry["runs"].update(i for i, _ in series)
+            marked = [key in flagged_cases(runs[i]) for i, _ in series]
+            values = [v for _, v in series]
+            entry["cases"].append({
+                "case": key, "params": label[len(system):].strip(), "series": values,
+                "marked": marked, "flagged_runs": [i for (i, _), m in zip(series, marked) if m],
+                "first": values[0], "last": values[-1],
+                "change": values[-1] / values[0] - 1 if values[0] > 0 else None})
+    out = []
+    for entry in systems.values():
+        run_rows = []
+        for i in sorted(entry["runs"]):
+            run = runs[i]
+            index = run.path.parent / "index.html"
+            verdict = compare_verdict(run)
+            run_rows.append({"index": i, "label": _run_label(run),
+                             "file": _link(run.path, page), "name": str(run.path),
+                             "page": _link(index, page) if index.exists() else None,
+                             "verdict": verdict.get("verdict") if verdict else None})
+        cases = sorted(entry["cases"], key=lambda c: not c["flagged_runs"])
+        out.append({"key": entry["key"], "runs": run_rows, "cases": cases})
+    return out
+
+
+def write_html(runs: list[Results], table: History, out: Path,
+               metric: str = "time_median_s") -> Path:
+    """The history page (see the module's docstring); returns its path."""
+    from page_render import render
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    systems = html_systems(runs, table, out)
+    out.write_text(render("history_page.html.j2", title=f"History of {len(runs)} run(s)",
+                          metric=metric, timed=metric.endswith("_s"), systems=systems))
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Print (and optionally plot) each case's median step time over many runs, "
@@ -392,6 +447,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
                         help="also draw the metric per case over runs: OUT.png, or one "
                              "OUT_<system>.png per system when the runs span several")
+    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html",
+                        help="also write a page: per system its runs and every case's trend "
+                             "with the compare step's regressions marked")
     parser.add_argument("--bench", default=None, metavar="NAME",
                         help="only runs of this benchmark (the file attribute `bench`); files "
                              "of others are skipped with a warning")
@@ -425,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     print_history(runs, table, args.metric)
     if args.plot:
         plot_history(runs, table, args.plot, args.metric)
+    if args.html:
+        print(f"\n{write_html(runs, table, args.html, args.metric)}")
     return 0
 
 

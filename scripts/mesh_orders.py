@@ -16,21 +16,18 @@ beside predicted, and which axes cross nodes. Prints a Markdown table (and write
 from __future__ import annotations
 
 import argparse
-import csv
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import h5py
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
 from sim_platform import LINKS  # noqa: E402
 
 AXES = ("tp", "cp", "ep", "dp")
-GPUS_PER_NODE = 8
 
 
 def block_flag(flags: list[str], name: str, default: str) -> str:
@@ -69,26 +66,15 @@ def model_rows(args: argparse.Namespace, flags: list[str]) -> dict[str, dict[str
 
 
 def simulated_rows(args: argparse.Namespace, flags: list[str], out: Path) -> dict[str, dict[str, float]]:
-    ranks = args.tp * args.cp * args.dp
-    cmd = [sys.executable, str(ROOT / "scripts" / "simulate.py"), "mesh", "--platform", "fattree",
-           "--nodes", str(args.nodes), "--ranks", str(ranks), "--link", args.link, "--sim-flops",
-           str(args.sim_flops), "--no-plot", "--out", str(out), "--", "--tp", str(args.tp), "--cp",
-           str(args.cp), "--dp", str(args.dp), "--order", args.orders, "--pass", "fwd_bwd",
-           "--ranks-per-node", str(GPUS_PER_NODE), "--iters", "1", "--warmup", "0", *flags]
-    if args.build:
-        cmd[3:3] = ["--build", str(args.build)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(proc.returncode)
-    rows = {}
-    with h5py.File(out) as f:
-        for g in f["mesh"].values():
-            a = g.attrs
-            rows[str(a["order"])] = {"step_s": float(a["time_median_s"]),
-                                     **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES},
-                                     **{f"{x}_bytes": float(a[f"{x}_bytes_per_rank"]) for x in AXES}}
-    return rows
+    cases = simulate_mesh(nodes=args.nodes, ranks=args.tp * args.cp * args.dp, link=args.link,
+                          sim_flops=args.sim_flops, build=args.build, out=out,
+                          mesh_flags=["--tp", str(args.tp), "--cp", str(args.cp), "--dp", str(args.dp),
+                                      "--order", args.orders, "--pass", "fwd_bwd", "--ranks-per-node",
+                                      str(GPUS_PER_NODE), "--iters", "1", "--warmup", "0", *flags])
+    return {str(a["order"]): {"step_s": float(a["time_median_s"]),
+                              **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES},
+                              **{f"{x}_bytes": float(a[f"{x}_bytes_per_rank"]) for x in AXES}}
+            for a in cases}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                      **{f"{x}_sim_s": s[f"{x}_s"] for x in AXES}, **{f"{x}_model_s": m[f"{x}_s"] for x in AXES},
                      **{f"{x}_bytes": s[f"{x}_bytes"] for x in AXES}})
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 

@@ -44,11 +44,11 @@ def a2a_algorithm(ranks: int) -> str:
     return "pairwise (forced)" if ranks >= PAIRWISE_FROM else "pairwise" if ranks >= 64 else "concurrent"
 
 
-def simulate(ranks: int, out: Path, flops: float) -> None:
+def simulate(ranks: int, out: Path, flops: float, build: Path) -> None:
     nodes = max(1, ranks // 8)
     limits = "0" if nodes == 1 else f"0,{min(4, nodes)}"
     cmd = [sys.executable, str(ROOT / "scripts" / "simulate.py"), "moe", "--platform", "fattree", "--ranks", str(ranks),
-           "--sim-flops", str(flops), "--out", str(out), "--no-plot"]
+           "--sim-flops", str(flops), "--out", str(out), "--no-plot", "--build", str(build)]
     if ranks >= PAIRWISE_FROM:
         cmd += ["--cfg", "smpi/alltoallv:pair", "--cfg", "smpi/alltoall:pair"]
     cmd += ["--", *CASE, "--max-nodes-per-token", limits]
@@ -85,6 +85,7 @@ def main() -> None:
     p.add_argument("--ranks", default="8,16,32,64,128", help="EP sizes (multiples of 8)")
     p.add_argument("--sim-flops", type=float, default=5e14, help="modeled FLOP/s of a GPU")
     p.add_argument("--csv", type=Path, help="also write the rows here")
+    p.add_argument("--build", type=Path, default=ROOT / "build-sim", help="the SMPI build (make sim)")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,7 +93,7 @@ def main() -> None:
             if n % 8:
                 sys.exit(f"--ranks: {n} is not a multiple of 8 (8 GPUs a node)")
             path = Path(tmp) / f"moe_{n}.h5"
-            simulate(n, path, args.sim_flops)
+            simulate(n, path, args.sim_flops, args.build)
             rows.extend(rows_of(path, n))
             print(f"simulated EP {n}", file=sys.stderr, flush=True)
     print("| EP | nodes | max nodes | dispatch | flat all-to-all-v | dispatch ms | combine ms | across MB/rank "

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: every benchmark on the CPU backend with local MPI ranks, results into
-# results/<UTC stamp>/, then plots of each file. Used by `make run`; NP, MPIRUN, BUILD and
-# EXTRA (flags for every benchmark) can be set in the environment, and LINK: unset (or
+# results/<UTC stamp>/, then plots of each file, a summary (CSV, JSON), the verdict of every
+# file against this machine's baselines and the run's page (index.html); the verdict's lines
+# come last. Used by `make run`; NP, MPIRUN, BUILD and EXTRA (flags for every benchmark) can be
+# set in the environment, STRICT=1 makes a regression fail the run (exit 1), and LINK: unset (or
 # `loopback`) runs over Open MPI's shared memory as always; LINK=shaped-1g, shaped-10g or
 # shaped:RATE runs every MPI benchmark over a real slow link, Open MPI over TCP on a network
 # namespace's shaped loopback (scripts/shaped_link.py: root and tc; refused up front otherwise).
@@ -38,13 +40,20 @@ if [ "$LINK" != loopback ]; then
 fi
 common=(--backend cpu --link "$label")
 
+# measured OUTPUT_FILE COMMAND...: runs the command and records in its results file how many
+# cores other processes took meanwhile (a busy machine's slowdowns are not judged regressions).
+measured() {
+  local out=$1; shift
+  .venv/bin/python scripts/host_load.py --out "$out" -- "$@"
+}
+
 # run OUTPUT_NAME BINARY FLAGS...: one benchmark, results in $dir/OUTPUT_NAME.h5
 run() {
   local out=$1 bin=$2; shift 2
   echo "== $bin ($NP ranks): $out.h5 =="
   # EXTRA comes last: a flag given twice takes its last value, so EXTRA overrides.
   # shellcheck disable=SC2086
-  "${launch[@]}" "$BUILD/bin/$bin" "${common[@]}" --out "$dir/$out.h5" "$@" $EXTRA
+  measured "$dir/$out.h5" "${launch[@]}" "$BUILD/bin/$bin" "${common[@]}" --out "$dir/$out.h5" "$@" $EXTRA
 }
 
 run sp_tp sp_tp --mode collectives --sizes 1K:4M:x4 --iters 20
@@ -87,8 +96,8 @@ run moe_a2a moe --mode a2a --traffic uniform,zipf,incast,pair --bytes 64K,4M --r
   --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
-  "$BUILD/bin/kernel_bench" --out="$dir/kernel_bench.h5" --benchmark_out="$dir/kernel_bench.json" \
-    --benchmark_out_format=json
+  measured "$dir/kernel_bench.h5" "$BUILD/bin/kernel_bench" --out="$dir/kernel_bench.h5" \
+    --benchmark_out="$dir/kernel_bench.json" --benchmark_out_format=json
 fi
 
 # Bytes on the wire: Open MPI's own count for every sp_tp collective case (two extra, monitored
@@ -120,4 +129,23 @@ if [ -x "$SIM_BUILD/bin/ring_attention" ]; then
 else
   echo "(no $SIM_BUILD: make sim builds the SMPI variant for the simulated ring sweep)"
 fi
-echo "results and plots: $dir"
+# Every results file (the simulated ones too) for readers without h5py, its verdict against
+# this machine's baselines (beside each file: <name>.compare.txt and .compare.json), and the
+# page of the whole run; the verdict's lines are the last the run prints.
+echo "== summary, verdict and page =="
+mapfile -t files < <(find "$dir" -name '*.h5' | sort)
+.venv/bin/python scripts/summary.py "${files[@]}" --csv "$dir/summary.csv" --json "$dir/summary.json" ||
+  echo "warning: a check failed (summary.csv, column check)"
+strict=()
+if [ "${STRICT:-0}" != 0 ]; then strict=(--strict); fi
+verdict=0
+.venv/bin/python scripts/run_verdict.py "$dir" "${strict[@]}" >"$dir/verdict.txt" || verdict=$?
+.venv/bin/python scripts/report_page.py "$dir" >/dev/null || echo "warning: report_page.py failed"
+echo "results and plots: $dir; all of it on one page: $dir/index.html"
+cat "$dir/verdict.txt"
+if [ "$verdict" = 1 ] && [ ${#strict[@]} -gt 0 ]; then
+  echo "STRICT=1: a regression or a newly failing check fails this run"
+elif [ "$verdict" != 0 ]; then
+  echo "warning: scripts/run_verdict.py failed (exit $verdict)"
+fi
+exit "$verdict"

@@ -237,6 +237,34 @@ def software_changes(before: dict[str, str], after: dict[str, str]) -> list[str]
             and before[label] != after[label]]
 
 
+# A run shared its machine when other processes took more than this fraction of its cores
+# (scripts/host_load.py records how many they took; compare.py does not judge such a run's
+# slowdowns).
+BUSY_FRACTION = 0.1
+
+
+def other_load(res: Results) -> tuple[float, int] | None:
+    """(cores other processes used while the run measured, the machine's cores), from the
+    file attributes host_load.py writes; None for a run that did not record them."""
+    other, cores = res.attrs.get("host_other_cores"), res.attrs.get("host_cores")
+    if other is None or not cores:
+        return None
+    return float(other), int(cores)
+
+
+def busy(res: Results) -> bool:
+    """True when other processes took more than BUSY_FRACTION of the run's machine."""
+    load = other_load(res)
+    return load is not None and load[0] > BUSY_FRACTION * load[1]
+
+
+def load_text(res: Results) -> str:
+    """`1.3 of 2 cores`: what other processes took while the run measured (`unknown` when
+    the run did not record it)."""
+    load = other_load(res)
+    return "unknown" if load is None else f"{load[0]:.1f} of {load[1]} cores"
+
+
 def utc_now_iso() -> str:
     """Now, as the results files write times: `YYYY-MM-DDTHH:MM:SSZ`."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -378,6 +406,14 @@ def add_case_figures(path: str | Path, bench: str, case: str, attrs: dict[str, A
             if name in group:
                 del group[name]
             group.create_dataset(name, data=value)
+
+
+def add_file_attrs(path: str | Path, attrs: dict[str, Any]) -> None:
+    """Adds (or replaces) file attributes of a complete results file, such as how busy the
+    machine was with other work while the run measured (scripts/host_load.py)."""
+    with h5py.File(path, "a") as f:
+        for name, value in attrs.items():
+            f.attrs[name] = value
 
 
 def find_result_files(inputs: Iterable[str | Path], include_partial: bool = False) -> list[Path]:

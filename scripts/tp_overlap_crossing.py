@@ -2,7 +2,7 @@
 """Where TP+SP's collective matmul stops exposing its transfers, per op, beside METHODS.md 1.1.
 
     tp_overlap_crossing.py [--tp 8] [--sim-flops 7e14] [--platform node8] [--link nvlink]
-                           [--h-over-t 256,512,...] [--csv OUT.csv] [--plot OUT.png]
+                           [--h-over-t 256,512,... | 256:2048:64] [--csv OUT.csv] [--plot OUT.png]
 
 For each h/t of the sweep, one SMPI run (scripts/simulate.py, modeled compute: every GEMM's
 FLOPs injected at --sim-flops, so the result is the same on any host) of `sp_tp --mode layer
@@ -13,7 +13,9 @@ fc1, fc2), from the phases the layer records:
   exposed        what the ring left exposed (phase <op>_exposed of the `ring` case)
   efficiency     1 - exposed / transfer only (the share of the transfer the GEMMs hid)
 The crossing of an op is the h/t where its exposed time first falls to --tol of its transfer,
-interpolated linearly from the last exposed point; METHODS.md 1.1 puts it at
+interpolated linearly from the last exposed point, so it moves with the grid (the default grid
+puts qkv's at 570 where steps of 64 put it at 527): the README's table comes from
+`--seq 8192 --h-over-t 256:2048:64`, and `make docs-check` reruns it. METHODS.md 1.1 puts it at
 h/t = e F / (2 c W) (`model --section tp_overlap` prints the thresholds; W is the simulated
 link's bandwidth). The per-step latency, which the condition leaves out, moves the simulated
 crossing a little to the right.
@@ -134,6 +136,14 @@ def plot(points: list[Point], thr: dict[str, float], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def h_over_t_values(text: str) -> list[int]:
+    """`256,512,768` as it is; `256:2048:64` from 256 to 2048 in steps of 64."""
+    if ":" in text:
+        first, last, step = (int(x) for x in text.split(":"))
+        return list(range(first, last + 1, step)) if step > 0 else []
+    return [int(x) for x in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tp", type=int, default=8, help="t: ranks of the TP group (one node)")
@@ -142,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--platform", default="node8", help="simulate.py preset")
     p.add_argument("--link", help="simulate.py link preset (default: the platform's)")
     p.add_argument("--h-over-t", default="256,512,768,1024,1280,1536,1792,2048,2560",
-                   help="h/t values, multiples of 64")
+                   help="h/t values, multiples of 64: a list, or FIRST:LAST:STEP")
     p.add_argument("--tol", type=float, default=TOL, help="exposed within this share of the transfer counts as hidden")
     p.add_argument("--model", type=Path, default=ROOT / "build" / "bin" / "model",
                    help="the CPU build's model executable")
@@ -150,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", type=Path, help="also write the points here")
     p.add_argument("--plot", type=Path, help="exposed / transfer against h/t, one panel per op")
     args = p.parse_args(argv)
-    sweep = [int(x) for x in args.h_over_t.split(",")]
-    if any(x <= 0 or x % 64 for x in sweep):
+    try:
+        sweep = h_over_t_values(args.h_over_t)
+    except ValueError:
+        sweep = []
+    if not sweep or any(x <= 0 or x % 64 for x in sweep):
         print("error: --h-over-t: every value must be a positive multiple of 64", file=sys.stderr)
         return 2
     if args.platform not in PRESETS or (args.link and args.link not in LINKS):

@@ -103,16 +103,16 @@ std::string kernel_case_name(const std::string& registered, long repetition) {
 }
 
 ResultsFileReporter::ResultsFileReporter(ResultsWriter& writer, bool aggregates_only)
-    : display_(benchmark::CreateDefaultDisplayReporter()),
+    : display_(benchmark::CreateDefaultDisplayReporter(), false),
       writer_(writer),
       aggregates_only_(aggregates_only) {}
 
 bool ResultsFileReporter::ReportContext(const Context& context) {
-  return display_->ReportContext(context);
+  return display_.ReportContext(context);
 }
 
 void ResultsFileReporter::Finalize() {
-  display_->Finalize();
+  display_.Finalize();
 }
 
 void ResultsFileReporter::ReportRuns(const std::vector<Run>& runs) {
@@ -120,7 +120,7 @@ void ResultsFileReporter::ReportRuns(const std::vector<Run>& runs) {
   // aggregates, in two calls: aggregates-only hides the first.
   const bool aggregates_follow =
       !runs.empty() && runs.front().run_type == Run::RT_Iteration && runs.front().repetitions > 1;
-  if (!(aggregates_only_ && aggregates_follow)) display_->ReportRuns(runs);
+  if (!(aggregates_only_ && aggregates_follow)) display_.ReportRuns(runs);
   // The runs of one case arrive together (all its repetitions): its last calls of the reported
   // iteration count are those repetitions, in order.
   std::map<std::string, std::vector<const Run*>> by_case;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/display_reporter.hpp"
 #include "common/results.hpp"
 
 namespace suite::bench {
@@ -36,7 +37,7 @@ class ResultsFileReporter final : public benchmark::BenchmarkReporter {
   std::size_t cases_written() const { return written_; }
 
  private:
-  benchmark::BenchmarkReporter* display_;  // owned by Google Benchmark
+  DisplayReporter display_;  // rows as each case ends (no progress lines to keep apart)
   ResultsWriter& writer_;
   bool aggregates_only_;
   std::size_t written_ = 0;

@@ -5,6 +5,7 @@
 #include "bench/mesh/mesh_case.hpp"
 #include "bench/mesh/mesh_config.hpp"
 #include "bench/mesh/mesh_flags.hpp"
+#include "bench/mesh/mesh_table.hpp"
 #include "common/bench_main.hpp"
 
 int main(int argc, char** argv) {

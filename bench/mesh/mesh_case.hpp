@@ -13,7 +13,4 @@ namespace suite::mesh {
 
 CaseSpec make_case(BenchContext& ctx, const MeshConfig& cfg);
 
-// Rank 0: the table of the cases written (time and bytes per axis, memory, check).
-void print_mesh_table(const std::vector<CaseRecord>& records);
-
 }  // namespace suite::mesh

@@ -8,6 +8,7 @@
 
 #include "bench/model/mesh_section.hpp"
 #include "bench/model/params.hpp"
+#include "bench/model/plan_section.hpp"
 #include "bench/model/planning.hpp"
 #include "bench/model/varlen.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
@@ -265,9 +266,12 @@ int main(int argc, char** argv) {
                  "GEMMs, each op's threshold on h/t and its serial and overlapped time at F, W; "
                  "mesh (not in all): the composed block on --tp x --cp x --dp ranks in each "
                  "--order, its training step's bytes, memory and time per axis on a two-tier "
-                 "cluster (--bw, --lat inside a node; --bw-inter, --lat-inter across)")
-      ->check(
-          CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh"}))
+                 "cluster (--bw, --lat inside a node; --bw-inter, --lat-inter across); plan (not "
+                 "in all): every mesh of --gpus for the model, sequence and --global-tokens, the "
+                 "ones that fit --memory-gb, ranked by step time at a --calibration file's rates "
+                 "(or the flags')")
+      ->check(CLI::IsMember(
+          {"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh", "plan"}))
       ->capture_default_str();
   suite::model_cli::VarlenOptions varlen;
   std::string cp_sweep, layouts = "contiguous,zigzag,striped,doc_zigzag,balanced";
@@ -355,6 +359,29 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lat-inter", mesh.lat_inter, "mesh: seconds per message across nodes")
       ->capture_default_str();
+  suite::model_cli::PlanOptions mesh_plan;
+  app.add_option("--calibration", mesh_plan.calibration,
+                 "plan: rates measured by scripts/calibrate.py (JSON); without it -F, -W, --lat, "
+                 "--bw-inter, --lat-inter and --ranks-per-node");
+  app.add_option("--gpus", mesh_plan.gpus, "plan: GPUs of the job")->capture_default_str();
+  app.add_option("--memory-gb", mesh_plan.memory_gb, "plan: memory per GPU, GB")
+      ->capture_default_str();
+  app.add_option("--global-tokens", mesh_plan.global_tokens,
+                 "plan: tokens per optimizer step (a whole number of --seq sequences; 0: one "
+                 "sequence per GPU)")
+      ->capture_default_str();
+  app.add_option("--max-pp", mesh_plan.max_pp, "plan: the deepest pipeline to consider")
+      ->capture_default_str();
+  app.add_option("--top", mesh_plan.top, "plan: meshes printed")->capture_default_str();
+  app.add_flag("!--no-zero1", mesh_plan.zero1,
+               "plan: optimizer state whole on every rank (default: sharded over DP x CP, "
+               "ZeRO-1 / Megatron's distributed optimizer)");
+  app.add_option("--plan-orders", mesh_plan.orders, "plan: axis orders to consider, '/' between")
+      ->capture_default_str();
+  app.add_option("--plan-csv", mesh_plan.csv, "plan: every mesh, one CSV row each");
+  app.add_option("--compare", mesh_plan.compare,
+                 "plan: a mesh to place in the ranking, as the plan names them (e.g. "
+                 "tp8-cp16:ring-pp16-dp8)");
   app.add_option("--layers,-L", p.layers,
                  "L: layers of the model; every section also prints totals over L layers")
       ->capture_default_str();
@@ -409,6 +436,20 @@ int main(int argc, char** argv) {
   }
   if (section == "tp_overlap") {
     print_tp_overlap(p, e);
+    return 0;
+  }
+  if (section == "plan") {
+    if (experts_opt->count() == 0) p.experts = 0;  // a dense model
+    mesh_plan.ranks_per_node = mesh.ranks_per_node;
+    mesh_plan.bw_inter = mesh.bw_inter;
+    mesh_plan.lat = mesh.lat;
+    mesh_plan.lat_inter = mesh.lat_inter;
+    try {
+      suite::model_cli::print_plan(p, mesh_plan, p.dtype, e, e_grad);
+    } catch (const suite::UsageError& err) {
+      std::fprintf(stderr, "error: model: %s\n", err.what());
+      return 2;
+    }
     return 0;
   }
   if (section == "mesh") {

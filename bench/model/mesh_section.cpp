@@ -52,8 +52,9 @@ void print_mesh(const Params& p, const MeshOptions& o, double e, double e_grad) 
   m.e = e;
   m.e_grad = e_grad;
   const model::Cluster cl{o.ranks_per_node,
-                          {p.bw, o.lat},
-                          {o.bw_inter, o.lat_inter},
+                          model::same_rates({p.bw, o.lat}),
+                          model::same_rates({o.bw_inter, o.lat_inter}),
+                          p.flops,
                           p.flops,
                           p.flops_bwd.value_or(p.flops)};
   const bool bwd = o.backward;

@@ -57,7 +57,8 @@ inline std::string params_error(const Params& p, const std::string& section) {
   using detail::num;
   using detail::whole;
   const bool all = section == "all",
-             sp = all || section == "sp" || section == "tp_overlap" || section == "mesh",
+             sp = all || section == "sp" || section == "tp_overlap" || section == "mesh" ||
+                  section == "plan",
              ring = all || section == "ring" || section == "mesh",
              ulysses = all || section == "ulysses", moe = all || section == "moe",
              varlen = section == "varlen";

@@ -222,6 +222,22 @@ def scenario_model_agrees(env: Env) -> None:
     print("model --section mesh gives the bytes each axis sent")
 
 
+def scenario_watchdog(env: Env) -> None:
+    """Rank 3 frozen (SIGSTOP) mid-step on tp2 x cp2: the job ends (the watchdog's abort), no
+    waiting rank blames itself, and the ranks waiting on rank 3 name it as probably stuck."""
+    proc = env.mpirun_stopping(4, 3, 3.0, "mesh", "--backend", "cpu", "--tp", "2", "--cp", "2", "--iters",
+                               "100000", "--warmup", "1", "--timeout", "2", "--check", "0", "--pass", "fwd_bwd",
+                               "--out", str(env.workdir / "stall.h5"))
+    expect(proc.stopped == 1 and proc.returncode != 0, f"frozen {proc.stopped}, exit {proc.returncode}", proc)
+    # A rank waits on its own peer there (rank 0 on its CP neighbour, which waits on rank 3):
+    # every waiting rank says it waits and names a peer, and those that wait on rank 3 name it.
+    waiting = [l for l in proc.stderr.splitlines() if "timed out" in l and not l.startswith("[rank 3 ")]
+    expect(waiting and all("waiting" in l and "probably stuck" in l for l in waiting),
+           f"a waiting rank blames itself: {waiting}", proc)
+    expect(any("for rank 3," in l for l in waiting), f"no rank names rank 3: {waiting}", proc)
+    print("\n".join(waiting))
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "mesh", {
         "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
@@ -249,6 +265,7 @@ SCENARIOS = {
     "mesh_missing_sum": scenario_missing_sum,
     "mesh_numpy": scenario_numpy,
     "mesh_model_agrees": scenario_model_agrees,
+    "mesh_watchdog": scenario_watchdog,
     "mesh_bad_input": scenario_bad_input,
 }
 

@@ -289,3 +289,29 @@ def run_script(name: str, *args: Any, cwd: Path = REPO) -> subprocess.CompletedP
     """Run `python scripts/<name> args...` from the repo root, as a user would."""
     return subprocess.run([sys.executable, f"scripts/{name}", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
+
+
+SLOWED_CASE = "sp_tp/allreduce_fp32_n4194304"
+NEW_CASE = "sp_tp/allreduce_fp32_n16777216"
+
+
+def write_run(folder: Path, *, slowed: float = 1.0, created_utc: str = "2025-01-15T10:00:00Z",
+              file_attrs: dict[str, Any] | None = None) -> Path:
+    """A run's folder as `make run` leaves it, small: `sp_tp.h5` (collectives) and two files of
+    one bench, `ring_attention.h5` and `ring_docs.h5` (other cases). `slowed` multiplies the
+    step times of SLOWED_CASE, and a run with slowed != 1 also holds NEW_CASE, a case its
+    baseline lacks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sp_tp = sp_tp_cases(mode="collectives")
+    for spec in sp_tp:
+        if f"sp_tp/{spec['name']}" == SLOWED_CASE:
+            spec["time_s"] = spec["time_s"] * slowed
+    if slowed != 1.0:
+        new = dict(sp_tp[3], name=NEW_CASE.split("/")[1],
+                   params=dict(sp_tp[3]["params"], n_bytes=2**24))
+        sp_tp.append(new)
+    kw = {"created_utc": created_utc, "file_attrs": file_attrs}
+    write_results(folder / "sp_tp.h5", "sp_tp", sp_tp, **kw)
+    write_results(folder / "ring_attention.h5", "ring_attention", ring_cases(4, world_size=4), **kw)
+    write_results(folder / "ring_docs.h5", "ring_attention", generic_cases(), **kw)
+    return folder

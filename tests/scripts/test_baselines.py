@@ -17,7 +17,7 @@ def test_add_stores_under_the_system_key(results_writer, tmp_path):
     registry = tmp_path / "reg"
     proc = run_script("baselines.py", "add", run, "--registry", registry)
     assert proc.returncode == 0, proc.stderr
-    stored = registry / "cpu_x4_nvlink_mpi_cpu_fp32" / "sp_tp_collectives.h5"
+    stored = registry / "cpu_x4_nvlink_mpi_cpu_fp32" / "run.h5"  # the results file's own name
     assert proc.stdout.strip() == str(stored) and stored.is_file()
     # a second add of the same system needs --force
     assert run_script("baselines.py", "add", run, "--registry", registry).returncode == 2
@@ -87,7 +87,7 @@ def test_group_is_part_of_the_system(results_writer, tmp_path):
     # `add` files it under its own key, beside the TP=8 one
     proc = run_script("baselines.py", "add", run, "--registry", tmp_path / "reg2")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("cpu_x8_g4x2_loopback_mpi_cpu_fp32/sp_tp_collectives.h5")
+    assert proc.stdout.strip().endswith("cpu_x8_g4x2_loopback_mpi_cpu_fp32/run.h5")
 
 
 def test_older_baselines_without_group_attributes_still_match(results_writer, tmp_path):

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The planner's error, measured: its ranked meshes run through the composed block.
+
+    plan_check.py --calibration calib.json --gpus 64 [--top 3] [--middle 3] [--bottom 3]
+                  [--sim-flops 4e14] [--link nvlink-ib] [--csv OUT.csv] -- <model flags>
+
+`model --section plan --max-pp 1` ranks every mesh of --gpus GPUs for the model (PP is modeled,
+not run, so the check takes the one-stage meshes); this script runs its first --top, --middle
+from the middle of the ranking and its last --bottom through `mesh --pass fwd_bwd` on a simulated
+two-tier cluster (SMPI `fattree`, 8 GPUs a node, modeled compute at --sim-flops: the same rates
+the calibration measured there, so the run and the prediction see one machine), and prints per
+mesh the predicted step (one stage: the block's forward and backward once per micro-batch, its
+gradient sums once, times --layers) beside the one the simulated block gives the same way, their error, the median and largest |error|, Kendall's
+tau between the two orderings, and whether the planner's first pick is within 5% of the best
+measured. Where a mesh misses by more than 10%, the axis whose predicted time is furthest from
+the measured phase times is named. The model's flags (after `--`) are model's: --seq, --hidden,
+--heads, --kv-heads, --d-ff, --experts, --top-k, --swiglu, --dtype, --causal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
+
+AXES = ("tp", "cp", "ep", "dp")
+
+
+def flag(flags: list[str], name: str, default: str | None = None) -> str | None:
+    return flags[flags.index(name) + 1] if name in flags else default
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float:
+    """Kendall's tau-a of two equal-length sequences (no ties assumed)."""
+    n, s = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += (1 if (a[i] - a[j]) * (b[i] - b[j]) > 0 else -1 if (a[i] - a[j]) * (b[i] - b[j]) < 0 else 0)
+    return 2 * s / (n * (n - 1)) if n > 1 else float("nan")
+
+
+def plan(args: argparse.Namespace, flags: list[str], out: Path) -> list[dict]:
+    cmd = [str(args.model), "--section", "plan", "--calibration", str(args.calibration), "--gpus",
+           str(args.gpus), "--memory-gb", str(args.memory_gb), "--max-pp", "1", "--plan-orders", args.orders,
+           "--global-tokens", str(int(float(flag(flags, "--seq", "4096"))) * args.gpus),
+           "--plan-csv", str(out), "--top", "1", *flags]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: plan_check: {' '.join(cmd)}: {proc.stderr.strip()}")
+    with open(out) as fh:
+        rows = [r for r in csv.DictReader(fh) if r["fits"] == "1"]
+    return rows
+
+
+def chosen(rows: list[dict], top: int, middle: int, bottom: int) -> list[dict]:
+    n = len(rows)
+    picks = list(range(min(top, n)))
+    mid = n // 2 - middle // 2
+    picks += [i for i in range(max(mid, 0), min(mid + middle, n)) if i not in picks]
+    picks += [i for i in range(max(n - bottom, 0), n) if i not in picks]
+    return [rows[i] for i in picks]
+
+
+def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) -> dict:
+    mesh_flags = ["--tp", row["tp"], "--cp", row["cp"], "--dp", row["dp"], "--order", row["order"],
+                  "--pass", "fwd_bwd", "--iters", "1", "--warmup", "0", "--batch", "1"]
+    if int(row["cp"]) > 1:
+        mesh_flags += ["--cp-method", row["cp_method"]]
+    if flag(flags, "--experts"):
+        mesh_flags += ["--experts", flag(flags, "--experts"), "--ep", row["ep"], "--top-k", flag(flags, "--top-k", "2"),
+                       "--mlp", "swiglu" if "--swiglu" in flags else "gelu"]
+    for ours, theirs in (("--seq", "--seq"), ("--hidden", "--hidden"), ("--heads", "--heads"),
+                         ("--kv-heads", "--kv-heads"), ("--d-ff", "--ffn-hidden"), ("--dtype", "--dtype")):
+        if flag(flags, ours):
+            mesh_flags += [theirs, flag(flags, ours)]
+    mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
+    a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
+                      sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
+    return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
+
+
+def plot(path: Path, results: list, preds: list[float], meas: list[float]) -> None:
+    """Predicted against simulated step time, one point a mesh with the diagonal drawn; and
+    each mesh's predicted one-block time split by axis beside its simulated one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
+    ax.scatter(meas, preds)
+    lo, hi = min(preds + meas), max(preds + meas)
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = simulated")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("simulated step (s)")
+    ax.set_ylabel("predicted step (s)")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    ax.set_title("the planner's meshes: predicted against simulated")
+    pos = list(range(len(results)))
+    bottom = [0.0] * len(results)
+    parts = [("compute", [float(r["block_compute_s"]) for r, _ in results])]
+    parts += [(x.upper(), [float(r[f"block_{x}_s"]) for r, _ in results]) for x in AXES]
+    for label, values in parts:
+        bx.bar([p - 0.2 for p in pos], values, width=0.4, bottom=bottom, label=f"{label} (predicted)")
+        bottom = [b + v for b, v in zip(bottom, values)]
+    bx.bar([p + 0.2 for p in pos], [m["step_s"] for _, m in results], width=0.4, color="grey",
+           label="simulated block")
+    bx.set_xticks(pos, [f"{r['rank']}" for r, _ in results])
+    bx.set_xlabel("mesh (its rank in the plan)")
+    bx.set_ylabel("one block, one micro-batch (s)")
+    bx.legend(fontsize=7)
+    bx.set_title("each mesh's block split by axis")
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, flags = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calibration", type=Path, required=True, help="calibrate.py --simulate's file")
+    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--memory-gb", type=float, default=80)
+    p.add_argument("--top", type=int, default=3)
+    p.add_argument("--middle", type=int, default=3)
+    p.add_argument("--bottom", type=int, default=3)
+    p.add_argument("--orders", default="tp,cp,ep,dp/cp,ep,dp,tp")
+    p.add_argument("--sim-flops", type=float, default=4e14)
+    p.add_argument("--link", default="nvlink-ib")
+    p.add_argument("--build", type=Path, help="the SMPI build (default build-sim)")
+    p.add_argument("--model", type=Path, default=ROOT / "build" / "bin" / "model")
+    p.add_argument("--csv", type=Path, help="also write the rows here")
+    p.add_argument("--plot", type=Path, help="a PNG: predicted against simulated, and each mesh by axis")
+    args = p.parse_args(ours)
+    calib = json.loads(args.calibration.read_text())
+    if calib.get("where", {}).get("kind") != "simulated":
+        p.error(f"{args.calibration}: the check runs on a simulated cluster; calibrate there (--simulate)")
+    with tempfile.TemporaryDirectory(prefix="plan_check_") as tmp:
+        rows = chosen(plan(args, flags, Path(tmp) / "plan.csv"), args.top, args.middle, args.bottom)
+        results = []
+        for i, row in enumerate(rows):
+            m = measure(args, flags, row, Path(tmp) / f"mesh{i}.h5")
+            results.append((row, m))
+    # A one-stage step: each of the L layers' block (forward, backward) once per micro-batch,
+    # the layers' gradient sums once.
+    layers = float(flag(flags, "--layers", "1"))
+
+    def step(block: float, dp: float, micro: float) -> float:
+        return layers * (micro * (block - dp) + dp)
+
+    print("| plan rank | mesh | micro-batches | predicted step ms | simulated step ms | error | largest axis gap |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    errors, out_rows, preds, meas = [], [], [], []
+    for row, m in results:
+        micro = float(row["micro_batches"])
+        pred = float(row["step_s"])
+        got = step(m["step_s"], m["dp_s"], micro)
+        err = (pred - got) / got
+        errors.append(abs(err))
+        preds.append(pred)
+        meas.append(got)
+        gaps = {x: float(row[f"block_{x}_s"]) - m[f"{x}_s"] for x in AXES}
+        worst = max(gaps, key=lambda x: abs(gaps[x]))
+        gap = f"{worst.upper()} {gaps[worst] * 1e3:+.3f} ms a block" if abs(err) > 0.10 else ""
+        name = f"tp{row['tp']}-cp{row['cp']}{':' + row['cp_method'] if int(row['cp']) > 1 else ''}" \
+               f"{'-ep' + row['ep'] if int(row['ep']) > 1 else ''}-dp{row['dp']} {row['order']}"
+        print(f"| {row['rank']} | `{name}` | {micro:g} | {pred * 1e3:.2f} | {got * 1e3:.2f} | {100 * err:+.1f}% | {gap} |")
+        out_rows.append({"rank": row["rank"], "mesh": name, "micro_batches": micro, "predicted_s": pred,
+                         "simulated_s": got, "error": err, "predicted_block_s": float(row["block_step_s"]),
+                         "simulated_block_s": m["step_s"]})
+    best = min(meas)
+    first = meas[0]
+    print(f"\nmedian |error| {100 * statistics.median(errors):.1f}%, largest {100 * max(errors):.1f}%, "
+          f"Kendall's tau {kendall_tau(preds, meas):.2f}, the first pick {first * 1e3:.2f} ms against the best "
+          f"measured {best * 1e3:.2f} ms ({100 * (first / best - 1):+.1f}%: "
+          f"{'within' if first <= 1.05 * best else 'not within'} 5%)")
+    if args.csv:
+        write_rows(args.csv, out_rows)
+    if args.plot:
+        plot(args.plot, results, preds, meas)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
