@@ -113,11 +113,18 @@ step ring_docs_2ranks_block 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --bl
 step ring_docs_2ranks_chunk128 60 "${run[@]}" -np 2 "${ra[@]}" --transport mpi --block 2K \
   --layout balanced --docs lognormal:512:1 --heads 16 --kv-heads 4 --head-dim 128 \
   --pass fwd,fwd_bwd --balanced-chunk 128 --out "$R/ring_docs2_chunk128.h5"
-# The same documents through Ulysses and its hybrid's ring part (balanced and zig-zag layouts).
+# The group-cast (K/V rows only to the ranks whose queries see them, partial sums sent home) on
+# 4 ranks sharing the GPU, beside the ring on the same pack: its gathers and adds of rows on the
+# device, checked against the per-document reference forward and backward.
+step ring_docs_4ranks_groupcast 90 "${run[@]}" -np 4 "${ra[@]}" --transport mpi --block 2K \
+  --layout contiguous,balanced --variant ring,groupcast --docs lognormal:512:1 --heads 16 \
+  --kv-heads 4 --head-dim 128 --pass fwd,fwd_bwd --out "$R/ring_docs4_groupcast.h5"
+# The same documents through Ulysses and its hybrid's ring part (balanced and zig-zag layouts; the
+# ring part travelling and as a group-cast).
 step ulysses_docs_4ranks 60 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 50 --link local \
   --warmup 1 --iters 3 --dtype bf16 --transport mpi --seq 8K --heads 16 --kv-heads 4 --head-dim 128 \
-  --ulysses-degree all --layout zigzag,balanced --docs lognormal:512:1 --pass fwd,fwd_bwd \
-  --out "$R/ulysses_docs4.h5"
+  --ulysses-degree all --layout zigzag,balanced --ring-variant ring,groupcast --docs lognormal:512:1 \
+  --pass fwd,fwd_bwd --out "$R/ulysses_docs4.h5"
 # Ulysses, the hybrid and the ring side by side: four ranks sharing the GPU through MPI (bf16).
 step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --dtype bf16 --transport mpi --seq 4K,16K --heads 16 --kv-heads 4 --head-dim 128 \
