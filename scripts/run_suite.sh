@@ -92,7 +92,10 @@ run moe_nodes moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 16 --top-
 mesh_shape=(--tp 2 --cp 2 --dp 0)
 if [ $((NP % 4)) -ne 0 ]; then mesh_shape=(--cp "$NP"); fi
 run mesh mesh "${mesh_shape[@]}" --seq 256 --hidden 256 --heads 4 --pass fwd_bwd --iters 5 --warmup 1
-run moe_a2a moe --mode a2a --traffic uniform,zipf,incast,pair --bytes 64K,4M --ranks-per-node 2 \
+# pair traffic crosses nodes: it needs two nodes of 2 ranks (NP >= 4).
+a2a_traffic=uniform,zipf,incast
+if [ "$NP" -ge 4 ]; then a2a_traffic+=,pair; fi
+run moe_a2a moe --mode a2a --traffic "$a2a_traffic" --bytes 64K,4M --ranks-per-node 2 \
   --iters 5 --warmup 1
 if [ -x "$BUILD/bin/kernel_bench" ]; then
   echo "== kernel_bench (one process) =="
