@@ -43,16 +43,18 @@ CPU_FLAGS = ["--backend", "cpu", "--heads", "8", "--kv-heads", "8", "--head-dim"
 SIM_FLAGS = ["--heads", str(SIM_HEADS), "--kv-heads", "8", "--head-dim", "128", "--dtype", "bf16",
              "--iters", "2", "--warmup", "1", "--check", "0"]
 DOC_FLAGS = ["--layout", "balanced", "--causal", "1", "--seed", "1234"]
-# Row order of the table: (label, bench, parameter test).
+# Row order of the table: (label, bench, parameter test, the run a simulated place gives it:
+# ring_attention's variant, or "" for ulysses' one file).
 METHODS = (
-    ("ring", "ring_attention", lambda p: p.get("variant") == "ring"),
-    ("all-gather (Llama 3)", "ring_attention", lambda p: p.get("variant") == "allgather"),
-    ("group-cast", "ring_attention", lambda p: p.get("variant") == "groupcast"),
-    ("Ulysses", "ulysses", lambda p: p.get("method") == "ulysses"),
+    ("ring", "ring_attention", lambda p: p.get("variant") == "ring", "ring"),
+    ("all-gather (Llama 3)", "ring_attention", lambda p: p.get("variant") == "allgather",
+     "allgather"),
+    ("group-cast", "ring_attention", lambda p: p.get("variant") == "groupcast", "groupcast"),
+    ("Ulysses", "ulysses", lambda p: p.get("method") == "ulysses", ""),
     ("hybrid, ring part: ring", "ulysses",
-     lambda p: p.get("method") == "hybrid" and p.get("ring_variant", "ring") == "ring"),
+     lambda p: p.get("method") == "hybrid" and p.get("ring_variant", "ring") == "ring", ""),
     ("hybrid, ring part: group-cast", "ulysses",
-     lambda p: p.get("method") == "hybrid" and p.get("ring_variant") == "groupcast"),
+     lambda p: p.get("method") == "hybrid" and p.get("ring_variant") == "groupcast", ""),
 )
 
 
@@ -128,37 +130,30 @@ def cell(attrs: dict) -> str:
 
 
 def table(out: Path, places: list[str], docs: str) -> str:
-    cols = {}
-    for where in places:
-        tag = f"{where}_{docs.replace(':', '-')}"
-        cases = []
-        for path in sorted(out.glob(f"ring_{tag}*.h5")) + sorted(out.glob(f"ulysses_{tag}*.h5")):
-            if path.name.startswith(f"ring_{tag}") or path.name == f"ulysses_{tag}.h5":
-                res = read_results(str(path))
-                cases += [(c, c.bench) for c in res.cases_of(res.bench)]
-        cols[where] = cases
+    tags = {w: f"{w}_{docs.replace(':', '-')}" for w in places}
+    cases = {w: [c for path in sorted(out.glob(f"ring_{tags[w]}*.h5")) +
+                 sorted(out.glob(f"ulysses_{tags[w]}.h5"))
+                 for res in [read_results(str(path))] for c in res.cases_of(res.bench)]
+             for w in places}
     head = ["method"] + [("4 CPU ranks" if w == "cpu4" else f"{place_ranks(w)} simulated")
                          for w in places]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for label, bench, wanted in METHODS:
+    for label, bench, wanted, run in METHODS:
         row = [label]
         for where in places:
-            hits = [c for c, b in cols[where] if b == bench and wanted(c.params)]
+            hits = [c for c in cases[where] if c.bench == bench and wanted(c.params)]
+            stem = f"ring_{tags[where]}_{run}" if run else f"ulysses_{tags[where]}"
+            stopped = out / f"{stem}.timeout"
             if hits:
                 row.append(cell(hits[0].attrs))
-            elif bench == "ulysses" and label == "Ulysses" and place_ranks(where) > SIM_HEADS:
+            elif label == "Ulysses" and place_ranks(where) > SIM_HEADS:
                 row.append(f"— ({SIM_HEADS} heads < {place_ranks(where)} ranks)")
+            elif stopped.exists():
+                row.append(f"stopped after {stopped.read_text().strip()} s")
             else:
-                stopped = sorted(out.glob(f"{'ring' if bench == 'ring_attention' else 'ulysses'}_"
-                                          f"{where}_{docs.replace(':', '-')}*.timeout"))
-                stopped = [p for p in stopped if bench == "ulysses" or
-                           p.stem.endswith("_" + {"ring": "ring", "all-gather (Llama 3)": "allgather",
-                                                  "group-cast": "groupcast"}[label])]
-                row.append(f"stopped after {stopped[0].read_text().strip()} s" if stopped
-                           else "not run")
+                row.append("not run")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
