@@ -71,7 +71,7 @@ void Watchdog::watch() {
         why = "waiting for rank " + std::to_string(1 - world_rank_) +
               ", which is probably stuck or dead";
       else if (waiting_)
-        why = "another rank probably failed or is stuck before this collective";
+        why = "waiting for the other ranks in a collective; one of them is probably stuck or dead";
       else
         why = "this rank made no progress (stuck in its own work)";
       char msg[768];
