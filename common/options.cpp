@@ -1,5 +1,7 @@
 #include "common/options.hpp"
 
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
 
 #include "common/errors.hpp"
@@ -39,8 +41,11 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
                  "doing (the stuck one is not 'waiting for the other ranks'); 0 = off")
       ->check(CLI::Range(0.0, 1e9))  // also refuses nan, which would silently disable it
       ->capture_default_str();
+  // Under scripts/shaped_link.py or emulated_cluster.py the label of the link they built.
+  if (const char* label = std::getenv("SUITE_LINK_LABEL"); label && *label) o.link = label;
   app.add_option("--link", o.link,
-                 "Free-form label of the interconnect (nvlink, ib-400g...), stored with results")
+                 "Free-form label of the interconnect (nvlink, ib-400g...), stored with results; "
+                 "default: SUITE_LINK_LABEL where set (the shaped and emulated links set it)")
       ->capture_default_str();
   app.add_flag(
       "--save-tensors", o.save_tensors,

@@ -133,7 +133,9 @@ int main(int argc, char** argv) {
   };
   def.summarize = [](const suite::BenchContext& ctx,
                      const std::vector<suite::CaseRecord>& records) {
-    const bool shaped = ctx.opts.link.rfind("shaped", 0) == 0;  // a real link (shaped_link.py)
+    // A real link (shaped_link.py, emulated_cluster.py): the transfers are not shared memory's.
+    const bool shaped =
+        ctx.opts.link.rfind("shaped", 0) == 0 || ctx.opts.link.rfind("emulated", 0) == 0;
     suite::ring::print_ring_table(
         records, ctx.backend == suite::Backend::cpu && !suite::sim::kSmpiBuild && !shaped);
   };
