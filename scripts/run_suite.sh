@@ -6,7 +6,9 @@
 # set in the environment, STRICT=1 makes a regression fail the run (exit 1), and LINK: unset (or
 # `loopback`) runs over Open MPI's shared memory as always; LINK=shaped-1g, shaped-10g or
 # shaped:RATE runs every MPI benchmark over a real slow link, Open MPI over TCP on a network
-# namespace's shaped loopback (scripts/shaped_link.py: root and tc; refused up front otherwise).
+# namespace's shaped loopback (scripts/shaped_link.py: root and tc; refused up front otherwise);
+# LINK=emulated-<nodes>x<ranks per node>-<rate> (NP their product) on a cluster emulated on this
+# machine, shared memory inside a node and a shaped NIC between them (scripts/emulated_cluster.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-4}
@@ -20,12 +22,21 @@ if [ "$LINK" != loopback ]; then
   # Refused here, before anything is written: a LINK that is not a shaped link, a bad rate, not
   # root, no ip or tc, a kernel without tbf (one error line, exit 2).
   case "$LINK" in
-    shaped*) ;;
-    *) echo "error: LINK=$LINK: run_suite.sh takes loopback (the default), shaped-1g, shaped-10g" \
-         "or shaped:RATE" >&2; exit 2 ;;
+    shaped*)
+      label=$(python3 scripts/shaped_link.py "$LINK" --label) || exit 2
+      python3 scripts/shaped_link.py "$LINK" --check >/dev/null || exit 2 ;;
+    emulated-*)
+      label=$(python3 scripts/emulated_cluster.py --link "$LINK" --label) || exit 2
+      # emulated-<nodes>x<ranks per node>-...: NP must be the cluster's ranks.
+      dims=${label#emulated-}; dims=${dims%%-*}
+      if [ "$NP" -ne $((${dims%x*} * ${dims#*x})) ]; then
+        echo "error: LINK=$LINK has $((${dims%x*} * ${dims#*x})) ranks; NP=$NP (set NP to match)" >&2
+        exit 2
+      fi
+      python3 scripts/emulated_cluster.py --link "$LINK" --check >/dev/null || exit 2 ;;
+    *) echo "error: LINK=$LINK: run_suite.sh takes loopback (the default), shaped-1g, shaped-10g," \
+         "shaped:RATE or emulated-<nodes>x<ranks per node>-<rate> (e.g. emulated-2x2-1g)" >&2; exit 2 ;;
   esac
-  label=$(python3 scripts/shaped_link.py "$LINK" --label) || exit 2
-  python3 scripts/shaped_link.py "$LINK" --check >/dev/null || exit 2
 fi
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 dir=results/$stamp
@@ -33,11 +44,16 @@ mkdir -p "$dir"
 # OpenMPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 launch=("$MPIRUN" -np "$NP" --oversubscribe)
-if [ "$LINK" != loopback ]; then
-  # Each benchmark in a namespace of its own, removed when it ends; NP ranks share the rate.
-  launch=(python3 scripts/shaped_link.py "$LINK" -- "${launch[@]}")
-  echo "== link $label: each MPI benchmark over TCP on a shaped loopback (scripts/shaped_link.py) =="
-fi
+case "$LINK" in
+  shaped*)
+    # Each benchmark in a namespace of its own, removed when it ends; NP ranks share the rate.
+    launch=(python3 scripts/shaped_link.py "$LINK" -- "${launch[@]}")
+    echo "== link $label: each MPI benchmark over TCP on a shaped loopback (scripts/shaped_link.py) ==" ;;
+  emulated-*)
+    # Each benchmark on a cluster of namespaces built for it (it starts mpirun itself).
+    launch=(python3 scripts/emulated_cluster.py --link "$LINK" --)
+    echo "== link $label: each MPI benchmark on an emulated cluster (scripts/emulated_cluster.py) ==" ;;
+esac
 common=(--backend cpu --link "$label")
 
 # measured OUTPUT_FILE COMMAND...: runs the command and records in its results file how many

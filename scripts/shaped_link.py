@@ -272,7 +272,8 @@ def find_tools() -> Tools:
     return Tools(ip, tc)
 
 
-def _run(cmd: list[str], what: str) -> str:
+def run_checked(cmd: list[str], what: str) -> str:
+    """Runs an ip or tc command; LinkError with its message where it fails."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     if proc.returncode != 0:
         detail = " ".join((proc.stderr or proc.stdout).split()) or f"exit {proc.returncode}"
@@ -283,6 +284,28 @@ def _run(cmd: list[str], what: str) -> str:
 def list_netns(ip: str) -> list[str]:
     out = subprocess.run([ip, "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def netns_pids(ip: str, name: str) -> list[int]:
+    proc = subprocess.run([ip, "netns", "pids", name], capture_output=True, text=True, timeout=30)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def end_processes_in(ip: str, names: list[str]) -> None:
+    """Ends what is still running inside the namespaces (only the invocation's own processes can
+    be in them): SIGTERM, then SIGKILL after a grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [p for n in names for p in netns_pids(ip, n)]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and any(netns_pids(ip, n) for n in names):
+            time.sleep(0.1)
 
 
 class ShapedNamespace:
@@ -304,14 +327,14 @@ class ShapedNamespace:
         base = f"{NETNS_PREFIX}{os.getpid()}"
         self.name = next(n for n in (base, *(f"{base}-{i}" for i in range(1, 100)))
                          if n not in existing)
-        _run([self.tools.ip, "netns", "add", self.name], "creating the namespace")
+        run_checked([self.tools.ip, "netns", "add", self.name], "creating the namespace")
         try:
-            _run([self.tools.ip, "-n", self.name, "link", "set", "lo", "mtu", str(self.shape.mtu),
+            run_checked([self.tools.ip, "-n", self.name, "link", "set", "lo", "mtu", str(self.shape.mtu),
                   "up"], "bringing up its loopback")
-            _run(self._in(self.tools.tc, "qdisc", "add", "dev", "lo", "root", "tbf",
+            run_checked(self._in(self.tools.tc, "qdisc", "add", "dev", "lo", "root", "tbf",
                           *self.shape.tbf_args()),
                  "shaping its loopback (does this kernel have sch_tbf?)")
-            shown = _run(self._in(self.tools.tc, "qdisc", "show", "dev", "lo"), "reading tc back")
+            shown = run_checked(self._in(self.tools.tc, "qdisc", "show", "dev", "lo"), "reading tc back")
             m = re.search(r"rate (\S+) burst (\S+) lat (\S+)", shown)
             self.tc_readback = ",".join(m.groups()) if m else ""
         except BaseException:
@@ -328,31 +351,13 @@ class ShapedNamespace:
         return (f"tbf sent {m.group(1)} B in {m.group(2)} packets, dropped {m.group(3)}, "
                 f"overlimits {m.group(4)}")
 
-    def pids(self) -> list[int]:
-        proc = subprocess.run([self.tools.ip, "netns", "pids", self.name], capture_output=True,
-                              text=True, timeout=30)
-        return [int(p) for p in proc.stdout.split() if p.isdigit()]
-
     def end_processes(self) -> None:
-        """Ends what is still running inside the namespace (only this invocation's processes
-        can be in it): SIGTERM, then SIGKILL after a grace period."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline and self.pids():
-                time.sleep(0.1)
+        end_processes_in(self.tools.ip, [self.name])
 
     def remove(self) -> None:
         if not self.name:
             return
-        with _SignalsHeld():
+        with SignalsHeld():
             self.end_processes()
             subprocess.run([self.tools.ip, "netns", "del", self.name], capture_output=True,
                            timeout=30)
@@ -380,11 +385,11 @@ class Interrupted(BaseException):
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _raise_interrupted(signum, _frame) -> None:
+def raise_interrupted(signum, _frame) -> None:
     raise Interrupted(signum)
 
 
-class _SignalsHeld:
+class SignalsHeld:
     """Holds SIGINT, SIGTERM and SIGHUP back while the namespace is removed (they are delivered
     afterwards), so that a second Ctrl-C cannot leave it half removed."""
 
@@ -395,14 +400,15 @@ class _SignalsHeld:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
 
-def run_inside(ns: ShapedNamespace, command: list[str], env: dict[str, str]) -> int:
-    """Runs `command` in the namespace and returns its exit status (128 + N for signal N).
+def run_inside(enter: list[str], command: list[str], env: dict[str, str]) -> int:
+    """Runs `command` in a namespace (`enter`: the words that enter it, `ip netns exec NAME`)
+    and returns its exit status (128 + N for signal N).
 
     The command stays in our process group, so a Ctrl-C at a terminal reaches it directly;
     SIGTERM or SIGHUP sent to this process alone is passed on as SIGTERM. A command still running
     GRACE_S seconds after the first signal gets SIGTERM, then SIGKILL; whatever it left running
-    in the namespace is ended by `ns.remove()`."""
-    proc = subprocess.Popen(ns._in(*command), env=env)
+    in the namespace is ended by removing it."""
+    proc = subprocess.Popen([*enter, *command], env=env)
     received: list[tuple[int, float]] = []
 
     def on_signal(signum, _frame) -> None:
@@ -454,13 +460,16 @@ def cleanup_stale(ip: str) -> list[str]:
 # Command line
 
 
-def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     """Our flags before `--`, the command after it."""
-    if "--" in argv:
-        cut = argv.index("--")
-        ours, command = argv[:cut], argv[cut + 1:]
-    else:
-        ours, command = argv, []
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    ours, command = split_command(argv)
     p = argparse.ArgumentParser(prog="shaped_link.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("link", nargs="?",
@@ -495,7 +504,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
     # Every way out runs the cleanup: the signals unwind through it (restored when main returns).
-    previous = {s: signal.signal(s, _raise_interrupted) for s in HANDLED_SIGNALS}
+    previous = {s: signal.signal(s, raise_interrupted) for s in HANDLED_SIGNALS}
     try:
         return _main(args, command)
     finally:
@@ -549,7 +558,7 @@ def _main(args: argparse.Namespace, command: list[str]) -> int:
                 return 0
             say(f"netns {ns.name}: {shape.describe()}, kernel {kernel_release()}; "
                 f"W per rank = {shape.rate_Bps / 1e6:g} MB/s / ranks sending at once")
-            rc = run_inside(ns, command, child_environment(shape, ns.name, ns.tc_readback))
+            rc = run_inside(ns._in(), command, child_environment(shape, ns.name, ns.tc_readback))
             stats = ns.stats()
             if stats:
                 say(f"{ns.name}: {stats}")

@@ -130,11 +130,13 @@ def scenario_bad_input(env: Env) -> None:
     expect(not list(env.workdir.iterdir()), f"files left: {list(env.workdir.iterdir())}")
 
 
-def check_refused_as_nobody() -> None:
-    """shaped_link.py run by an unprivileged user: one `needs root` error, exit 2. The clone (and
-    its .venv) may sit where that user cannot read (CI clones under /root, mode 700), so the
-    script (standard library only) is copied to a world-readable folder and run by a python3
-    that user can start; where none can be, this case says so and is left out."""
+def check_refused_as_nobody(scripts: tuple[Path, ...] = (SHAPED,),
+                            args: tuple[str, ...] = ("shaped-1g", "--", "true")) -> None:
+    """scripts[0] (shaped_link.py by default) run by an unprivileged user: one `needs root`
+    error, exit 2. The clone (and its .venv) may sit where that user cannot read (CI clones under
+    /root, mode 700), so the scripts (standard library only; the rest are what the first imports)
+    are copied to a world-readable folder and run by a python3 that user can start; where none
+    can be, this case says so and is left out."""
     if not shutil.which("setpriv"):
         print("  (not root: no setpriv here; left out)")
         return
@@ -147,10 +149,10 @@ def check_refused_as_nobody() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="shaped-nobody-") as tmp:
         os.chmod(tmp, 0o755)
-        script = Path(tmp) / SHAPED.name
-        shutil.copy(SHAPED, script)
-        os.chmod(script, 0o644)
-        proc = subprocess.run([*as_nobody, python, str(script), "shaped-1g", "--", "true"],
+        for source in scripts:
+            shutil.copy(source, Path(tmp) / source.name)
+            os.chmod(Path(tmp) / source.name, 0o644)
+        proc = subprocess.run([*as_nobody, python, str(Path(tmp) / scripts[0].name), *args],
                               capture_output=True, text=True, timeout=60, cwd=tmp)
     expect(proc.returncode == 2 and proc.stderr.count("error:") == 1 and
            "needs root" in proc.stderr, "run as nobody: not refused", proc)

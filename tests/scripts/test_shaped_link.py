@@ -223,10 +223,12 @@ def test_help_explains_every_flag():
 def test_run_suite_refuses_a_bad_link_before_writing(tmp_path):
     results = REPO / "results"
     before = set(results.iterdir()) if results.exists() else set()
-    for link, needle in (("shaped:0mbit", "must be positive"), ("nvlink", "run_suite.sh takes")):
+    for link, np_, needle in (("shaped:0mbit", "4", "must be positive"), ("nvlink", "4", "run_suite.sh takes"),
+                              ("emulated-2by2-1g", "4", "emulated-<nodes>x"),
+                              ("emulated-2x2-1g", "2", "has 4 ranks; NP=2")):
         proc = subprocess.run(["bash", str(REPO / "scripts" / "run_suite.sh")], cwd=tmp_path,
-                              env={**os.environ, "LINK": link}, capture_output=True, text=True,
-                              timeout=60)
+                              env={**os.environ, "LINK": link, "NP": np_}, capture_output=True,
+                              text=True, timeout=60)
         assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
         assert needle in proc.stderr
     assert (set(results.iterdir()) if results.exists() else set()) == before

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The two-tier methods three ways: the model, a simulated cluster (SMPI) and the cluster emulated
+on this machine (emulated_cluster.py), the same configurations and the same rates.
+
+    two_tier_table.py --out-dir results/two_tier [--nic 1gbit] [--only moe|mesh]
+
+On 2 nodes x 2 ranks with a NIC of RATE each way (default 1 Gbit/s): moe's flat against its
+hierarchical dispatch, and the mesh (tp2 x cp2) with TP inside the node against CP inside it.
+Each configuration runs alone (so the NIC's byte counter, tbf's, is that configuration's) on
+
+- the emulated cluster: real Open MPI, shared memory inside a node, TCP through the shaped NIC;
+- SMPI (`make sim`): fattree with 2 nodes of 2, the NIC at the same RATE, pcie-host's 25 GB/s
+  inside a node, executed compute (this host's kernels, 1:1);
+- the model: the bytes that cross the NIC per rank and step (the routing's count for moe, the
+  crossing axes' bytes for the mesh, both from the run's own results) over RATE, the
+  communication time the two-tier link adds.
+
+Prints a Markdown table (and writes it to OUT_DIR/two_tier.md) with each one's step time and
+bytes across the NIC per rank and step: the emulated cluster's from tbf's counter (every byte
+the node's NIC sent over the whole run, divided by its steps: TCP/IP headers, set-up, moe's
+calibration and Open MPI's own traffic included), beside the run's own count. Needs root (the emulated cluster) and build-sim/ (SMPI); without either that column
+says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shaped_link import parse_rate  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NODES, PER_NODE = 2, 2
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    bench: str
+    flags: tuple[str, ...]
+    crossing: str  # how the bytes across the NIC are read from the results
+    steps: int  # steps the run makes (warm-up and timed): tbf's count is over all of them
+
+
+MOE = ("--tokens", "2048", "--hidden", "512", "--ffn-hidden", "512", "--experts", "8", "--top-k", "2",
+       "--pass", "fwd", "--iters", "5", "--warmup", "1", "--check", "0")
+MESH = ("--tp", "2", "--cp", "2", "--seq", "1024", "--hidden", "512", "--heads", "8", "--pass", "fwd_bwd",
+        "--iters", "3", "--warmup", "1", "--check", "0")
+CONFIGS = [
+    Config("moe flat dispatch", "moe", (*MOE, "--dispatch", "flat"), "moe", 6),
+    Config("moe hierarchical dispatch", "moe", (*MOE, "--dispatch", "hierarchical"), "moe", 6),
+    Config("mesh tp2 x cp2, TP inside the node", "mesh", (*MESH, "--order", "tp,cp,ep,dp"), "cp+dp", 4),
+    Config("mesh tp2 x cp2, CP inside the node", "mesh", (*MESH, "--order", "cp,ep,dp,tp"), "tp", 4),
+]
+
+
+def one_case(path: Path) -> h5py.Group:
+    f = h5py.File(path)
+    group = f[next(iter(f.keys() - {"ranks"}))]
+    return group[next(iter(group.keys()))]
+
+
+def crossing_bytes(case: h5py.Group, how: str) -> float:
+    """Bytes per rank and step that cross the NIC: moe's dispatch and combine (the routing's
+    count, the combine sending the dispatch's rows back), the mesh's crossing axes (with TP
+    inside the node: CP and the gradient sums over DP x CP, `dp_bytes_per_rank`)."""
+    if how == "moe":
+        return 2.0 * float(case.attrs["dispatch_inter_node_bytes_per_rank"])
+    return sum(float(case.attrs[f"{axis}_bytes_per_rank"]) for axis in how.split("+"))
+
+
+def run_emulated(cfg: Config, nic: str, out: Path) -> tuple[float, float, float] | str:
+    """(step s, bytes across the NIC per rank by tbf, by the run's own count) or why not."""
+    cmd = [sys.executable, str(REPO / "scripts" / "emulated_cluster.py"), "--nodes", str(NODES),
+           "--ranks-per-node", str(PER_NODE), "--nic", nic, "--", str(REPO / "build" / "bin" / cfg.bench),
+           "--backend", "cpu", *cfg.flags, "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        return f"not run: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+    m = re.search(r"bytes each node's NIC sent \(tbf\): (.*)", proc.stderr)
+    sent = [int(x) for x in re.findall(r"cn\d+ (\d+)", m.group(1))] if m else []
+    case = one_case(out)
+    return (float(case.attrs["time_median_s"]), sum(sent) / (NODES * PER_NODE * cfg.steps),
+            crossing_bytes(case, cfg.crossing))
+
+
+def run_smpi(cfg: Config, nic_Bps: float, out: Path) -> tuple[float, float] | str:
+    if not (REPO / "build-sim" / "bin" / cfg.bench).exists():
+        return "not run: no build-sim (make sim)"
+    cmd = [sys.executable, str(REPO / "scripts" / "simulate.py"), cfg.bench, "--platform", "fattree",
+           "--nodes", str(NODES), "--gpus-per-node", str(PER_NODE), "--link", "pcie-host",
+           "--bw", f"{nic_Bps:g}", "--ranks", str(NODES * PER_NODE), "--out", str(out), "--no-plot",
+           "--", *cfg.flags]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        return f"not run: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+    case = one_case(out)
+    return float(case.attrs["time_median_s"]), crossing_bytes(case, cfg.crossing)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", type=Path, default=REPO / "results" / "two_tier")
+    p.add_argument("--nic", default="1gbit", help="each node's NIC, each way (tc units; default 1gbit)")
+    p.add_argument("--only", choices=("moe", "mesh"), help="one benchmark's rows")
+    args = p.parse_args(argv)
+    nic_Bps = parse_rate(args.nic) / 8
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    rows = ["| configuration (2 nodes x 2 ranks, NIC " + args.nic + ") | model: NIC bytes/rank, NIC time "
+            "| SMPI: step | emulated: step | emulated: NIC bytes/rank/step (tbf / run's count) |",
+            "|---|---|---|---|---|"]
+    for i, cfg in enumerate(CONFIGS):
+        if args.only and cfg.bench != args.only:
+            continue
+        print(f"[{i + 1}/{len(CONFIGS)}] {cfg.name}", file=sys.stderr, flush=True)
+        stem = re.sub(r"\W+", "_", cfg.name)
+        emu = run_emulated(cfg, args.nic, args.out_dir / f"{stem}_emulated.h5")
+        sim = run_smpi(cfg, nic_Bps, args.out_dir / f"{stem}_smpi.h5")
+        counted = emu[2] if isinstance(emu, tuple) else sim[1] if isinstance(sim, tuple) else None
+        model = (f"{counted / 2**20:.2f} MiB, {counted / nic_Bps * 1e3:.1f} ms" if counted is not None
+                 else "needs a run")
+        sim_txt = f"{sim[0] * 1e3:.1f} ms" if isinstance(sim, tuple) else sim
+        emu_txt = f"{emu[0] * 1e3:.1f} ms" if isinstance(emu, tuple) else emu
+        emu_bytes = (f"{emu[1] / 2**20:.2f} / {emu[2] / 2**20:.2f} MiB" if isinstance(emu, tuple) else "")
+        rows.append(f"| {cfg.name} | {model} | {sim_txt} | {emu_txt} | {emu_bytes} |")
+        print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    (args.out_dir / "two_tier.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
