@@ -89,10 +89,10 @@ def require_cluster() -> None:
 def probe(env: Env, nodes: int, per_node: int, pairs: str, verbose: bool = False
           ) -> tuple[list[str], dict[tuple[int, int], float], subprocess.CompletedProcess]:
     """link_probe on the cluster: the ranks' host names and each pair's best rate (MB/s, each
-    way, of 8 exchanges of 1 MiB after 4 more)."""
+    way, of 16 exchanges of 1 MiB after 4 more)."""
     extra = {"OMPI_MCA_btl_base_verbose": "100"} if verbose else {}
     proc = emulated("--nodes", str(nodes), "--ranks-per-node", str(per_node), "--nic", "1gbit", "--",
-                    str(env.bin_dir / "link_probe"), "--bytes", str(PROBE_BYTES), "--reps", "8",
+                    str(env.bin_dir / "link_probe"), "--bytes", str(PROBE_BYTES), "--reps", "16",
                     "--warmup", "4", "--pairs", pairs, env=extra, cwd=env.workdir)
     expect(proc.returncode == 0, f"link_probe on {nodes} x {per_node}: exit {proc.returncode}", proc)
     expect(not proc.left, f"left behind: {proc.left}", proc)
