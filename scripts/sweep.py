@@ -15,7 +15,10 @@ is this machine's own loopback in a network namespace, shaped: its cells run her
 another, each under `shaped_link.py LINK -- mpirun -np RANKS ...` with the job script's flags
 (slurm/lib/run_bench.sh), into results/shaped/sweeps/<UTC>/<job name>.h5 (or --sweep-dir); the
 model's W is the rate shared by the ranks (rate / ranks). One node only, not with Slurm presets,
---array or --simulate.
+--array or --simulate. An emulated cluster (`emulated-2x2-1g`: scripts/emulated_cluster.py,
+root) runs its cells here too, each on a cluster of namespaces built for it, into
+results/emulated/sweeps/<UTC>/; its label names the nodes and ranks, the model's W is the NIC's
+rate over the ranks of a node.
 An unknown link preset, a node count the benchmark has no script for, or a bad value list
 is an error (exit 2) and nothing is submitted. So is a GPU sweep that the build cannot run:
 the build records what it has in bin/suite_features.txt (cmake/build_summary.cmake); without
@@ -39,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from link_presets import PresetError, resolve  # noqa: E402
+import emulated_cluster  # noqa: E402
 import shaped_link  # noqa: E402
 import sweep_sim  # noqa: E402
 
@@ -257,10 +261,10 @@ def build_cells(args: argparse.Namespace) -> list[Cell]:
         nodes_list = [int(n) for n in args.nodes.split(",")]
     except ValueError as err:
         raise SweepError(f"--nodes: {args.nodes!r} is not a list of integers") from err
-    if any(shaped_link.is_shaped(link) for link in links):
-        links = shaped_links(args, links, nodes_list)
+    if any(is_local(link) for link in links):
+        links = local_links(args, links, nodes_list)
     for link in links:
-        if shaped_link.is_shaped(link):
+        if is_local(link):
             continue
         try:
             resolve(link, transport)
@@ -288,36 +292,56 @@ def build_cells(args: argparse.Namespace) -> list[Cell]:
                         str(args.group)
                 cell = Cell(len(cells), args.bench, value, link, nodes,
                             nodes * args.tasks_per_node, script, env)
+                if is_emulated(link):  # the cluster's own nodes and ranks, on this machine
+                    cluster = emulated_cluster.parse_label(link)
+                    cell.nodes, cell.ranks = cluster.nodes, cluster.ranks
                 if args.group and cell.ranks % args.group:
                     raise SweepError(f"--group {args.group} does not divide {cell.ranks} ranks")
                 cells.append(cell)
     return cells
 
 
-def shaped_links(args: argparse.Namespace, links: list[str], nodes_list: list[int]) -> list[str]:
-    """The shaped links' results labels (`shaped:1gbit` is `shaped-1g`), or SweepError where
-    they cannot run: one machine's loopback, here, not through Slurm or the simulator."""
-    if not all(shaped_link.is_shaped(link) for link in links):
-        raise SweepError("shaped links run on this machine and the other presets through Slurm: "
-                         "sweep them separately")
+def is_emulated(link: str) -> bool:
+    return link.startswith("emulated-")
+
+
+def is_local(link: str) -> bool:
+    """A link built on this machine: a shaped loopback or an emulated cluster."""
+    return shaped_link.is_shaped(link) or is_emulated(link)
+
+
+def local_links(args: argparse.Namespace, links: list[str], nodes_list: list[int]) -> list[str]:
+    """The local links' results labels (`shaped:1gbit` is `shaped-1g`), or SweepError where
+    they cannot run: this machine's, here, not through Slurm or the simulator. An emulated
+    cluster brings its own nodes and ranks (emulated-<nodes>x<ranks per node>-<rate>)."""
+    if not all(is_local(link) for link in links):
+        raise SweepError("shaped links and emulated clusters run on this machine and the other "
+                         "presets through Slurm: sweep them separately")
     if nodes_list != [1]:
-        raise SweepError("a shaped link is this machine's loopback: --nodes 1")
+        raise SweepError("a shaped link or an emulated cluster is this machine: --nodes 1 (an "
+                         "emulated cluster's label names its nodes)")
     if args.simulate or args.array:
-        raise SweepError("shaped links run here, one cell after another: no --simulate, --array")
+        raise SweepError("local links run here, one cell after another: no --simulate, --array")
     try:
-        return [shaped_link.parse_link(link).label for link in links]
+        return [emulated_cluster.parse_label(link).label if is_emulated(link)
+                else shaped_link.parse_link(link).label for link in links]
     except shaped_link.LinkError as err:
         raise SweepError(str(err)) from err
 
 
-def shaped_bw(cell: Cell) -> float:
-    """W for the model on a shaped link: its rate, shared by every rank sending at once."""
+def local_bw(cell: Cell) -> float:
+    """W for the model on a local link: a shaped loopback's rate shared by every rank sending at
+    once; an emulated cluster's NIC shared by the ranks of a node."""
+    if is_emulated(cell.link):
+        cluster = emulated_cluster.parse_label(cell.link)
+        return cluster.rate_bit / 8 / cluster.ranks_per_node
     return shaped_link.parse_link(cell.link).per_rank_W(cell.ranks)
 
 
-def shaped_command(args: argparse.Namespace, cell: Cell, name: str, out_dir: Path) -> list[str]:
-    """`shaped_link.py LINK -- mpirun -np RANKS BIN FLAGS`: the job script's flags for the cell
-    (slurm/lib/run_bench.sh's suite_case_args) and its backend, transport, dtype and label."""
+def local_command(args: argparse.Namespace, cell: Cell, name: str, out_dir: Path) -> list[str]:
+    """`shaped_link.py LINK -- mpirun -np RANKS BIN FLAGS` or `emulated_cluster.py --link LINK --
+    BIN FLAGS`: the job script's flags for the cell (slurm/lib/run_bench.sh's suite_case_args)
+    and its backend, transport, dtype and label."""
     mode = "cpu" if args.cpu else "gpu"
     env = {k: v for k, v in cell.env.items() if k not in ("SUITE_MODE", "TRANSPORT")}
     try:
@@ -327,20 +351,27 @@ def shaped_command(args: argparse.Namespace, cell: Cell, name: str, out_dir: Pat
     backend, transport, dtype = ("cpu", "mpi", "fp32") if args.cpu else ("cuda", args.transport,
                                                                          "bf16")
     binary = args.bin_dir / cell.bench.removesuffix("_layer")
-    return [sys.executable, str(REPO / "scripts" / "shaped_link.py"), cell.link, "--",
-            *shlex.split(args.mpirun), "-np", str(cell.ranks), "--oversubscribe", str(binary),
-            *flags, "--backend", backend, "--transport", transport, "--dtype", dtype,
-            "--link", cell.link, "--out", str(out_dir / f"{name}.h5")]
+    if is_emulated(cell.link):
+        launch = [sys.executable, str(REPO / "scripts" / "emulated_cluster.py"), "--link", cell.link,
+                  "--mpirun", shlex.split(args.mpirun)[0], "--"]
+    else:
+        launch = [sys.executable, str(REPO / "scripts" / "shaped_link.py"), cell.link, "--",
+                  *shlex.split(args.mpirun), "-np", str(cell.ranks), "--oversubscribe"]
+    return [*launch, str(binary), *flags, "--backend", backend, "--transport", transport,
+            "--dtype", dtype, "--link", cell.link, "--out", str(out_dir / f"{name}.h5")]
 
 
-def run_shaped(args: argparse.Namespace, cells: list[Cell], out_dir: Path) -> int:
-    """Runs (or with --dry-run prints) every cell here on its shaped link; 1 if any failed."""
-    commands = [shaped_command(args, c, job_name(args, c), out_dir) for c in cells]
-    print(f"\n{len(commands)} run(s) on this machine over a shaped loopback"
+def run_local(args: argparse.Namespace, cells: list[Cell], out_dir: Path) -> int:
+    """Runs (or with --dry-run prints) every cell here on its local link; 1 if any failed."""
+    commands = [local_command(args, c, job_name(args, c), out_dir) for c in cells]
+    print(f"\n{len(commands)} run(s) on this machine (a shaped loopback or an emulated cluster)"
           f"{' (dry run: nothing runs)' if args.dry_run else ''}:")
     if not args.dry_run:
-        try:
-            shaped_link.find_tools()  # not root or no tc: refused before anything runs
+        try:  # not root or no tc: refused before anything runs
+            if any(is_emulated(c.link) for c in cells):
+                emulated_cluster.find_tools(shlex.split(args.mpirun)[0])
+            else:
+                shaped_link.find_tools()
         except shaped_link.LinkError as err:
             raise SweepError(str(err)) from err
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -450,7 +481,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--link", default="nvlink",
                         help="link presets, comma-separated: slurm/link_presets.json's, or shaped "
                              "links run here (shaped-1g, shaped-10g, shaped:RATE; "
-                             "scripts/shaped_link.py --list)")
+                             "scripts/shaped_link.py --list), or clusters emulated here "
+                             "(emulated-<nodes>x<ranks per node>-<rate>, e.g. emulated-2x2-1g: "
+                             "scripts/emulated_cluster.py)")
     parser.add_argument("--nodes", default="1", help="node counts, comma-separated")
     parser.add_argument("--tasks-per-node", type=int, default=8,
                         help="ranks (GPUs) per node (default 8)")
@@ -503,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.simulate and not args.flops:
         args.cpu = True  # executed compute: the job script's CPU sizes
-    here = args.simulate or any(shaped_link.is_shaped(link.strip()) for link in args.link.split(","))
+    here = args.simulate or any(is_local(link.strip()) for link in args.link.split(","))
     try:
         if args.cpu or here:
             args.transport = args.transport or "nccl"
@@ -518,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         bw = bws.get(cell.link, args.bw)
         if bw is None and args.simulate:  # the simulated link's own figure
             bw = sweep_sim.simulated_bw(args, cell)
-        if bw is None and shaped_link.is_shaped(cell.link):  # the rate the ranks share
-            bw = shaped_bw(cell)
+        if bw is None and is_local(cell.link):  # the rate the ranks share
+            bw = local_bw(cell)
         cell.prediction, why = predict(model_command(args, cell, bw))
         if why:
             cell.note = why
@@ -532,11 +565,12 @@ def main(argv: list[str] | None = None) -> int:
         except sweep_sim.SimSweepError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-    if cells and shaped_link.is_shaped(cells[0].link):
+    if cells and is_local(cells[0].link):
         print_plan(args, cells)
-        out_dir = args.sweep_dir or REPO / "results" / "shaped" / "sweeps" / stamp
+        kind = "emulated" if is_emulated(cells[0].link) else "shaped"
+        out_dir = args.sweep_dir or REPO / "results" / kind / "sweeps" / stamp
         try:
-            return run_shaped(args, cells, out_dir)
+            return run_local(args, cells, out_dir)
         except SweepError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -201,7 +201,8 @@ def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
                       "shaped-1g,shaped:500mbit", "--cpu", "--tasks-per-node", "2", "--model",
                       model, "--sbatch", sbatch_cmd, "--sweep-dir", tmp_path / "sw", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert "4 run(s) on this machine over a shaped loopback (dry run: nothing runs)" in proc.stdout
+    assert "4 run(s) on this machine (a shaped loopback or an emulated cluster) (dry run: nothing runs)" \
+        in proc.stdout
     runs = [line.split() for line in proc.stdout.splitlines() if "shaped_link.py" in line]
     assert len(runs) == 4
     first = runs[0]
@@ -220,8 +221,31 @@ def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
     assert not sbatch_log.exists() and not (tmp_path / "sw").exists()
 
 
+def test_emulated_cluster_cells_run_here_through_emulated_cluster(fakes, tmp_path):
+    """An emulated cluster (scripts/emulated_cluster.py) runs its cells here, on the nodes and
+    ranks its label names (mpirun is the script's own), and the model's W is the NIC's rate over
+    the ranks of a node."""
+    model, model_log, sbatch_cmd, sbatch_log = fakes
+    proc = run_script("sweep.py", "ring_attention", "--values", "64", "--link", "emulated-2x2-1g",
+                      "--cpu", "--model", model, "--sbatch", sbatch_cmd, "--sweep-dir", tmp_path / "sw",
+                      "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    runs = [line.split() for line in proc.stdout.splitlines() if "emulated_cluster.py" in line]
+    assert len(runs) == 1
+    ours, bench = runs[0][:runs[0].index("--")], runs[0][runs[0].index("--") + 1:]
+    assert ours[ours.index("--link") + 1] == "emulated-2x2-1g" and "mpirun" not in bench[0]
+    assert bench[bench.index("--block") + 1] == "64"
+    assert bench[bench.index("--link") + 1] == "emulated-2x2-1g"
+    assert bench[bench.index("--out") + 1] == str(tmp_path / "sw" / "ring_attention-block64-emulated-2x2-1g-n2.h5")
+    assert sum("--bw 6.25e+07" in c for c in model_log.read_text().splitlines()) == 1  # 125 MB/s, 2 a node
+    assert not sbatch_log.exists() and not (tmp_path / "sw").exists()
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--link", "shaped-1g,nvlink"], "sweep them separately"),
+    (["--link", "emulated-2x2-1g,nvlink"], "sweep them separately"),
+    (["--link", "emulated-2x2-1g", "--nodes", "2"], "--nodes 1"),
+    (["--link", "emulated-2by2-1g"], "emulated-<nodes>x"),
     (["--link", "shaped-1g", "--nodes", "2"], "--nodes 1"),
     (["--link", "shaped-1g", "--array"], "no --simulate, --array"),
     (["--link", "shaped-1g", "--simulate"], "no --simulate, --array"),
