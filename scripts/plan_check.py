@@ -15,6 +15,11 @@ tau between the two orderings, and whether the planner's first pick is within 5%
 measured. Where a mesh misses by more than 10%, the axis whose predicted time is furthest from
 the measured phase times is named. The model's flags (after `--`) are model's: --seq, --hidden,
 --heads, --kv-heads, --d-ff, --experts, --top-k, --swiglu, --dtype, --causal.
+
+With a calibration from `calibrate.py --emulated RATE` the meshes run instead on the cluster it
+was measured on, emulated on this machine (scripts/emulated_cluster.py, root: its nodes and
+ranks per node, NICs of RATE, the CPU backend, executed compute, 3 timed steps after 1): the
+planner against real Open MPI over shared memory and TCP.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import h5py  # noqa: E402
 from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
 
 AXES = ("tp", "cp", "ep", "dp")
@@ -84,12 +90,31 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
         if flag(flags, ours):
             mesh_flags += [theirs, flag(flags, ours)]
     mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
+    if args.where["kind"] == "emulated":
+        a = emulated_mesh(args.where, mesh_flags, out)
+        return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
     a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
                       sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
     return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
 
 
-def plot(path: Path, results: list, preds: list[float], meas: list[float]) -> None:
+def emulated_mesh(where: dict, mesh_flags: list[str], out: Path) -> dict:
+    """The one case's attributes of `mesh` run on the emulated cluster a calibration names."""
+    flags = [f for f in mesh_flags]
+    flags[flags.index("--iters") + 1], flags[flags.index("--warmup") + 1] = "3", "1"
+    cmd = [sys.executable, str(ROOT / "scripts" / "emulated_cluster.py"), "--quiet", "--nodes", str(where["nodes"]),
+           "--ranks-per-node", str(where["gpus_per_node"]), "--nic", where["nic"], "--",
+           str(ROOT / "build" / "bin" / "mesh"), "--backend", "cpu", "--check", "0", "--out", str(out), *flags]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"error: mesh on the emulated cluster failed (exit {proc.returncode})")
+    with h5py.File(out) as f:
+        group = f["mesh"]
+        return dict(group[next(iter(group))].attrs)
+
+
+def plot(path: Path, results: list, preds: list[float], meas: list[float], ran: str = "simulated") -> None:
     """Predicted against simulated step time, one point a mesh with the diagonal drawn; and
     each mesh's predicted one-block time split by axis beside its simulated one."""
     import matplotlib
@@ -98,14 +123,14 @@ def plot(path: Path, results: list, preds: list[float], meas: list[float]) -> No
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
     ax.scatter(meas, preds)
     lo, hi = min(preds + meas), max(preds + meas)
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = simulated")
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label=f"predicted = {ran}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("simulated step (s)")
+    ax.set_xlabel(f"{ran} step (s)")
     ax.set_ylabel("predicted step (s)")
     ax.legend()
     ax.grid(True, alpha=0.3)
-    ax.set_title("the planner's meshes: predicted against simulated")
+    ax.set_title(f"the planner's meshes: predicted against {ran}")
     pos = list(range(len(results)))
     bottom = [0.0] * len(results)
     parts = [("compute", [float(r["block_compute_s"]) for r, _ in results])]
@@ -114,7 +139,7 @@ def plot(path: Path, results: list, preds: list[float], meas: list[float]) -> No
         bx.bar([p - 0.2 for p in pos], values, width=0.4, bottom=bottom, label=f"{label} (predicted)")
         bottom = [b + v for b, v in zip(bottom, values)]
     bx.bar([p + 0.2 for p in pos], [m["step_s"] for _, m in results], width=0.4, color="grey",
-           label="simulated block")
+           label=f"{ran} block")
     bx.set_xticks(pos, [f"{r['rank']}" for r, _ in results])
     bx.set_xlabel("mesh (its rank in the plan)")
     bx.set_ylabel("one block, one micro-batch (s)")
@@ -142,8 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, help="a PNG: predicted against simulated, and each mesh by axis")
     args = p.parse_args(ours)
     calib = json.loads(args.calibration.read_text())
-    if calib.get("where", {}).get("kind") != "simulated":
-        p.error(f"{args.calibration}: the check runs on a simulated cluster; calibrate there (--simulate)")
+    args.where = calib.get("where", {})
+    if args.where.get("kind") not in ("simulated", "emulated"):
+        p.error(f"{args.calibration}: the check runs on a simulated or emulated cluster; calibrate there "
+                f"(--simulate, --emulated RATE)")
+    if args.where["kind"] == "emulated" and args.gpus != args.where["nodes"] * args.where["gpus_per_node"]:
+        p.error(f"--gpus {args.gpus}: the emulated cluster of {args.calibration} has "
+                f"{args.where['nodes'] * args.where['gpus_per_node']} ranks")
+    ran = "simulated" if args.where["kind"] == "simulated" else "emulated"
     with tempfile.TemporaryDirectory(prefix="plan_check_") as tmp:
         rows = chosen(plan(args, flags, Path(tmp) / "plan.csv"), args.top, args.middle, args.bottom)
         results = []
@@ -157,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     def step(block: float, dp: float, micro: float) -> float:
         return layers * (micro * (block - dp) + dp)
 
-    print("| plan rank | mesh | micro-batches | predicted step ms | simulated step ms | error | largest axis gap |")
+    print(f"| plan rank | mesh | micro-batches | predicted step ms | {ran} step ms | error | largest axis gap |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     errors, out_rows, preds, meas = [], [], [], []
     for row, m in results:
@@ -186,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         write_rows(args.csv, out_rows)
     if args.plot:
-        plot(args.plot, results, preds, meas)
+        plot(args.plot, results, preds, meas, ran)
     return 0
 
 

@@ -130,7 +130,42 @@ def scenario_bad_input(env: Env) -> None:
     print("bad input refused")
 
 
+def scenario_emulated(env: Env) -> None:
+    """On a cluster emulated on this machine (root: 2 nodes of 2 ranks, NICs of 1 Gbit/s): the
+    across-nodes level's rates are the NIC's at most (125 MB/s, the shaping's ceiling, +15%) and
+    the point-to-point one inside a node above it; plan_check runs the planner's meshes there and
+    prints its summary. The times are this host's: no bound on the planner's error here."""
+    if os.geteuid() != 0:
+        print("SKIP: an emulated cluster needs root")
+        sys.exit(77)
+    out = env.workdir / "calib_emulated.json"
+    proc = subprocess.run([PY, str(ROOT / "scripts" / "calibrate.py"), "--emulated", "1gbit", "--nodes", "2",
+                           "--gpus-per-node", "2", "--dtype", "fp32", "--sizes", "256K,4M", "--blocks", "256,1K",
+                           "--build", str(env.bin_dir.parent), "--out", str(out)],
+                          capture_output=True, text=True, env=env_vars(), timeout=280)
+    if proc.returncode == 2 and "emulated_cluster" in proc.stderr and "needs" in proc.stderr:
+        print(f"SKIP: this machine cannot build an emulated cluster: {proc.stderr.strip()[-300:]}")
+        sys.exit(77)
+    expect(proc.returncode == 0, "calibrate.py --emulated", proc)
+    doc = json.loads(out.read_text())
+    expect(doc["where"]["kind"] == "emulated" and doc["ranks_per_node"] == 2, f"where {doc['where']}")
+    nic = 125e6
+    for kind in ("rs_ag", "all_reduce", "a2a", "p2p"):
+        got = doc["levels"]["inter"][kind]["bw"]
+        expect(0 < got <= 1.15 * nic, f"across nodes {kind}: {got:.4g} B/s, above the 1 Gbit/s NIC")
+    expect(doc["levels"]["intra"]["p2p"]["bw"] > nic, "inside a node: point to point not above the NIC")
+    proc = subprocess.run([PY, str(ROOT / "scripts" / "plan_check.py"), "--calibration", str(out), "--gpus", "4",
+                           "--top", "2", "--middle", "1", "--bottom", "1", "--model", str(env.bin_dir / "model"),
+                           "--", "--seq", "1024", "--hidden", "512", "--heads", "8", "--kv-heads", "8", "--d-ff",
+                           "2048", "--layers", "1", "--dtype", "fp32", "--causal"],
+                          capture_output=True, text=True, env=env_vars(), timeout=280)
+    expect(proc.returncode == 0, "plan_check.py on the emulated cluster", proc)
+    expect("emulated step ms" in proc.stdout and "median |error|" in proc.stdout, "plan_check's table", proc)
+    print(proc.stdout)
+
+
 SCENARIOS = {
+    "plan_emulated": scenario_emulated,
     "plan_calibrate_sim": scenario_calibrate_sim,
     "plan_calibrate_cpu": scenario_calibrate_cpu,
     "plan_ranking": scenario_ranking,
