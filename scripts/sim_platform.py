@@ -239,15 +239,32 @@ def platform_xml(p: Platform) -> str:
     return "\n".join(head + body + ["</platform>", ""])
 
 
-def write(p: Platform, ranks: int, directory: Path, stem: str) -> tuple[Path, Path]:
-    """Writes <stem>.platform.xml and <stem>.hosts (the first `ranks` hosts, rank r on line r)."""
+MAP_BY = ("slot", "node")
+
+
+def rank_hosts(p: Platform, ranks: int, map_by: str = "slot") -> list[str]:
+    """The host of each rank, in Open MPI's --map-by words: `slot` fills a node before the next
+    (ranks 0..g-1 on node 0), `node` deals ranks round robin over the nodes (rank r on node
+    r mod nodes), so that groups of consecutive ranks span nodes."""
     if ranks > p.hosts:
         raise PlatformError(f"{ranks} ranks but platform {p.name} has {p.hosts} hosts "
                             f"(one rank per host; --nodes adds hosts)")
+    names = p.host_names()
+    if map_by == "slot" or p.topology == "flat":
+        return names[:ranks]
+    if map_by != "node":
+        raise PlatformError(f"--map-by {map_by!r}: one of {', '.join(MAP_BY)}")
+    g = p.gpus_per_node
+    return [names[(r % p.nodes) * g + r // p.nodes] for r in range(ranks)]
+
+
+def write(p: Platform, ranks: int, directory: Path, stem: str, map_by: str = "slot") -> tuple[Path, Path]:
+    """Writes <stem>.platform.xml and <stem>.hosts (rank r's host on line r, rank_hosts)."""
+    hosts_of = rank_hosts(p, ranks, map_by)
     directory.mkdir(parents=True, exist_ok=True)
     xml, hosts = directory / f"{stem}.platform.xml", directory / f"{stem}.hosts"
     xml.write_text(platform_xml(p))
-    hosts.write_text("\n".join(p.host_names()[:ranks]) + "\n")
+    hosts.write_text("\n".join(hosts_of) + "\n")
     return xml, hosts
 
 

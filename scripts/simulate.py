@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from process_memory import PeakMemory  # noqa: E402
-from sim_platform import PRESETS, PlatformError, make_platform, write  # noqa: E402
+from sim_platform import MAP_BY, PRESETS, PlatformError, make_platform, write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "mesh", "harness_overhead")
@@ -75,6 +75,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nodes", type=int, help="nodes of the preset (flat: hosts)")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (node8, fattree: 8)")
     parser.add_argument("--link", help="link preset mapped to simulated links (nvlink, ib, tcp...)")
+    parser.add_argument("--map-by", choices=MAP_BY, default="slot",
+                        help="ranks to hosts as Open MPI's --map-by: slot fills a node first (default), "
+                             "node deals them round robin over the nodes")
     parser.add_argument("--bw", type=number, help="bandwidth of the network level, B/s (flat: "
                         "its links; e.g. 50M)")
     parser.add_argument("--lat", type=float, help="latency of one network link, s")
@@ -215,9 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or default_out(args)).resolve()
     stem = out.with_suffix("").name
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               SUITE_SIM_PLATFORM=platform.name, SUITE_SIM_PLATFORM_DETAIL=platform.detail())
+               SUITE_SIM_PLATFORM=platform.name, SUITE_SIM_PLATFORM_DETAIL=platform.detail()
+               + ("; ranks round robin over the nodes (--map-by node)" if args.map_by == "node" else ""))
     with tempfile.TemporaryDirectory(prefix="suite-sim-") as tmp:
-        xml, hosts = write(platform, args.ranks, Path(tmp), stem)
+        xml, hosts = write(platform, args.ranks, Path(tmp), stem, args.map_by)
         cmd = smpirun_command(args, platform, binary, xml, hosts, out, flags)
         # The folder for the per-rank copies of the executable and libbenchmark: one per run, so
         # simulations side by side (ctest -j) neither overwrite nor remove each other's copies

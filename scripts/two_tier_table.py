@@ -2,10 +2,13 @@
 """The two-tier methods three ways: the model, a simulated cluster (SMPI) and the cluster emulated
 on this machine (emulated_cluster.py), the same configurations and the same rates.
 
-    two_tier_table.py --out-dir results/two_tier [--nic 1gbit] [--only moe|mesh]
+    two_tier_table.py --out-dir results/two_tier [--nic 1gbit] [--only moe|mesh|ulysses|sp_tp]
 
 On 2 nodes x 2 ranks with a NIC of RATE each way (default 1 Gbit/s): moe's flat against its
-hierarchical dispatch, and the mesh (tp2 x cp2) with TP inside the node against CP inside it.
+hierarchical dispatch, the mesh (tp2 x cp2) with TP inside the node against CP inside it,
+ulysses' hybrid (u 2, a ring of 2) with Ulysses inside the node against the ring inside it, and
+sp_tp's TP+SP layer with its TP group inside a node against across (ranks dealt round robin
+over the nodes, --map-by node, in both the emulated cluster and SMPI).
 Each configuration runs alone (so the NIC's byte counter, tbf's, is that configuration's) on
 
 - the emulated cluster: real Open MPI, shared memory inside a node, TCP through the shaped NIC;
@@ -45,19 +48,33 @@ class Config:
     name: str
     bench: str
     flags: tuple[str, ...]
-    crossing: str  # how the bytes across the NIC are read from the results
+    crossing: str  # how the bytes across the NIC are read from the results (crossing_bytes)
     steps: int  # steps the run makes (warm-up and timed): tbf's count is over all of them
+    map_by: str = "slot"  # Open MPI's --map-by: node deals consecutive ranks over the nodes
 
 
 MOE = ("--tokens", "2048", "--hidden", "512", "--ffn-hidden", "512", "--experts", "8", "--top-k", "2",
        "--pass", "fwd", "--iters", "5", "--warmup", "1", "--check", "0")
 MESH = ("--tp", "2", "--cp", "2", "--seq", "1024", "--hidden", "512", "--heads", "8", "--pass", "fwd_bwd",
         "--iters", "3", "--warmup", "1", "--check", "0")
+# The hybrid's Ulysses groups and sp_tp's TP groups are consecutive ranks: inside a node as Open
+# MPI places ranks by default, across nodes when it deals them round robin (--map-by node).
+ULYSSES = ("--seq", "4096", "--cp", "4", "--ulysses-degree", "2", "--heads", "8", "--kv-heads", "8",
+           "--head-dim", "64", "--layout", "zigzag", "--causal", "1", "--pass", "fwd", "--iters", "5",
+           "--warmup", "1", "--check", "0")
+LAYER = ("--mode", "layer", "--tp", "2", "--seq", "1024", "--hidden", "512", "--heads", "8",
+         "--variants", "tp_sp", "--pass", "fwd", "--iters", "5", "--warmup", "1", "--check", "0")
 CONFIGS = [
     Config("moe flat dispatch", "moe", (*MOE, "--dispatch", "flat"), "moe", 6),
     Config("moe hierarchical dispatch", "moe", (*MOE, "--dispatch", "hierarchical"), "moe", 6),
-    Config("mesh tp2 x cp2, TP inside the node", "mesh", (*MESH, "--order", "tp,cp,ep,dp"), "cp+dp", 4),
-    Config("mesh tp2 x cp2, CP inside the node", "mesh", (*MESH, "--order", "cp,ep,dp,tp"), "tp", 4),
+    Config("mesh tp2 x cp2, TP inside the node", "mesh", (*MESH, "--order", "tp,cp,ep,dp"),
+           "cp_bytes_per_rank+dp_bytes_per_rank", 4),
+    Config("mesh tp2 x cp2, CP inside the node", "mesh", (*MESH, "--order", "cp,ep,dp,tp"), "tp_bytes_per_rank", 4),
+    Config("ulysses u2 x ring 2, Ulysses inside the node", "ulysses", ULYSSES, "ring_bytes_sent_per_rank", 6),
+    Config("ulysses u2 x ring 2, ring inside the node", "ulysses", ULYSSES, "ulysses_bytes_sent_per_rank", 6,
+           "node"),
+    Config("sp_tp layer tp2 (TP+SP), TP inside the node", "sp_tp", LAYER, "none", 6),
+    Config("sp_tp layer tp2 (TP+SP), TP across nodes", "sp_tp", LAYER, "fwd_comm_bytes_per_rank", 6, "node"),
 ]
 
 
@@ -69,17 +86,21 @@ def one_case(path: Path) -> h5py.Group:
 
 def crossing_bytes(case: h5py.Group, how: str) -> float:
     """Bytes per rank and step that cross the NIC: moe's dispatch and combine (the routing's
-    count, the combine sending the dispatch's rows back), the mesh's crossing axes (with TP
-    inside the node: CP and the gradient sums over DP x CP, `dp_bytes_per_rank`)."""
+    count, the combine sending the dispatch's rows back), or the sum of the named attributes
+    (the mesh's crossing axes, with TP inside the node CP and the gradient sums over DP x CP;
+    the hybrid's part across nodes; sp_tp's collectives when its TP group spans them)."""
     if how == "moe":
         return 2.0 * float(case.attrs["dispatch_inter_node_bytes_per_rank"])
-    return sum(float(case.attrs[f"{axis}_bytes_per_rank"]) for axis in how.split("+"))
+    if how == "none":  # every group inside a node
+        return 0.0
+    return sum(float(case.attrs[name]) for name in how.split("+"))
 
 
 def run_emulated(cfg: Config, nic: str, out: Path) -> tuple[float, float, float] | str:
     """(step s, bytes across the NIC per rank by tbf, by the run's own count) or why not."""
     cmd = [sys.executable, str(REPO / "scripts" / "emulated_cluster.py"), "--nodes", str(NODES),
-           "--ranks-per-node", str(PER_NODE), "--nic", nic, "--", str(REPO / "build" / "bin" / cfg.bench),
+           "--ranks-per-node", str(PER_NODE), "--nic", nic, "--mpirun-flag=--map-by", f"--mpirun-flag={cfg.map_by}",
+           "--", str(REPO / "build" / "bin" / cfg.bench),
            "--backend", "cpu", *cfg.flags, "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
@@ -96,7 +117,8 @@ def run_smpi(cfg: Config, nic_Bps: float, out: Path) -> tuple[float, float] | st
         return "not run: no build-sim (make sim)"
     cmd = [sys.executable, str(REPO / "scripts" / "simulate.py"), cfg.bench, "--platform", "fattree",
            "--nodes", str(NODES), "--gpus-per-node", str(PER_NODE), "--link", "pcie-host",
-           "--bw", f"{nic_Bps:g}", "--ranks", str(NODES * PER_NODE), "--out", str(out), "--no-plot",
+           "--bw", f"{nic_Bps:g}", "--ranks", str(NODES * PER_NODE), "--map-by", cfg.map_by, "--out", str(out),
+           "--no-plot",
            "--", *cfg.flags]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
@@ -109,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-dir", type=Path, default=REPO / "results" / "two_tier")
     p.add_argument("--nic", default="1gbit", help="each node's NIC, each way (tc units; default 1gbit)")
-    p.add_argument("--only", choices=("moe", "mesh"), help="one benchmark's rows")
+    p.add_argument("--only", choices=sorted({c.bench for c in CONFIGS}), help="one benchmark's rows")
     args = p.parse_args(argv)
     nic_Bps = parse_rate(args.nic) / 8
     args.out_dir.mkdir(parents=True, exist_ok=True)

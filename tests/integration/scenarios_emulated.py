@@ -210,6 +210,41 @@ def scenario_2x2(env: Env) -> None:
     print("the results file records the cluster")
 
 
+def nic_bytes(proc: subprocess.CompletedProcess) -> list[int]:
+    """What each node's NIC sent over the run, by tc's own counter (emulated_cluster.py's line)."""
+    m = re.search(r"bytes each node's NIC sent \(tbf\): (.*)", proc.stderr)
+    expect(m is not None, "no tbf byte count", proc)
+    return [int(x) for x in re.findall(r"cn\d+ (\d+)", m.group(1))]
+
+
+def scenario_placement(env: Env) -> None:
+    """sp_tp's TP group (2 consecutive ranks) on 2 nodes x 2: inside a node as Open MPI places
+    ranks by default, across them with --map-by node. The NICs' own counters say which: with TP
+    inside, next to nothing crosses; across, each node's NIC carries at least what its two ranks'
+    collectives sent (the run's payload count; more where Open MPI's algorithm moves more than
+    the payload: its reduce-scatter of 2 ranks sends the whole buffer one way)."""
+    require_cluster()
+    sent = {}
+    for map_by in ("slot", "node"):
+        out = env.workdir / f"layer_{map_by}.h5"
+        run = emulated("--nodes", "2", "--ranks-per-node", "2", "--nic", "1gbit", "--mpirun-flag=--map-by",
+                       f"--mpirun-flag={map_by}", "--", str(env.bin_dir / "sp_tp"), "--backend", "cpu", "--mode",
+                       "layer", "--tp", "2", "--seq", "256", "--hidden", "256", "--heads", "4", "--variants",
+                       "tp_sp", "--pass", "fwd", "--iters", "2", "--warmup", "1", "--check", "0", "--out", str(out),
+                       cwd=env.workdir)
+        expect(run.returncode == 0 and not run.left, f"sp_tp on the emulated cluster, --map-by {map_by}", run)
+        with h5py.File(out) as f:
+            case = next(iter(f["sp_tp"].values()))
+            payload = float(case.attrs["payload_bytes_sent_case"])  # a rank's, over every step
+        sent[map_by] = nic_bytes(run)
+        print(f"  --map-by {map_by}: NICs sent {sent[map_by]} bytes; a rank's collectives {payload:.0f}")
+    expect(payload > 0, "no collective bytes counted")
+    for node, b in enumerate(sent["node"]):
+        expect(b >= 2 * payload, f"TP across: cn{node}'s NIC sent {b} bytes for 2 ranks' {payload:.0f} each")
+    expect(max(sent["slot"]) < 0.1 * min(sent["node"]), f"TP inside a node: NICs sent {sent['slot']}")
+    print("the TP group's placement is what --map-by says, by the NICs' counters")
+
+
 def scenario_interrupted(env: Env) -> None:
     """Two clusters up at once do not collide; Ctrl-C in a run ends it with 128 + SIGINT and
     removes every namespace, veth and the agent's folder."""
@@ -237,6 +272,7 @@ SCENARIOS = {
     "emulated_two_nodes": scenario_two_nodes,
     "emulated_2x2": scenario_2x2,
     "emulated_interrupted": scenario_interrupted,
+    "emulated_placement": scenario_placement,
 }
 
 if __name__ == "__main__":

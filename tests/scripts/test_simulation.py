@@ -91,6 +91,18 @@ def test_write_refuses_more_ranks_than_hosts(tmp_path):
         sp.write(p, 9, tmp_path, "big")
 
 
+def test_map_by_node_deals_ranks_round_robin_over_the_nodes(tmp_path):
+    p = sp.make_platform("fattree", nodes=2, gpus_per_node=2)
+    _, hosts = sp.write(p, 4, tmp_path, "slot")
+    assert hosts.read_text().split() == ["node0-gpu0", "node0-gpu1", "node1-gpu0", "node1-gpu1"]
+    _, hosts = sp.write(p, 4, tmp_path, "node", map_by="node")
+    assert hosts.read_text().split() == ["node0-gpu0", "node1-gpu0", "node0-gpu1", "node1-gpu1"]
+    three = sp.rank_hosts(sp.make_platform("fattree", nodes=3, gpus_per_node=2), 5, "node")
+    assert three == ["node0-gpu0", "node1-gpu0", "node2-gpu0", "node0-gpu1", "node1-gpu1"]
+    with pytest.raises(sp.PlatformError, match="--map-by 'core'"):
+        sp.rank_hosts(p, 4, "core")
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--platform", "torus", "--ranks", "4"], "unknown platform preset"),
     (["--platform", "flat", "--ranks", "5"], "5 ranks but platform flat has 4 hosts"),
