@@ -19,7 +19,11 @@ the measured phase times is named. The model's flags (after `--`) are model's: -
 With a calibration from `calibrate.py --emulated RATE` the meshes run instead on the cluster it
 was measured on, emulated on this machine (scripts/emulated_cluster.py, root: its nodes and
 ranks per node, NICs of RATE, the CPU backend, executed compute, 3 timed steps after 1): the
-planner against real Open MPI over shared memory and TCP.
+planner against real Open MPI over shared memory and TCP. With one of this machine
+(`calibrate.py --np N`) they run here through mpirun on N ranks; with one of a Slurm job
+(`calibrate.py --slurm`) they run as srun steps of a job of the same nodes and ranks per node,
+with its backend and transport (slurm/calibrate.sbatch runs the check after the calibration when
+PLAN_CHECK_ARGS is set): the planner against the cluster itself.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,6 +45,9 @@ import h5py  # noqa: E402
 from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
 
 AXES = ("tp", "cp", "ep", "dp")
+# Where each kind of calibration runs the meshes (and the table's column says so).
+RAN = {"simulated": "simulated cluster", "emulated": "emulated cluster", "mpirun": "this machine",
+       "slurm": "Slurm job's nodes"}
 
 
 def flag(flags: list[str], name: str, default: str | None = None) -> str | None:
@@ -90,25 +98,42 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
         if flag(flags, ours):
             mesh_flags += [theirs, flag(flags, ours)]
     mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
-    if args.where["kind"] == "emulated":
-        a = emulated_mesh(args.where, mesh_flags, out)
+    if args.where["kind"] != "simulated":
+        a = launched_mesh(args, mesh_flags, out)
         return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
     a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
                       sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
     return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
 
 
-def emulated_mesh(where: dict, mesh_flags: list[str], out: Path) -> dict:
-    """The one case's attributes of `mesh` run on the emulated cluster a calibration names."""
+def launcher(args: argparse.Namespace) -> list[str]:
+    """How `mesh` starts where the calibration was measured (all but a simulation): the
+    emulated cluster it names, this machine's mpirun, or an srun step of this Slurm job."""
+    where = args.where
+    if where["kind"] == "emulated":
+        return [sys.executable, str(ROOT / "scripts" / "emulated_cluster.py"), "--quiet", "--nodes",
+                str(where["nodes"]), "--ranks-per-node", str(where["gpus_per_node"]), "--nic", where["nic"], "--"]
+    if where["kind"] == "mpirun":
+        return [args.mpirun, "-np", str(args.gpus), "--oversubscribe"]
+    return [*args.srun.split(), f"--nodes={where['nodes']}", f"--ntasks={args.gpus}",
+            f"--ntasks-per-node={where['gpus_per_node']}"]
+
+
+def launched_mesh(args: argparse.Namespace, mesh_flags: list[str], out: Path) -> dict:
+    """The one case's attributes of `mesh` run where the calibration was measured, with its
+    backend and transport (3 timed steps after 1: real runs vary, simulated ones do not)."""
     flags = [f for f in mesh_flags]
     flags[flags.index("--iters") + 1], flags[flags.index("--warmup") + 1] = "3", "1"
-    cmd = [sys.executable, str(ROOT / "scripts" / "emulated_cluster.py"), "--quiet", "--nodes", str(where["nodes"]),
-           "--ranks-per-node", str(where["gpus_per_node"]), "--nic", where["nic"], "--",
-           str(ROOT / "build" / "bin" / "mesh"), "--backend", "cpu", "--check", "0", "--out", str(out), *flags]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    backend = args.where.get("backend", "cpu")
+    transport = args.where.get("transport", "default")
+    extra = ["--transport", transport] if transport in ("mpi", "nccl") else []
+    cmd = [*launcher(args), str(args.bin_dir / "mesh"), "--backend", backend, *extra, "--check", "0",
+           "--out", str(out), *flags]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"error: mesh on the emulated cluster failed (exit {proc.returncode})")
+        raise SystemExit(f"error: mesh on the {RAN[args.where['kind']]} failed (exit {proc.returncode})")
     with h5py.File(out) as f:
         group = f["mesh"]
         return dict(group[next(iter(group))].attrs)
@@ -152,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, flags = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--calibration", type=Path, required=True, help="calibrate.py --simulate's file")
+    p.add_argument("--calibration", type=Path, required=True, help="calibrate.py's file")
     p.add_argument("--gpus", type=int, required=True)
     p.add_argument("--memory-gb", type=float, default=80)
     p.add_argument("--top", type=int, default=3)
@@ -163,18 +188,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link", default="nvlink-ib")
     p.add_argument("--build", type=Path, help="the SMPI build (default build-sim)")
     p.add_argument("--model", type=Path, default=ROOT / "build" / "bin" / "model")
+    p.add_argument("--bin-dir", type=Path, default=ROOT / "build" / "bin",
+                   help="where `mesh` is, for the runs that are not simulated")
+    p.add_argument("--mpirun", default="mpirun", help="a calibration of this machine (calibrate.py --np): its launcher")
+    p.add_argument("--srun", default=f"srun --mpi={os.environ.get('SRUN_MPI', 'pmix')}",
+                   help="a Slurm calibration (calibrate.py --slurm), inside a job of its nodes: the step launcher")
     p.add_argument("--csv", type=Path, help="also write the rows here")
     p.add_argument("--plot", type=Path, help="a PNG: predicted against simulated, and each mesh by axis")
     args = p.parse_args(ours)
     calib = json.loads(args.calibration.read_text())
     args.where = calib.get("where", {})
-    if args.where.get("kind") not in ("simulated", "emulated"):
-        p.error(f"{args.calibration}: the check runs on a simulated or emulated cluster; calibrate there "
-                f"(--simulate, --emulated RATE)")
-    if args.where["kind"] == "emulated" and args.gpus != args.where["nodes"] * args.where["gpus_per_node"]:
-        p.error(f"--gpus {args.gpus}: the emulated cluster of {args.calibration} has "
-                f"{args.where['nodes'] * args.where['gpus_per_node']} ranks")
-    ran = "simulated" if args.where["kind"] == "simulated" else "emulated"
+    kind = args.where.get("kind")
+    if kind not in RAN:
+        p.error(f"{args.calibration}: no calibration of this suite's (where: {args.where})")
+    ranks = {"emulated": lambda w: w["nodes"] * w["gpus_per_node"], "mpirun": lambda w: w["ranks"],
+             "slurm": lambda w: w["nodes"] * w["gpus_per_node"]}
+    if kind in ranks and args.gpus != ranks[kind](args.where):
+        p.error(f"--gpus {args.gpus}: the meshes run where {args.calibration} was measured, on "
+                f"{ranks[kind](args.where)} ranks")
+    if kind == "slurm" and os.environ.get("SLURM_JOB_ID") is None:
+        p.error(f"{args.calibration} was measured in a Slurm job: run the check in a job of its nodes "
+                f"(slurm/calibrate.sbatch with PLAN_CHECK_ARGS)")
+    ran = {"simulated": "simulated", "emulated": "emulated"}.get(kind, "measured")
     with tempfile.TemporaryDirectory(prefix="plan_check_") as tmp:
         rows = chosen(plan(args, flags, Path(tmp) / "plan.csv"), args.top, args.middle, args.bottom)
         results = []

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared driver of the job scripts in slurm/: sourced by each <bench>.sbatch, which only sets
 # the Slurm resources and calls `suite_main <case set> <default link preset>`.
 #
@@ -103,12 +104,13 @@ suite_case_args() {
   esac
 }
 
-# suite_main <case set> <default link preset>
-suite_main() {
-  set -euo pipefail
-  local set=$1 default_link=$2
-  local root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
-  cd "$root"
+# suite_prepare <default link preset>: the part every job shares. Goes to the repository root,
+# takes an array task's variables, and sets the globals suite_mode (gpu, cpu), suite_python,
+# suite_transport, suite_backend, suite_dtype, suite_link (the preset, its variables exported)
+# and suite_job (the job's id, array tasks as <array id>_<task>).
+suite_prepare() {
+  local default_link=$1
+  cd "${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}"
   # A job array from scripts/sweep.py --array: line N of the cells file holds task N's variables.
   if [[ -n ${SUITE_SWEEP_CELLS:-} && -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
     local cell kv
@@ -116,29 +118,37 @@ suite_main() {
     [[ -n $cell ]] || suite_die "no line for array task $SLURM_ARRAY_TASK_ID in $SUITE_SWEEP_CELLS"
     for kv in $cell; do export "${kv?}"; done
   fi
+  suite_mode=${SUITE_MODE:-gpu}
+  [[ $suite_mode == gpu || $suite_mode == cpu ]] || suite_die "SUITE_MODE must be gpu or cpu, not '$suite_mode'"
+  suite_python=${PYTHON:-.venv/bin/python}
+  [[ -x $suite_python ]] || suite_python=python3
+  if [[ $suite_mode == cpu ]]; then
+    suite_transport=mpi suite_backend=cpu suite_dtype=fp32
+  else
+    suite_transport=$(suite_gpu_transport "${BIN_DIR:-build/bin}/suite_features.txt") || exit 2
+    suite_backend=cuda suite_dtype=${DTYPE:-bf16}
+  fi
+  suite_link=${LINK:-$default_link}
+  local preset
+  preset=$("$suite_python" scripts/link_presets.py "$suite_link" --transport "$suite_transport" --shell) ||
+    suite_die "link preset '$suite_link' (see: python3 scripts/link_presets.py --list)"
+  eval "$preset"  # exports the preset's variables and SUITE_LINK_ENV (recorded in the results)
+  suite_job=${SLURM_JOB_ID:-local$$}
+  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && suite_job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  return 0
+}
+
+# suite_main <case set> <default link preset>
+suite_main() {
+  set -euo pipefail
+  local set=$1 default_link=$2
+  suite_prepare "$default_link"
   local bench=${set%_layer}  # sp_tp_layer runs the sp_tp executable
-  local mode=${SUITE_MODE:-gpu}
-  [[ $mode == gpu || $mode == cpu ]] || suite_die "SUITE_MODE must be gpu or cpu, not '$mode'"
-  local python=${PYTHON:-.venv/bin/python}
-  [[ -x $python ]] || python=python3
+  local mode=$suite_mode python=$suite_python transport=$suite_transport backend=$suite_backend
+  local dtype=$suite_dtype link=$suite_link job=$suite_job
   local bin="${BIN_DIR:-build/bin}/$bench"
   [[ -x $bin ]] || suite_die "$bin is not built (make build, or set BIN_DIR)"
 
-  local transport backend dtype
-  if [[ $mode == cpu ]]; then
-    transport=mpi backend=cpu dtype=fp32
-  else
-    transport=$(suite_gpu_transport "${BIN_DIR:-build/bin}/suite_features.txt") || exit 2
-    backend=cuda dtype=${DTYPE:-bf16}
-  fi
-  local link=${LINK:-$default_link}
-  local preset
-  preset=$("$python" scripts/link_presets.py "$link" --transport "$transport" --shell) ||
-    suite_die "link preset '$link' (see: python3 scripts/link_presets.py --list)"
-  eval "$preset"  # exports the preset's variables and SUITE_LINK_ENV (recorded in the results)
-
-  local job=${SLURM_JOB_ID:-local$$}
-  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
   local dir="${RESULTS_ROOT:-results/slurm}/${SLURM_JOB_NAME:-$set}-$job"
   mkdir -p "$dir"
   local out="$dir/$set.h5"

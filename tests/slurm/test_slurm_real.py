@@ -64,6 +64,13 @@ JOBS = [
 ]
 
 
+# calibrate.sbatch's job: a rank per core of a 2-core host, and its plan check: the planner's
+# first, one middle and its last mesh of those ranks, run as srun steps of the job.
+CALIBRATION_RANKS = 2
+PLAN_CHECK = (f"--gpus {CALIBRATION_RANKS} --top 1 --middle 1 --bottom 1 -- --seq 1024 --hidden 512 --heads 8 "
+              "--d-ff 2048 --layers 1 --dtype fp32 --causal")
+
+
 class Failure(Exception):
     pass
 
@@ -149,6 +156,39 @@ def scaled_copy(src: Path, dest: Path, factor: float) -> None:
                         case.attrs[key] = case.attrs[key] * factor
 
 
+def check_calibration(run: Run, job: str) -> None:
+    """calibrate.sbatch on one node of CALIBRATION_RANKS tasks: a calibration of the job (its id, its
+    ranks per node, the inside level only, every rate fitted), the runs behind it kept, the
+    plan check's meshes run in the job (srun steps), and the planner takes it."""
+    path = run.tmp / "results" / f"calibrate-{job}" / "calibration.json"
+    expect(path.is_file(), f"job {job}: no calibration {path}\n{run.output(job)}")
+    doc = json.loads(path.read_text())
+    where = doc["where"]
+    expect(doc["format"] == "parallelism-bench calibration" and where["kind"] == "slurm"
+           and where["job_id"] == job and where["nodes"] == 1 and doc["ranks_per_node"] == CALIBRATION_RANKS
+           and where["link"] == "pcie-host",
+           f"{path}: where {where}, ranks per node {doc['ranks_per_node']}")
+    expect(list(doc["levels"]) == ["intra"] and doc["levels"]["intra"]["ranks"] == CALIBRATION_RANKS,
+           f"{path}: levels {list(doc['levels'])} (one node: the inside level only)")
+    for kind in ("rs_ag", "all_reduce", "a2a", "p2p"):
+        fit = doc["levels"]["intra"][kind]
+        expect(fit["bw"] > 0 and len(fit["points"]) >= 2, f"{path}: {kind} fit {fit}")
+    runs = sorted(p.name for p in path.with_name("calibration_runs").iterdir())
+    expect(sum(n.startswith("kernel_bench") for n in runs) == CALIBRATION_RANKS,
+           f"{path}: kernel_bench copies {runs} (one per rank of the node)")
+    expect("next: " in run.output(job), f"job {job}: no next step printed\n{run.output(job)}")
+    check = path.with_name("plan_check.txt").read_text()
+    rows = [l for l in check.splitlines() if l.startswith("| ") and "`tp" in l]
+    expect(len(rows) == 3 and "median |error|" in check and "measured step ms" in check,
+           f"{path.parent}: plan_check.txt lacks its 3 meshes or summary:\n{check}")
+    plan = subprocess.run([str(run.bin_dir / "model"), "--section", "plan", "--calibration", str(path),
+                           "--gpus", str(CALIBRATION_RANKS), "--seq", "1024", "--hidden", "512", "--heads", "8",
+                           "--d-ff", "2048", "--layers", "1", "--dtype", "fp32", "--causal"],
+                          capture_output=True, text=True, timeout=60)
+    expect(plan.returncode == 0 and "tp" in plan.stdout, f"model --section plan on it:\n{plan.stdout}{plan.stderr}")
+    print(f"  ok: calibrate.sbatch: {path.name}, inside level of {CALIBRATION_RANKS} ranks, the planner reads it")
+
+
 def scenario(run: Run) -> None:
     tmp, python = run.tmp, run.env["PYTHON"]
     # 1. sp_tp with an empty registry: the compare step says there is no baseline. Its time is
@@ -222,6 +262,16 @@ def scenario(run: Run) -> None:
     run.check_results(jobs["same"], "nvlink")
     for job, env in present:
         run.check_results(job, env.get("LINK", "nvlink"), int(env.get("TP", RANKS)))
+    # The planner's calibration on one node, alone (rates measured beside other jobs on 2 cores
+    # do not grow with bytes) and with a rank per core: CALIBRATION_RANKS ranks. Its default
+    # preset (nvlink-ib) asks Open MPI for UCX, which needs InfiniBand: pcie-host here.
+    t0 = time.monotonic()
+    calib = run.submit("calibrate", "calibrate.sbatch", "calibration",
+                       {"PLAN_CHECK_ARGS": PLAN_CHECK, "LINK": "pcie-host"},
+                       ["--nodes=1", f"--ntasks-per-node={CALIBRATION_RANKS}"])
+    run.wait_ok([calib], max(LATER_JOBS_MIN_S, JOBS_SLACK * ref_s))
+    print(f"  calibrate.sbatch took {time.monotonic() - t0:.0f} s", flush=True)
+    check_calibration(run, calib)
     for i, task in enumerate(tasks):
         run.jobs[task] = (f"sweep task {i}", "sp_tp.sbatch", "sp_tp")
         path = tmp / "results" / f"sp_tp-sweep-n1-{task}" / "sp_tp.h5"
