@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -59,8 +60,8 @@ MESH = ("--tp", "2", "--cp", "2", "--seq", "1024", "--hidden", "512", "--heads",
         "--iters", "3", "--warmup", "1", "--check", "0")
 # The hybrid's Ulysses groups and sp_tp's TP groups are consecutive ranks: inside a node as Open
 # MPI places ranks by default, across nodes when it deals them round robin (--map-by node).
-ULYSSES = ("--seq", "4096", "--cp", "4", "--ulysses-degree", "2", "--heads", "8", "--kv-heads", "8",
-           "--head-dim", "64", "--layout", "zigzag", "--causal", "1", "--pass", "fwd", "--iters", "5",
+ULYSSES = ("--seq", "1024", "--cp", "4", "--ulysses-degree", "2", "--heads", "16", "--kv-heads", "4",
+           "--head-dim", "64", "--layout", "zigzag", "--causal", "1", "--pass", "fwd", "--iters", "10",
            "--warmup", "1", "--check", "0")
 LAYER = ("--mode", "layer", "--tp", "2", "--seq", "1024", "--hidden", "512", "--heads", "8",
          "--variants", "tp_sp", "--pass", "fwd", "--iters", "5", "--warmup", "1", "--check", "0")
@@ -70,8 +71,8 @@ CONFIGS = [
     Config("mesh tp2 x cp2, TP inside the node", "mesh", (*MESH, "--order", "tp,cp,ep,dp"),
            "cp_bytes_per_rank+dp_bytes_per_rank", 4),
     Config("mesh tp2 x cp2, CP inside the node", "mesh", (*MESH, "--order", "cp,ep,dp,tp"), "tp_bytes_per_rank", 4),
-    Config("ulysses u2 x ring 2, Ulysses inside the node", "ulysses", ULYSSES, "ring_bytes_sent_per_rank", 6),
-    Config("ulysses u2 x ring 2, ring inside the node", "ulysses", ULYSSES, "ulysses_bytes_sent_per_rank", 6,
+    Config("ulysses u2 x ring 2, Ulysses inside the node", "ulysses", ULYSSES, "ring_bytes_sent_per_rank", 11),
+    Config("ulysses u2 x ring 2, ring inside the node", "ulysses", ULYSSES, "ulysses_bytes_sent_per_rank", 11,
            "node"),
     Config("sp_tp layer tp2 (TP+SP), TP inside the node", "sp_tp", LAYER, "none", 6),
     Config("sp_tp layer tp2 (TP+SP), TP across nodes", "sp_tp", LAYER, "fwd_comm_bytes_per_rank", 6, "node"),
@@ -96,11 +97,11 @@ def crossing_bytes(case: h5py.Group, how: str) -> float:
     return sum(float(case.attrs[name]) for name in how.split("+"))
 
 
-def run_emulated(cfg: Config, nic: str, out: Path) -> tuple[float, float, float] | str:
+def run_emulated(cfg: Config, nic: str, out: Path, build: Path) -> tuple[float, float, float] | str:
     """(step s, bytes across the NIC per rank by tbf, by the run's own count) or why not."""
     cmd = [sys.executable, str(REPO / "scripts" / "emulated_cluster.py"), "--nodes", str(NODES),
            "--ranks-per-node", str(PER_NODE), "--nic", nic, "--mpirun-flag=--map-by", f"--mpirun-flag={cfg.map_by}",
-           "--", str(REPO / "build" / "bin" / cfg.bench),
+           "--", str(build / "bin" / cfg.bench),
            "--backend", "cpu", *cfg.flags, "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
@@ -112,14 +113,13 @@ def run_emulated(cfg: Config, nic: str, out: Path) -> tuple[float, float, float]
             crossing_bytes(case, cfg.crossing))
 
 
-def run_smpi(cfg: Config, nic_Bps: float, out: Path) -> tuple[float, float] | str:
-    if not (REPO / "build-sim" / "bin" / cfg.bench).exists():
-        return "not run: no build-sim (make sim)"
+def run_smpi(cfg: Config, nic_Bps: float, out: Path, sim_build: Path) -> tuple[float, float] | str:
+    if not (sim_build / "bin" / cfg.bench).exists():
+        return f"not run: no {sim_build.name} (make sim)"
     cmd = [sys.executable, str(REPO / "scripts" / "simulate.py"), cfg.bench, "--platform", "fattree",
            "--nodes", str(NODES), "--gpus-per-node", str(PER_NODE), "--link", "pcie-host",
            "--bw", f"{nic_Bps:g}", "--ranks", str(NODES * PER_NODE), "--map-by", cfg.map_by, "--out", str(out),
-           "--no-plot",
-           "--", *cfg.flags]
+           "--no-plot", "--build", str(sim_build), "--", *cfg.flags]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         return f"not run: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
@@ -127,32 +127,55 @@ def run_smpi(cfg: Config, nic_Bps: float, out: Path) -> tuple[float, float] | st
     return float(case.attrs["time_median_s"]), crossing_bytes(case, cfg.crossing)
 
 
+SPREAD = " (median, min to max)"
+
+
+def steps_text(times: list[float]) -> str:
+    """One run's step, or the median of several with their range (ms)."""
+    ms = sorted(t * 1e3 for t in times)
+    if len(ms) == 1:
+        return f"{ms[0]:.1f} ms"
+    return f"{statistics.median(ms):.1f} ms ({ms[0]:.1f} to {ms[-1]:.1f})"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-dir", type=Path, default=REPO / "results" / "two_tier")
     p.add_argument("--nic", default="1gbit", help="each node's NIC, each way (tc units; default 1gbit)")
     p.add_argument("--only", choices=sorted({c.bench for c in CONFIGS}), help="one benchmark's rows")
+    p.add_argument("--build", type=Path, default=REPO / "build", help="the build the emulated cluster runs")
+    p.add_argument("--sim-build", type=Path, default=REPO / "build-sim", help="the SMPI build (make sim)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of every configuration (each way): the table gives each step's median and range")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat {args.repeat}: at least 1")
     nic_Bps = parse_rate(args.nic) / 8
     args.out_dir.mkdir(parents=True, exist_ok=True)
     rows = ["| configuration (2 nodes x 2 ranks, NIC " + args.nic + ") | model: NIC bytes/rank, NIC time "
-            "| SMPI: step | emulated: step | emulated: NIC bytes/rank/step (tbf / run's count) |",
+            f"| SMPI: step{SPREAD if args.repeat > 1 else ''} | emulated: step{SPREAD if args.repeat > 1 else ''} "
+            "| emulated: NIC bytes/rank/step (tbf / run's count) |",
             "|---|---|---|---|---|"]
-    for i, cfg in enumerate(CONFIGS):
-        if args.only and cfg.bench != args.only:
-            continue
-        print(f"[{i + 1}/{len(CONFIGS)}] {cfg.name}", file=sys.stderr, flush=True)
-        stem = re.sub(r"\W+", "_", cfg.name)
-        emu = run_emulated(cfg, args.nic, args.out_dir / f"{stem}_emulated.h5")
-        sim = run_smpi(cfg, nic_Bps, args.out_dir / f"{stem}_smpi.h5")
-        counted = emu[2] if isinstance(emu, tuple) else sim[1] if isinstance(sim, tuple) else None
+    configs = [c for c in CONFIGS if not args.only or c.bench == args.only]
+    # Repeats outermost: a drift of the host's speed then touches every configuration alike.
+    emu: dict[str, list] = {c.name: [] for c in configs}
+    sim: dict[str, list] = {c.name: [] for c in configs}
+    for r in range(args.repeat):
+        for i, cfg in enumerate(configs):
+            print(f"[{r * len(configs) + i + 1}/{args.repeat * len(configs)}] {cfg.name}", file=sys.stderr, flush=True)
+            stem = re.sub(r"\W+", "_", cfg.name) + (f"_{r}" if args.repeat > 1 else "")
+            emu[cfg.name].append(run_emulated(cfg, args.nic, args.out_dir / f"{stem}_emulated.h5", args.build))
+            sim[cfg.name].append(run_smpi(cfg, nic_Bps, args.out_dir / f"{stem}_smpi.h5", args.sim_build))
+    for cfg in configs:
+        e = [x for x in emu[cfg.name] if isinstance(x, tuple)]
+        m = [x for x in sim[cfg.name] if isinstance(x, tuple)]
+        counted = e[0][2] if e else m[0][1] if m else None
         model = (f"{counted / 2**20:.2f} MiB, {counted / nic_Bps * 1e3:.1f} ms" if counted is not None
                  else "needs a run")
-        sim_txt = f"{sim[0] * 1e3:.1f} ms" if isinstance(sim, tuple) else sim
-        emu_txt = f"{emu[0] * 1e3:.1f} ms" if isinstance(emu, tuple) else emu
-        emu_bytes = (f"{emu[1] / 2**20:.2f} / {emu[2] / 2**20:.2f} MiB" if isinstance(emu, tuple) else "")
+        sim_txt = steps_text([x[0] for x in m]) if m else sim[cfg.name][0]
+        emu_txt = steps_text([x[0] for x in e]) if e else emu[cfg.name][0]
+        emu_bytes = (f"{statistics.median(x[1] for x in e) / 2**20:.2f} / {e[0][2] / 2**20:.2f} MiB" if e else "")
         rows.append(f"| {cfg.name} | {model} | {sim_txt} | {emu_txt} | {emu_bytes} |")
-        print(rows[-1], flush=True)
     table = "\n".join(rows)
     (args.out_dir / "two_tier.md").write_text(table + "\n")
     print(table)

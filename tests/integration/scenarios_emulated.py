@@ -245,6 +245,49 @@ def scenario_placement(env: Env) -> None:
     print("the TP group's placement is what --map-by says, by the NICs' counters")
 
 
+def scenario_two_tier_table(env: Env) -> None:
+    """two_tier_table.py's sp_tp rows (TP+SP layer, t 2, s 1024, h 512, fp32, forward), each
+    three ways. The model's bytes across the NIC are a hand count: 2 all-gathers and 2
+    reduce-scatters, each sending (t-1)/t of s h 4 bytes, 4 MiB a step with TP across nodes and
+    none with TP inside. The emulated NICs' counter carries at least that across and next to
+    nothing inside; SMPI's hostfile puts the TP pair on one node or on two, and its simulated
+    collectives take longer across (a quarter of the NIC's time at least: its comm phase also
+    holds the wait for the partner's compute)."""
+    require_cluster()
+    sim_build = REPO / "build-sim"
+    if not (sim_build / "bin" / "sp_tp").exists():
+        print(f"SKIP: no SMPI build at {sim_build} (make sim)")
+        raise SystemExit(SKIP)
+    out = env.workdir / "two_tier"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "two_tier_table.py"), "--only", "sp_tp",
+                           "--out-dir", str(out), "--build", str(env.bin_dir.parent), "--sim-build", str(sim_build)],
+                          capture_output=True, text=True, timeout=600)
+    expect(proc.returncode == 0, "two_tier_table.py --only sp_tp", proc)
+    rows = {}
+    for line in (out / "two_tier.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0].startswith("sp_tp layer"):
+            rows["across" if "across" in cells[0] else "inside"] = cells
+    expect(set(rows) == {"inside", "across"}, f"rows {list(rows)}", proc)
+    hand = 4 * (2 - 1) / 2 * 1024 * 512 * 4 / 2**20  # MiB a rank sends per step
+    nic_ms = hand * 2**20 / 125e6 * 1e3
+    expect(rows["across"][1] == f"{hand:.2f} MiB, {nic_ms:.1f} ms" and rows["inside"][1].startswith("0.00 MiB"),
+           f"model column {rows['across'][1]!r} / {rows['inside'][1]!r}, hand count {hand:.2f} MiB", proc)
+    tbf = {k: float(v[4].split("/")[0]) for k, v in rows.items()}
+    expect(tbf["across"] >= hand and tbf["inside"] < 0.05, f"NICs' counter {tbf} MiB/rank/step", proc)
+    stems = {"inside": "sp_tp_layer_tp2_TP_SP_TP_inside_the_node", "across": "sp_tp_layer_tp2_TP_SP_TP_across_nodes"}
+    hosts = {k: (out / f"{v}_smpi.hosts").read_text().split() for k, v in stems.items()}
+    expect(hosts["inside"] == ["node0-gpu0", "node0-gpu1", "node1-gpu0", "node1-gpu1"]
+           and hosts["across"] == ["node0-gpu0", "node1-gpu0", "node0-gpu1", "node1-gpu1"], f"SMPI hosts {hosts}")
+    comm = {}
+    for k, stem in stems.items():
+        with h5py.File(out / f"{stem}_smpi.h5") as f:
+            comm[k] = float(next(iter(f["sp_tp"].values())).attrs["phase_comm_median_s"]) * 1e3
+    expect(comm["across"] - comm["inside"] >= 0.25 * nic_ms, f"SMPI comm phase {comm} ms", proc)
+    print((out / "two_tier.md").read_text())
+    print(f"SMPI comm phase: inside {comm['inside']:.1f} ms, across {comm['across']:.1f} ms (NIC time {nic_ms:.1f})")
+
+
 def scenario_interrupted(env: Env) -> None:
     """Two clusters up at once do not collide; Ctrl-C in a run ends it with 128 + SIGINT and
     removes every namespace, veth and the agent's folder."""
@@ -273,6 +316,7 @@ SCENARIOS = {
     "emulated_2x2": scenario_2x2,
     "emulated_interrupted": scenario_interrupted,
     "emulated_placement": scenario_placement,
+    "emulated_two_tier_table": scenario_two_tier_table,
 }
 
 if __name__ == "__main__":
