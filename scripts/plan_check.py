@@ -12,8 +12,8 @@ the calibration measured there, so the run and the prediction see one machine), 
 mesh the predicted step (one stage: the block's forward and backward once per micro-batch, its
 gradient sums once, times --layers) beside the one the simulated block gives the same way, their error, the median and largest |error|, Kendall's
 tau between the two orderings, and whether the planner's first pick is within 5% of the best
-measured. Where a mesh misses by more than 10%, the axis whose predicted time is furthest from
-the measured phase times is named. The model's flags (after `--`) are model's: --seq, --hidden,
+measured. Where a mesh misses by more than 10%, the term whose predicted time is furthest from
+the measured one is named: an axis's exposed time, or the compute (the rest of the step). The model's flags (after `--`) are model's: --seq, --hidden,
 --heads, --kv-heads, --d-ff, --experts, --top-k, --swiglu, --dtype, --causal.
 
 With a calibration from `calibrate.py --emulated RATE` the meshes run instead on the cluster it
@@ -100,10 +100,18 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
     mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
     if args.where["kind"] != "simulated":
         a = launched_mesh(args, mesh_flags, out)
-        return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
+        return block_times(a)
     a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
                       sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
-    return {"step_s": float(a["time_median_s"]), **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
+    return block_times(a)
+
+
+def block_times(a) -> dict:
+    """A mesh run's step, each axis's exposed time, and the rest of the step: its compute (the
+    planner's block time is compute plus the axes' exposed times too)."""
+    step = float(a["time_median_s"])
+    return {"step_s": step, "compute_s": step - float(a["exposed_comm_s"]),
+            **{f"{x}_s": float(a[f"{x}_exposed_s"]) for x in AXES}}
 
 
 def launcher(args: argparse.Namespace) -> list[str]:
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     def step(block: float, dp: float, micro: float) -> float:
         return layers * (micro * (block - dp) + dp)
 
-    print(f"| plan rank | mesh | micro-batches | predicted step ms | {ran} step ms | error | largest axis gap |")
+    print(f"| plan rank | mesh | micro-batches | predicted step ms | {ran} step ms | error | largest gap (axis or compute) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     errors, out_rows, preds, meas = [], [], [], []
     for row, m in results:
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         errors.append(abs(err))
         preds.append(pred)
         meas.append(got)
-        gaps = {x: float(row[f"block_{x}_s"]) - m[f"{x}_s"] for x in AXES}
+        gaps = {x: float(row[f"block_{x}_s"]) - m[f"{x}_s"] for x in (*AXES, "compute")}
         worst = max(gaps, key=lambda x: abs(gaps[x]))
         gap = f"{worst.upper()} {gaps[worst] * 1e3:+.3f} ms a block" if abs(err) > 0.10 else ""
         name = f"tp{row['tp']}-cp{row['cp']}{':' + row['cp_method'] if int(row['cp']) > 1 else ''}" \

@@ -82,3 +82,12 @@ def test_plan_check_runs_where_the_calibration_was_measured(tmp_path, where, env
                            "--", "--seq", "1024"], cwd=REPO, env={**base, **env}, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+def test_plan_check_splits_a_run_into_compute_and_each_axis():
+    import plan_check
+    attrs = {"time_median_s": 1.0, "exposed_comm_s": 0.25, "tp_exposed_s": 0.1, "cp_exposed_s": 0.05,
+             "ep_exposed_s": 0.0, "dp_exposed_s": 0.1}
+    got = plan_check.block_times(attrs)
+    assert got["compute_s"] == pytest.approx(0.75)  # the step less every exposed transfer
+    assert (got["tp_s"], got["cp_s"], got["ep_s"], got["dp_s"]) == (0.1, 0.05, 0.0, 0.1)
