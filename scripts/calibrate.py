@@ -72,6 +72,11 @@ def fit(points: list[tuple[float, float, float]]) -> dict:
             "points": [{"steps": s, "bytes": b, "time_s": t} for s, b, t in points]}
 
 
+def srun_default() -> str:
+    """The step launcher, as slurm/lib/run_bench.sh launches the benchmarks."""
+    return f"srun --mpi={os.environ.get('SRUN_MPI', 'pmix')}"
+
+
 def slurm_step(args: argparse.Namespace, nodes: int, per_node: int) -> list[str]:
     """An srun step of the job: `nodes` nodes, `per_node` ranks on each."""
     return [*args.srun.split(), f"--nodes={nodes}", f"--ntasks={nodes * per_node}", f"--ntasks-per-node={per_node}"]
@@ -251,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link", default="nvlink-ib", help="the simulated links (scripts/sim_platform.py --list)")
     p.add_argument("--slurm", action="store_true",
                    help="inside a Slurm job: srun steps on the job's nodes (slurm/calibrate.sbatch submits it)")
-    p.add_argument("--srun", default=f"srun --mpi={os.environ.get('SRUN_MPI', 'pmix')}",
+    p.add_argument("--srun", default=srun_default(),
                    help="--slurm: the step launcher and its flags (default: srun --mpi=$SRUN_MPI, pmix unless set)")
     p.add_argument("--gpus-per-node", type=int,
                    help="simulated GPUs (emulated, Slurm: ranks) per node (default 8; Slurm: the job's tasks per node)")

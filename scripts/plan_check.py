@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import h5py  # noqa: E402
+from calibrate import slurm_step, srun_default  # noqa: E402
 from mesh_runs import GPUS_PER_NODE, simulate_mesh, write_rows  # noqa: E402
 
 AXES = ("tp", "cp", "ep", "dp")
@@ -99,11 +100,10 @@ def measure(args: argparse.Namespace, flags: list[str], row: dict, out: Path) ->
             mesh_flags += [theirs, flag(flags, ours)]
     mesh_flags += ["--causal", "1" if "--causal" in flags else "0"]
     if args.where["kind"] != "simulated":
-        a = launched_mesh(args, mesh_flags, out)
-        return block_times(a)
-    a = simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
-                      sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags, out=out)[0]
-    return block_times(a)
+        return block_times(launched_mesh(args, mesh_flags, out))
+    return block_times(simulate_mesh(nodes=max(1, args.gpus // GPUS_PER_NODE), ranks=args.gpus, link=args.link,
+                                     sim_flops=args.sim_flops, build=args.build, mesh_flags=mesh_flags,
+                                     out=out)[0])
 
 
 def block_times(a) -> dict:
@@ -123,8 +123,7 @@ def launcher(args: argparse.Namespace) -> list[str]:
                 str(where["nodes"]), "--ranks-per-node", str(where["gpus_per_node"]), "--nic", where["nic"], "--"]
     if where["kind"] == "mpirun":
         return [args.mpirun, "-np", str(args.gpus), "--oversubscribe"]
-    return [*args.srun.split(), f"--nodes={where['nodes']}", f"--ntasks={args.gpus}",
-            f"--ntasks-per-node={where['gpus_per_node']}"]
+    return slurm_step(args, where["nodes"], where["gpus_per_node"])
 
 
 def launched_mesh(args: argparse.Namespace, mesh_flags: list[str], out: Path) -> dict:
@@ -199,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bin-dir", type=Path, default=ROOT / "build" / "bin",
                    help="where `mesh` is, for the runs that are not simulated")
     p.add_argument("--mpirun", default="mpirun", help="a calibration of this machine (calibrate.py --np): its launcher")
-    p.add_argument("--srun", default=f"srun --mpi={os.environ.get('SRUN_MPI', 'pmix')}",
+    p.add_argument("--srun", default=srun_default(),
                    help="a Slurm calibration (calibrate.py --slurm), inside a job of its nodes: the step launcher")
     p.add_argument("--csv", type=Path, help="also write the rows here")
     p.add_argument("--plot", type=Path, help="a PNG: predicted against simulated, and each mesh by axis")
@@ -209,11 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     kind = args.where.get("kind")
     if kind not in RAN:
         p.error(f"{args.calibration}: no calibration of this suite's (where: {args.where})")
-    ranks = {"emulated": lambda w: w["nodes"] * w["gpus_per_node"], "mpirun": lambda w: w["ranks"],
-             "slurm": lambda w: w["nodes"] * w["gpus_per_node"]}
-    if kind in ranks and args.gpus != ranks[kind](args.where):
-        p.error(f"--gpus {args.gpus}: the meshes run where {args.calibration} was measured, on "
-                f"{ranks[kind](args.where)} ranks")
+    if kind != "simulated":  # the meshes run where it was measured, on its ranks
+        ranks = args.where["ranks"] if kind == "mpirun" else args.where["nodes"] * args.where["gpus_per_node"]
+        if args.gpus != ranks:
+            p.error(f"--gpus {args.gpus}: the meshes run where {args.calibration} was measured, on {ranks} ranks")
     if kind == "slurm" and os.environ.get("SLURM_JOB_ID") is None:
         p.error(f"{args.calibration} was measured in a Slurm job: run the check in a job of its nodes "
                 f"(slurm/calibrate.sbatch with PLAN_CHECK_ARGS)")

@@ -113,13 +113,15 @@ def run_emulated(cfg: Config, nic: str, out: Path, build: Path) -> tuple[float, 
             crossing_bytes(case, cfg.crossing))
 
 
-def run_smpi(cfg: Config, nic_Bps: float, out: Path, sim_build: Path) -> tuple[float, float] | str:
+def run_smpi(cfg: Config, nic_Bps: float, out: Path, sim_build: Path,
+             sim_flops: float | None) -> tuple[float, float] | str:
     if not (sim_build / "bin" / cfg.bench).exists():
         return f"not run: no {sim_build.name} (make sim)"
     cmd = [sys.executable, str(REPO / "scripts" / "simulate.py"), cfg.bench, "--platform", "fattree",
            "--nodes", str(NODES), "--gpus-per-node", str(PER_NODE), "--link", "pcie-host",
            "--bw", f"{nic_Bps:g}", "--ranks", str(NODES * PER_NODE), "--map-by", cfg.map_by, "--out", str(out),
-           "--no-plot", "--build", str(sim_build), "--", *cfg.flags]
+           "--no-plot", "--build", str(sim_build), *(["--sim-flops", f"{sim_flops:g}"] if sim_flops else []),
+           "--", *cfg.flags]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         return f"not run: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=sorted({c.bench for c in CONFIGS}), help="one benchmark's rows")
     p.add_argument("--build", type=Path, default=REPO / "build", help="the build the emulated cluster runs")
     p.add_argument("--sim-build", type=Path, default=REPO / "build-sim", help="the SMPI build (make sim)")
+    p.add_argument("--sim-flops", type=float,
+                   help="SMPI's compute modeled at this FLOP/s instead of executed on this host: its steps "
+                        "then do not depend on the host's speed or load (default: executed)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of every configuration (each way): the table gives each step's best and median")
     args = p.parse_args(argv)
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{r * len(configs) + i + 1}/{args.repeat * len(configs)}] {cfg.name}", file=sys.stderr, flush=True)
             stem = re.sub(r"\W+", "_", cfg.name) + (f"_{r}" if args.repeat > 1 else "")
             emu[cfg.name].append(run_emulated(cfg, args.nic, args.out_dir / f"{stem}_emulated.h5", args.build))
-            sim[cfg.name].append(run_smpi(cfg, nic_Bps, args.out_dir / f"{stem}_smpi.h5", args.sim_build))
+            sim[cfg.name].append(run_smpi(cfg, nic_Bps, args.out_dir / f"{stem}_smpi.h5", args.sim_build,
+                                          args.sim_flops))
     for cfg in configs:
         e = [x for x in emu[cfg.name] if isinstance(x, tuple)]
         m = [x for x in sim[cfg.name] if isinstance(x, tuple)]
