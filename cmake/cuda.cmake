@@ -49,7 +49,7 @@ else()
 endif()
 
 # Whether the MPI passes device pointers, where the headers tell (the suite asks the library
-# again at run time: common/mpi_compat.hpp): yes, no, or "asked at run time".
+# again at run time: common/transport/mpi_compat.hpp): yes, no, or "asked at run time".
 set(SUITE_MPI_CUDA_AWARE "")
 if(SUITE_HAVE_CUDA AND MPI_C_FOUND)
   include(CheckCSourceCompiles)

@@ -13,7 +13,7 @@ if(SUITE_SMPI)
   # collide with C++ code (CLI11's App::exit): keep the allocator, and undo `exit` with a second
   # forced include (docs/SIMULATION notes). SUITE_SMPI switches the clock and the compute model.
   add_compile_definitions(SUITE_SMPI=1 SMPI_NO_OVERRIDE_MALLOC=1)
-  add_compile_options("SHELL:-include ${CMAKE_SOURCE_DIR}/common/smpi_prelude.h")
+  add_compile_options("SHELL:-include ${CMAKE_SOURCE_DIR}/common/sim/smpi_prelude.h")
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} --version OUTPUT_VARIABLE _smpi_version
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   message(STATUS "SMPI build: ${_smpi_version}")

@@ -168,7 +168,7 @@ def smpirun_command(args, platform, binary: Path, xml: Path, hosts: Path, out: P
     if soname:
         cfg.append(f"smpi/privatize-libs:{soname}")
     if args.sim_flops:
-        # Modeled compute's tensors are SMPI shared memory (common/sim.hpp), which maps one
+        # Modeled compute's tensors are SMPI shared memory (common/sim/sim.hpp), which maps one
         # block over and over: 64 MiB blocks keep 1024 ranks of real model sizes far below the
         # kernel's 65530 mappings per process that the 1 MiB default would exceed.
         cfg += ["smpi/simulate-computation:no", "smpi/shared-malloc:global",

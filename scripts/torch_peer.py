@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-# kernel_bench's shapes (bench/kernels/kernel_bench_cuda.cpp): (s, heads, kv_heads, d, causal).
+# kernel_bench's shapes (bench/kernel_bench/kernel_bench_cuda.cpp): (s, heads, kv_heads, d, causal).
 ATTENTION_SHAPES = [(4096, 32, 32, 128, False), (4096, 32, 32, 128, True), (4096, 32, 8, 128, True),
                     (8192, 16, 16, 64, True)]
 SWEEP = [(s, 32 if d == 64 else 16, 32 if d == 64 else 16, d, True)

@@ -7,11 +7,11 @@
 
 #include <cstdio>
 
-#include "common/bench_main.hpp"
-#include "common/errors.hpp"
-#include "common/size_list.hpp"
-#include "common/stats.hpp"
-#include "common/typed_host.hpp"
+#include "common/harness/bench_main.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
+#include "common/harness/stats.hpp"
+#include "common/device/typed_host.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::mesh {
 namespace {

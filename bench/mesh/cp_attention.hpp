@@ -16,7 +16,7 @@
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/sp_tp/layer_parts.hpp"
 #include "bench/ulysses/ulysses_attention.hpp"
-#include "common/device_mesh.hpp"
+#include "common/mesh/device_mesh.hpp"
 
 namespace suite::mesh {
 

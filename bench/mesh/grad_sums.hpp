@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "common/comm.hpp"
-#include "common/device.hpp"
-#include "common/phase_timer.hpp"
+#include "common/transport/comm.hpp"
+#include "common/device/device.hpp"
+#include "common/harness/phase_timer.hpp"
 
 namespace suite::mesh {
 

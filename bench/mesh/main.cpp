@@ -6,7 +6,7 @@
 #include "bench/mesh/mesh_config.hpp"
 #include "bench/mesh/mesh_flags.hpp"
 #include "bench/mesh/mesh_table.hpp"
-#include "common/bench_main.hpp"
+#include "common/harness/bench_main.hpp"
 
 int main(int argc, char** argv) {
   suite::mesh::MeshFlags flags;

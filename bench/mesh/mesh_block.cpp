@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
 
 namespace suite::mesh {
 namespace {

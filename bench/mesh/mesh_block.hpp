@@ -15,8 +15,8 @@
 #include "bench/mesh/moe_ffn.hpp"
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
-#include "common/context.hpp"
-#include "common/device_mesh.hpp"
+#include "common/harness/context.hpp"
+#include "common/mesh/device_mesh.hpp"
 
 namespace suite::mesh {
 

@@ -11,12 +11,12 @@
 
 #include "bench/mesh/mesh_block.hpp"
 #include "bench/sp_tp/layer_check.hpp"
-#include "common/device_mesh.hpp"
-#include "common/errors.hpp"
-#include "common/model.hpp"
-#include "common/mpi_env.hpp"
-#include "common/rank_gather.hpp"
-#include "common/sim.hpp"
+#include "common/mesh/device_mesh.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/transport/rank_gather.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::mesh {
 namespace {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "bench/mesh/mesh_config.hpp"
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::mesh {
 

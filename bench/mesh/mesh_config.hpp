@@ -8,10 +8,10 @@
 #include <string>
 
 #include "bench/moe/moe_config.hpp"
-#include "bench/ring_attention/ring_layout.hpp"
+#include "bench/layouts/ring_layout.hpp"
 #include "bench/sp_tp/layer_config.hpp"
-#include "common/mesh_layout.hpp"
-#include "common/pass_list.hpp"
+#include "common/mesh/mesh_layout.hpp"
+#include "common/harness/pass_list.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/dtype.hpp"
 

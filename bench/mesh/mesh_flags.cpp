@@ -3,10 +3,10 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/ring_attention/sweep_flags.hpp"
-#include "common/attention_select.hpp"
-#include "common/errors.hpp"
-#include "common/pass_list.hpp"
-#include "common/size_list.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/pass_list.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::mesh {
 namespace {

@@ -11,7 +11,7 @@
 #include "bench/mesh/mesh_config.hpp"
 #include "bench/moe/moe_flags.hpp"
 #include "bench/sp_tp/layer_flags.hpp"
-#include "common/context.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::mesh {
 

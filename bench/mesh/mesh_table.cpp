@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "common/record_access.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::mesh {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "common/results.hpp"
+#include "common/results/results.hpp"
 
 namespace suite::mesh {
 

@@ -12,10 +12,10 @@
 #include "bench/model/planning.hpp"
 #include "bench/model/varlen.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
-#include "common/errors.hpp"
-#include "common/model.hpp"
-#include "common/options.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
+#include "common/harness/options.hpp"
+#include "common/harness/size_list.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace m = suite::model;

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 
-#include "common/errors.hpp"
-#include "common/mesh_model.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/mesh_model.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::model_cli {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/errors.hpp"
-#include "common/mesh_plan.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/mesh_plan.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::model_cli {
 namespace {

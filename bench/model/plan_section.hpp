@@ -1,4 +1,4 @@
-// model --section plan: the planner's ranked list of meshes (common/mesh_plan.hpp) for a model,
+// model --section plan: the planner's ranked list of meshes (common/formulas/mesh_plan.hpp) for a model,
 // a sequence length, a global batch and a cluster, at the rates of a calibration file
 // (scripts/calibrate.py) or of the command line.
 #pragma once

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/model.hpp"
+#include "common/formulas/model.hpp"
 
 namespace suite::plan {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_work.hpp"
-#include "common/errors.hpp"
-#include "common/model.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
 
 namespace suite::model_cli {
 namespace {

@@ -8,13 +8,13 @@
 #include <stdexcept>
 #include <utility>
 
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
-#include "common/model.hpp"
-#include "common/record_access.hpp"
-#include "common/sim.hpp"
-#include "common/size_list.hpp"
-#include "common/typed_host.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
+#include "common/formulas/model.hpp"
+#include "common/results/record_access.hpp"
+#include "common/sim/sim.hpp"
+#include "common/harness/size_list.hpp"
+#include "common/device/typed_host.hpp"
 
 namespace suite::moe {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bench/moe/a2a_traffic.hpp"
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::moe {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::moe {

@@ -9,12 +9,12 @@
 #include "bench/moe/moe_cases.hpp"
 #include "bench/moe/moe_flags.hpp"
 #include "bench/moe/moe_report.hpp"
-#include "common/bench_main.hpp"
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
-#include "common/pass_list.hpp"
-#include "common/record_access.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/bench_main.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
+#include "common/harness/pass_list.hpp"
+#include "common/results/record_access.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace {
 

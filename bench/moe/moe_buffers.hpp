@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "common/device.hpp"
-#include "common/sim.hpp"
+#include "common/device/device.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::moe {
 

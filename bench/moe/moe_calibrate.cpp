@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/sim.hpp"
-#include "common/stats.hpp"
+#include "common/sim/sim.hpp"
+#include "common/harness/stats.hpp"
 
 namespace suite::moe {
 namespace {

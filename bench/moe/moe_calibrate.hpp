@@ -6,7 +6,7 @@
 
 #include "bench/moe/moe_config.hpp"
 #include "bench/moe/moe_ops.hpp"
-#include "common/comm.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite::moe {
 
@@ -24,7 +24,7 @@ struct ExchangeBuffers {
 };
 
 // Collective over the group (the all-to-all); the median of a few timed repetitions. Modeled
-// compute (common/sim.hpp): the GEMM runs on no buffers (it reads none), and its time and the
+// compute (common/sim/sim.hpp): the GEMM runs on no buffers (it reads none), and its time and the
 // all-to-all's are the simulator's, the same every repetition: one each, no warm-up.
 Rates calibrate_rates(const MoeConfig& c, Device& device, Comm& group, MoeOps& ops,
                       const ExchangeBuffers& lend = {});

@@ -13,12 +13,12 @@
 #include "bench/moe/moe_reference.hpp"
 #include "bench/moe/moe_reference_grad.hpp"
 #include "bench/moe/moe_report.hpp"
-#include "common/device_peak.hpp"
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
-#include "common/mpi_env.hpp"
-#include "common/record_access.hpp"
-#include "common/sim.hpp"
+#include "common/device/device_peak.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/results/record_access.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::moe {
 namespace {
@@ -358,7 +358,7 @@ bool check_transport_limit(BenchContext& ctx, const MoeConfig& c) {
 // What a rank of the case holds at once, about: its parameters and fixed tensors, plus the
 // largest of what comes and goes (the steps' buffers for the uniform routing's k T rows, the
 // calibration's, the host's initial values where the host is the device), plus the routing. Modeled
-// compute (common/sim.hpp) counts only what stays real: buffers under 1 MiB (the rest are
+// compute (common/sim/sim.hpp) counts only what stays real: buffers under 1 MiB (the rest are
 // placeholders) and the routing.
 double estimate_bytes(const MoeConfig& c, bool host_is_device) {
   const bool modeled = sim::modeled();

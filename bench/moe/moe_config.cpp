@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/core/counter_rng.hpp"
 #include "kernels/moe/moe_index.hpp"
 

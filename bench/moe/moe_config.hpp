@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/pass_list.hpp"
+#include "common/harness/pass_list.hpp"
 #include "kernels/core/dtype.hpp"
 #include "kernels/moe/moe_index.hpp"
 
@@ -100,7 +100,7 @@ double init_value(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t
 std::vector<double> init_block(const MoeConfig& c, Tensor t, std::int64_t index, std::int64_t r0,
                                std::int64_t rows, std::int64_t cols);
 
-// Modeled compute (common/sim.hpp) holds no token values, so its router logits are drawn, not
+// Modeled compute (common/sim/sim.hpp) holds no token values, so its router logits are drawn, not
 // computed from x: logits[t, e] keyed by (seed, global token t, expert e), of mean 0 and
 // standard deviation 1 like x W_router (Irwin-Hall sum of four uniforms, in about [-3.5, 3.5]).
 // The skew bias, selection bias, softmax, top-k and drop rule then apply as to computed ones.

@@ -2,8 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/errors.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::moe {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "bench/moe/moe_buffers.hpp"
-#include "common/errors.hpp"
-#include "common/sim.hpp"
+#include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::moe {
 namespace {

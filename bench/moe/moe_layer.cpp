@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "bench/moe/moe_buffers.hpp"
-#include "common/errors.hpp"
-#include "common/sim.hpp"
-#include "common/typed_host.hpp"
+#include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
+#include "common/device/typed_host.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::moe {

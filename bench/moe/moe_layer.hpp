@@ -23,7 +23,7 @@
 //                 (choice held fixed), dW_router = x^T dz, dx += dz W_router^T.
 // Dropped copies carry no gradient (no row, gate gradient 0).
 //
-// Modeled compute (SMPI build, --sim-flops; common/sim.hpp) holds no tensor values: inputs,
+// Modeled compute (SMPI build, --sim-flops; common/sim/sim.hpp) holds no tensor values: inputs,
 // weights, activations and gradients are allocated (placeholders from 1 MiB on) but never
 // filled or read, so the router's logits cannot come from x: they are drawn (drawn_logits in
 // moe_config.hpp: keyed by seed, global token and expert) and routed by the same softmax, skew
@@ -44,8 +44,8 @@
 #include "bench/moe/moe_eplb.hpp"
 #include "bench/moe/moe_hierarchical.hpp"
 #include "bench/moe/moe_ops.hpp"
-#include "common/comm.hpp"
-#include "common/phase_timer.hpp"
+#include "common/transport/comm.hpp"
+#include "common/harness/phase_timer.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 
 namespace suite::moe {

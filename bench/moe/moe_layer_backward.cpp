@@ -5,7 +5,7 @@
 
 #include "bench/moe/moe_buffers.hpp"
 #include "bench/moe/moe_layer.hpp"
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::moe {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/errors.hpp"
-#include "common/model.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
 
 namespace suite::moe {
 

@@ -10,7 +10,7 @@
 
 #include "bench/moe/moe_config.hpp"
 #include "bench/moe/moe_hierarchical.hpp"
-#include "common/results.hpp"
+#include "common/results/results.hpp"
 
 namespace suite::moe {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/device.hpp"
-#include "common/sim.hpp"
+#include "common/device/device.hpp"
+#include "common/sim/sim.hpp"
 #include "kernels/core/dtype.hpp"
 #include "kernels/moe/moe_index.hpp"
 
@@ -26,7 +26,7 @@ class MoeOps {
     gemm_ex(false, false, m, n, k, a, b, 0.0, c);
   }
   // The router's logits [tokens, experts] = x [tokens, h] W [h, experts]: the GEMM whose result
-  // decides the routing. Modeled compute (common/sim.hpp) injects its FLOPs only: x holds no
+  // decides the routing. Modeled compute (common/sim/sim.hpp) injects its FLOPs only: x holds no
   // values there, and MoeLayer::route draws the logits instead.
   virtual void router_logits(std::int64_t tokens, std::int64_t experts, std::int64_t h,
                              const void* x, const void* w, void* logits) {

@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "bench/moe/moe_ops.hpp"
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/gemm/gemm_cpu.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 #include "kernels/tokenwise/tokenwise_cpu.hpp"

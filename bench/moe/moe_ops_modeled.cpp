@@ -1,4 +1,4 @@
-// Modeled compute for the MoE layer (SMPI build, --sim-flops; common/sim.hpp): every GEMM is
+// Modeled compute for the MoE layer (SMPI build, --sim-flops; common/sim/sim.hpp): every GEMM is
 // skipped and its 2mnk FLOPs injected at F, the router's logits included: modeled tensors hold
 // no values, so MoeLayer::route draws the logits instead (moe_config.hpp's drawn_logits) and
 // routes them on the host. Element-wise ops are skipped (no simulated time).

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/typed_host.hpp"
+#include "common/device/typed_host.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 #include "kernels/moe/moe_index.hpp"
 #include "kernels/tokenwise/gelu.hpp"

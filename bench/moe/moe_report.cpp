@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <numeric>
 
-#include "common/errors.hpp"
-#include "common/model.hpp"
-#include "common/record_access.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::moe {
 namespace {

@@ -12,7 +12,7 @@
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_config.hpp"
 #include "bench/moe/moe_layer.hpp"
-#include "common/bench_case.hpp"
+#include "common/harness/bench_case.hpp"
 
 namespace suite::moe {
 

@@ -1,6 +1,6 @@
 #include "bench/ring_attention/attention_inputs.hpp"
 
-#include "common/typed_host.hpp"
+#include "common/device/typed_host.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::ring {

@@ -6,10 +6,10 @@
 #include <cstdio>
 
 #include "bench/ring_attention/ring_pass_report.hpp"
-#include "common/errors.hpp"
-#include "common/mpi_env.hpp"
-#include "common/rank_gather.hpp"
-#include "common/record_access.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/transport/rank_gather.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::ring {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_pass_report.hpp"
-#include "common/results.hpp"
+#include "common/results/results.hpp"
 
 namespace suite::ring {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "bench/ring_attention/attention_inputs.hpp"
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::ring {
 namespace {

@@ -8,9 +8,9 @@
 #include <numeric>
 
 #include "bench/ring_attention/ring_attention_impl.hpp"
-#include "common/errors.hpp"
-#include "common/mpi_env.hpp"
-#include "common/sim.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::ring {
 namespace {

@@ -8,9 +8,9 @@
 #include <tuple>
 
 #include "bench/ring_attention/attention_inputs.hpp"
-#include "common/errors.hpp"
-#include "common/sim.hpp"
-#include "common/typed_host.hpp"
+#include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
+#include "common/device/typed_host.hpp"
 
 namespace suite::ring {
 namespace {
@@ -264,7 +264,7 @@ RingAttention::RingAttention(const RingConfig& cfg, Device& device, Comm& comm,
     device.copy_from_host(b.data(), bytes.data(), bytes.size());
     return b;
   };
-  // Modeled compute reads no values (common/sim.hpp): the tensors stay placeholders.
+  // Modeled compute reads no values (common/sim/sim.hpp): the tensors stay placeholders.
   generate_inputs = generate_inputs && !sim::modeled();
   auto input = [&](InputTensor which, int heads) {
     if (generate_inputs)

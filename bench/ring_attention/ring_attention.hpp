@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench/ring_attention/ring_config.hpp"
-#include "common/comm.hpp"
-#include "common/device.hpp"
+#include "common/transport/comm.hpp"
+#include "common/device/device.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {
@@ -127,7 +127,7 @@ class RingAttention {
 
   // Estimated bytes the constructor allocates for cfg and holds in memory (to refuse a case
   // before allocating): under modeled compute only what stays real, the positions and the
-  // buffers below the placeholder size (common/sim.hpp).
+  // buffers below the placeholder size (common/sim/sim.hpp).
   static std::int64_t estimate_bytes(const RingConfig& cfg);
 
  private:

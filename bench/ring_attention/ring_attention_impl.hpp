@@ -12,7 +12,7 @@
 
 #include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
-#include "common/typed_host.hpp"
+#include "common/device/typed_host.hpp"
 
 namespace suite::ring {
 

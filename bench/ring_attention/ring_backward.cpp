@@ -9,8 +9,8 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ring_attention/ring_attention_impl.hpp"
-#include "common/errors.hpp"
-#include "common/sim.hpp"
+#include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::ring {
 

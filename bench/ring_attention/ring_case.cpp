@@ -13,12 +13,12 @@
 #include "bench/ring_attention/ring_ideal.hpp"
 #include "bench/ring_attention/ring_pass_report.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
-#include "common/attention_select.hpp"
-#include "common/device_peak.hpp"
-#include "common/errors.hpp"
-#include "common/model.hpp"
-#include "common/rank_gather.hpp"
-#include "common/sim.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/device/device_peak.hpp"
+#include "common/harness/errors.hpp"
+#include "common/formulas/model.hpp"
+#include "common/transport/rank_gather.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::ring {
 namespace {

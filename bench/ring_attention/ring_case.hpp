@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "bench/ring_attention/ring_config.hpp"
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {

@@ -9,9 +9,9 @@
 #include "bench/ring_attention/doc_report.hpp"
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ring_attention/ring_case.hpp"
-#include "common/attention_select.hpp"
-#include "common/errors.hpp"
-#include "common/record_access.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/errors.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::ring {
 

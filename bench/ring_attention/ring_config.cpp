@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::ring {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "bench/ring_attention/doc_layouts.hpp"
-#include "bench/ring_attention/ring_layout.hpp"
-#include "common/pass_list.hpp"
-#include "common/sim.hpp"
+#include "bench/layouts/doc_layouts.hpp"
+#include "bench/layouts/ring_layout.hpp"
+#include "common/harness/pass_list.hpp"
+#include "common/sim/sim.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::ring {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bench/ring_attention/ring_config.hpp"
-#include "common/device.hpp"
+#include "common/device/device.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {

@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "bench/ring_attention/ring_efficiency.hpp"
-#include "common/errors.hpp"
-#include "common/mpi_env.hpp"
-#include "common/rank_gather.hpp"
-#include "common/stats.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/transport/rank_gather.hpp"
+#include "common/harness/stats.hpp"
 
 namespace suite::ring {
 

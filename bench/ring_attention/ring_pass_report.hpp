@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bench/ring_attention/ring_attention.hpp"
-#include "common/results.hpp"
+#include "common/results/results.hpp"
 
 namespace suite::ring {
 

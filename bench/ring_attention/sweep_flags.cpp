@@ -1,8 +1,8 @@
 #include "bench/ring_attention/sweep_flags.hpp"
 
-#include "bench/ring_attention/packed_documents.hpp"
-#include "common/errors.hpp"
-#include "common/size_list.hpp"
+#include "bench/layouts/packed_documents.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::ring {
 namespace {

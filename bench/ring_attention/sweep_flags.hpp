@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "bench/ring_attention/ring_layout.hpp"
+#include "bench/layouts/ring_layout.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <map>
 
-#include "common/device_io.hpp"
-#include "common/errors.hpp"
-#include "common/exact_pattern.hpp"
-#include "common/model.hpp"
-#include "common/record_access.hpp"
+#include "common/device/device_io.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/exact_pattern.hpp"
+#include "common/formulas/model.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::sp_tp {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::sp_tp {
 

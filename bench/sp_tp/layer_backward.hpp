@@ -20,7 +20,7 @@
 #include "bench/sp_tp/layer_memory.hpp"
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/layer_parts.hpp"
-#include "common/phase_timer.hpp"
+#include "common/harness/phase_timer.hpp"
 
 namespace suite::sp_tp {
 

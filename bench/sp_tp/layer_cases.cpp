@@ -6,8 +6,8 @@
 #include "bench/sp_tp/layer_check.hpp"
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
-#include "common/attention_select.hpp"
-#include "common/errors.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::sp_tp {
 namespace {

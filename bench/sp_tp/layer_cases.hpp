@@ -8,8 +8,8 @@
 
 #include "bench/sp_tp/layer_config.hpp"
 #include "bench/sp_tp/layer_report.hpp"
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::sp_tp {
 

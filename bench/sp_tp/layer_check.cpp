@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
-#include "common/errors.hpp"
-#include "common/mpi_env.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/mpi_env.hpp"
 
 namespace suite::sp_tp {
 namespace {

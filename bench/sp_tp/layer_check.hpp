@@ -13,8 +13,8 @@
 
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
-#include "common/bench_case.hpp"
-#include "common/context.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace suite::sp_tp {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/sim.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::sp_tp {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/core/counter_rng.hpp"
 
 namespace suite::sp_tp {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/pass_list.hpp"
+#include "common/harness/pass_list.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/dtype.hpp"
 

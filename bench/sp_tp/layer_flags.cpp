@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "common/errors.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace suite::sp_tp {
 

@@ -20,7 +20,7 @@ struct LayerShapeFlags {
 };
 
 // --seq, --batch, --hidden, --heads, --ffn-hidden (--causal is attention's:
-// common/attention_select.hpp); seq_note and batch_note end their
+// common/device/attention_select.hpp); seq_note and batch_note end their
 // help ("(activation-sized case and layer)", "per DP rank").
 void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f, const std::string& seq_note,
                            const std::string& batch_note);

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/device.hpp"
+#include "common/device/device.hpp"
 
 namespace suite::sp_tp {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <utility>
 
-#include "common/device.hpp"
-#include "common/sim.hpp"
+#include "common/device/device.hpp"
+#include "common/sim/sim.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/attention/attention_index.hpp"
 #include "kernels/core/dtype.hpp"

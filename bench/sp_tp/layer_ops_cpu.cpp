@@ -1,7 +1,7 @@
 #include <stdexcept>
 
 #include "bench/sp_tp/layer_ops.hpp"
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/attention/attention_cpu.hpp"
 #include "kernels/gemm/gemm_cpu.hpp"
 #include "kernels/tokenwise/tokenwise_cpu.hpp"

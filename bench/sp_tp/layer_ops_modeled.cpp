@@ -1,4 +1,4 @@
-// Modeled compute for the transformer layer (SMPI build, --sim-flops; common/sim.hpp): every GEMM
+// Modeled compute for the transformer layer (SMPI build, --sim-flops; common/sim/sim.hpp): every GEMM
 // is skipped and its 2mnk FLOPs injected at F; attention goes through the modeled attention
 // engine (4 d a FLOPs per visible pair forward, 10 d a backward); the unfused attention, which
 // computes every (query, key) pair and masks afterwards, injects 4 d a per pair of its block.
@@ -6,7 +6,7 @@
 // time: tensors hold no values and the GEMMs dominate. The layer's schedule, its collectives and
 // their bytes are the executed layer's.
 #include "bench/sp_tp/layer_ops.hpp"
-#include "common/sim.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::sp_tp {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/phase_timer.hpp"
+#include "common/harness/phase_timer.hpp"
 
 namespace suite::sp_tp {
 

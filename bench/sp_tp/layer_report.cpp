@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/model.hpp"
-#include "common/record_access.hpp"
-#include "common/stats.hpp"
+#include "common/formulas/model.hpp"
+#include "common/results/record_access.hpp"
+#include "common/harness/stats.hpp"
 
 namespace suite::sp_tp {
 namespace {

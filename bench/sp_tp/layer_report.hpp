@@ -9,7 +9,7 @@
 #include "bench/sp_tp/layer_check.hpp"
 #include "bench/sp_tp/layer_config.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
-#include "common/bench_case.hpp"
+#include "common/harness/bench_case.hpp"
 
 namespace suite::sp_tp {
 

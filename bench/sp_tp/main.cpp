@@ -7,13 +7,13 @@
 #include "bench/sp_tp/collectives.hpp"
 #include "bench/sp_tp/layer_cases.hpp"
 #include "bench/sp_tp/layer_flags.hpp"
-#include "common/attention_select.hpp"
-#include "common/bench_main.hpp"
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
-#include "common/pass_list.hpp"
-#include "common/sim.hpp"
-#include "common/size_list.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/bench_main.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
+#include "common/harness/pass_list.hpp"
+#include "common/sim/sim.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace {
 

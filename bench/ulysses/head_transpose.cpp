@@ -1,6 +1,6 @@
 #include "bench/ulysses/head_transpose.hpp"
 
-#include "common/sim.hpp"
+#include "common/sim/sim.hpp"
 
 #if defined(SUITE_HAVE_CUDA)
 #include "kernels/a2a/head_pack_cuda.hpp"

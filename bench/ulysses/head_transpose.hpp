@@ -1,7 +1,7 @@
 // Ulysses' head pack / unpack on whichever backend the run uses (kernels/a2a/head_pack.hpp).
 #pragma once
 
-#include "common/device.hpp"
+#include "common/device/device.hpp"
 #include "kernels/a2a/head_pack.hpp"
 
 namespace suite::ulysses {

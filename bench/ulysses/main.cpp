@@ -2,14 +2,14 @@
 // section 3), side by side with plain ring attention on the same inputs.
 #include <CLI/CLI.hpp>
 
-#include "bench/ring_attention/packed_documents.hpp"
+#include "bench/layouts/packed_documents.hpp"
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "bench/ulysses/ulysses_cases.hpp"
-#include "common/attention_select.hpp"
-#include "common/bench_main.hpp"
-#include "common/errors.hpp"
-#include "common/pass_list.hpp"
-#include "common/size_list.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/bench_main.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/pass_list.hpp"
+#include "common/harness/size_list.hpp"
 
 namespace {
 

@@ -2,14 +2,14 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ulysses/head_transpose.hpp"
-#include "common/sim.hpp"
-#include "common/typed_host.hpp"
+#include "common/sim/sim.hpp"
+#include "common/device/typed_host.hpp"
 
 namespace suite::ulysses {
 namespace {
 
 // An input tensor of `elems` values drawn by make(); under modeled compute a placeholder that
-// holds none (common/sim.hpp).
+// holds none (common/sim/sim.hpp).
 template <class Make>
 Buffer upload(Device& device, std::int64_t elems, DType t, Make&& make) {
   if (sim::modeled()) return device.alloc(static_cast<std::size_t>(elems) * dtype_size(t));

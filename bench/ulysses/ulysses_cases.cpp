@@ -17,14 +17,14 @@
 #include "bench/ring_attention/ring_pass_report.hpp"
 #include "bench/ring_attention/ring_reference.hpp"
 #include "bench/ulysses/ulysses_attention.hpp"
-#include "common/attention_select.hpp"
-#include "common/errors.hpp"
-#include "common/group_comm.hpp"
-#include "common/model.hpp"
-#include "common/mpi_env.hpp"
-#include "common/rank_gather.hpp"
-#include "common/record_access.hpp"
-#include "common/sim.hpp"
+#include "common/device/attention_select.hpp"
+#include "common/harness/errors.hpp"
+#include "common/transport/group_comm.hpp"
+#include "common/formulas/model.hpp"
+#include "common/transport/mpi_env.hpp"
+#include "common/transport/rank_gather.hpp"
+#include "common/results/record_access.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::ulysses {
 namespace {

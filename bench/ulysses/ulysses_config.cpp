@@ -1,6 +1,6 @@
 #include "bench/ulysses/ulysses_config.hpp"
 
-#include "common/errors.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::ulysses {
 

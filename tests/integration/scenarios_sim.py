@@ -325,7 +325,7 @@ def scenario_modeled(env: Env) -> None:
 
 
 def scenario_modeled_memory(env: Env) -> None:
-    """Modeled compute holds no tensor values (placeholders, common/sim.hpp): 16 ranks of a
+    """Modeled compute holds no tensor values (placeholders, common/sim/sim.hpp): 16 ranks of a
     Llama-sized ring step, whose tensors the allocator counts at gigabytes, take a small
     fraction of that in memory (PSS sampled from /proc by simulate.py), while every byte is
     still sent and the allocator still counts every tensor."""

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/device_peak.hpp"
+#include "common/device/device_peak.hpp"
 
 namespace suite {
 namespace {

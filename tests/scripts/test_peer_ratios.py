@@ -124,7 +124,7 @@ def test_peer_shapes_match_kernel_bench() -> None:
     # kernel_bench's sweep: s = 1K..32K, a = 32 at d = 64 and a = 16 at d = 128, causal.
     assert len(torch_peer.SWEEP) == 12
     assert all(c for *_, c in torch_peer.SWEEP)
-    src = (Path(__file__).resolve().parents[2] / "bench/kernels/kernel_bench_cuda.cpp").read_text()
+    src = (Path(__file__).resolve().parents[2] / "bench/kernel_bench/kernel_bench_cuda.cpp").read_text()
     for s, a, kv, d, causal in torch_peer.ATTENTION_SHAPES:
         assert f"{{{s}, {a}, {kv}, {d}, {'true' if causal else 'false'}}}" in src
     # The backward cases run on those same shapes, counted with attention_bwd_flops.

@@ -1,5 +1,5 @@
 """plot.py / plot_kernels.py on synthetic kernel_bench files written like
-bench/kernels/kernel_results.cpp: the rate bars (with the device peak where known) and the
+bench/kernel_bench/kernel_results.cpp: the rate bars (with the device peak where known) and the
 causal attention rate against s."""
 
 from __future__ import annotations

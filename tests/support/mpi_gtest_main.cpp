@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "common/mpi_env.hpp"
+#include "common/transport/mpi_env.hpp"
 
 int main(int argc, char** argv) {
   suite::MpiSession mpi(&argc, &argv);

@@ -1,6 +1,6 @@
 // The CPU backend's device name from /proc/cpuinfo: model and cores, on text as real kernels
 // print it (the expected names are what lscpu reports for those machines).
-#include "common/cpu_info.hpp"
+#include "common/device/cpu_info.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "common/device.hpp"
+#include "common/device/device.hpp"
 
 namespace suite {
 namespace {

@@ -1,6 +1,6 @@
 // The console output of a benchmark: Google Benchmark's DEBUG-build warning explained, and its
 // table held until the last case so that the progress lines do not split it.
-#include "common/display_reporter.hpp"
+#include "common/harness/display_reporter.hpp"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 #include <numeric>
 #include <set>
 
-#include "bench/ring_attention/doc_layouts.hpp"
-#include "common/errors.hpp"
+#include "bench/layouts/doc_layouts.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::ring {
 namespace {

@@ -1,7 +1,7 @@
 // The collective checks demand exact equality: every reduction order must stay exact in bf16.
 #include <gtest/gtest.h>
 
-#include "common/exact_pattern.hpp"
+#include "common/transport/exact_pattern.hpp"
 #include "kernels/core/bf16.hpp"
 
 namespace {

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "common/errors.hpp"
-#include "common/results.hpp"
+#include "common/harness/errors.hpp"
+#include "common/results/results.hpp"
 
 namespace fs = std::filesystem;
 

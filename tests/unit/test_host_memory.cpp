@@ -1,6 +1,6 @@
 // What the CPU backend reports as available: MemAvailable from /proc/meminfo (the page cache
 // a build leaves counts), on text as the kernel prints it.
-#include "common/host_memory.hpp"
+#include "common/device/host_memory.hpp"
 
 #include <gtest/gtest.h>
 

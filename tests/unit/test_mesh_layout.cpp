@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "common/errors.hpp"
-#include "common/mesh_layout.hpp"
+#include "common/harness/errors.hpp"
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite {
 namespace {

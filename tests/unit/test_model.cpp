@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "bench/model/params.hpp"
-#include "common/model.hpp"
+#include "common/formulas/model.hpp"
 
 namespace m = suite::model;
 

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.hpp"
-#include "common/options.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/options.hpp"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <tuple>
 
-#include "bench/ring_attention/packed_documents.hpp"
-#include "bench/ring_attention/ring_layout.hpp"
-#include "common/errors.hpp"
+#include "bench/layouts/packed_documents.hpp"
+#include "bench/layouts/ring_layout.hpp"
+#include "common/harness/errors.hpp"
 #include "kernels/attention/attention_index.hpp"
 
 namespace suite::ring {

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "bench/ring_attention/ring_layout.hpp"
-#include "common/errors.hpp"
+#include "bench/layouts/ring_layout.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::ring {
 namespace {

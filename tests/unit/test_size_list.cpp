@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "common/errors.hpp"
-#include "common/size_list.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
 
 using suite::parse_sweep;
 using V = std::vector<std::int64_t>;

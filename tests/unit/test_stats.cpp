@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "common/stats.hpp"
+#include "common/harness/stats.hpp"
 
 TEST(Stats, PercentilesInterpolate) {
   std::vector<double> v{5, 1, 4, 2, 3};

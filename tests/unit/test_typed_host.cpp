@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "common/typed_host.hpp"
+#include "common/device/typed_host.hpp"
 
 TEST(TypedHost, RoundTripsEachType) {
   std::vector<double> v{0, 1, -2.5, 3, 255, 256};

@@ -1,0 +1,53 @@
+#include "common/device/attention_select.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+
+#include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
+#include "common/harness/size_list.hpp"
+
+namespace suite {
+
+std::unique_ptr<kernels::AttentionEngine> make_attention_engine(Device& device, DType dtype,
+                                                                kernels::AttnKernelChoice choice) {
+  try {
+    if (device.backend() == Backend::cpu) {
+      if (choice == kernels::AttnKernelChoice::cudnn)
+        throw UsageError("--attn-kernel cudnn needs --backend cuda");
+      if (sim::modeled()) return sim::make_modeled_attention_engine(dtype);  // --sim-flops
+      return kernels::make_cpu_attention_engine(dtype);
+    }
+    return kernels::make_cuda_attention_engine(device.stream(), dtype, choice);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void add_attn_kernel_flag(CLI::App& app, std::string& choice) {
+  app.add_option("--attn-kernel", choice,
+                 "attention kernel: auto (cuDNN for bf16 on the cuda backend when built with it, "
+                 "else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), suite (the suite's "
+                 "own kernels). Recorded as attn_kernel / attn_library")
+      ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
+      ->capture_default_str();
+}
+
+void add_causal_flag(CLI::App& app, std::string& causal) {
+  app.add_option("--causal", causal, "1 causal, 0 full attention; a list runs both")
+      ->capture_default_str();
+}
+
+std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text) {
+  std::vector<bool> out;
+  for (const auto& item : split_list(text)) {
+    if (item != "1" && item != "0")
+      throw UsageError(flag + ": unknown value '" + item + "' (0, 1)");
+    out.push_back(item == "1");
+  }
+  if (out.empty()) throw UsageError(flag + " names nothing");
+  return out;
+}
+
+}  // namespace suite

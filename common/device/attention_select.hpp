@@ -1,0 +1,30 @@
+// The --attn-kernel choice turned into an engine on this rank's backend, so every benchmark
+// that computes attention picks its kernel the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device/device.hpp"
+#include "kernels/attention/attention_engine.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace suite {
+
+// CPU backend: the CPU kernels (cudnn is refused there); CUDA: the choice on the device's
+// stream. Throws UsageError naming the reason when the choice cannot be honoured.
+std::unique_ptr<kernels::AttentionEngine> make_attention_engine(Device& device, DType dtype,
+                                                                kernels::AttnKernelChoice choice);
+
+// --attn-kernel (auto, suite, cudnn) and --causal (a list of 1 causal, 0 full), declared once
+// for every benchmark that computes attention.
+void add_attn_kernel_flag(CLI::App& app, std::string& choice);
+void add_causal_flag(CLI::App& app, std::string& causal);
+// "0,1" -> {false, true}; UsageError naming `flag` otherwise.
+std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text);
+
+}  // namespace suite

@@ -1,0 +1,66 @@
+// The planner (model --section plan): every mesh a job could run a model on (TP, CP with its
+// method, EP, PP, DP, and their order), the ones that fit in a GPU's memory, and each one's
+// step time from the composed block's (mesh_model.hpp) times the layers of a pipeline stage and
+// the micro-batches, with PP's bubble and the gradient sums. PP is modeled only: the mesh
+// benchmark runs one block of one stage.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "common/mesh/mesh_layout.hpp"
+#include "common/formulas/mesh_model.hpp"
+
+namespace suite::model {
+
+struct ModelSpec {
+  double h = 0, a = 1, n_kv = 1, d_ff = 0;  // d_ff: the MLP's, or each expert's with experts
+  int layers = 1;
+  int experts = 0;
+  double k = 2;
+  bool swiglu = false;
+};
+
+struct JobSpec {
+  double s = 0;              // tokens per sequence
+  double global_tokens = 0;  // per optimizer step
+  int gpus = 1;
+  double memory_bytes = 0;  // per GPU
+  double e = 2, e_grad = 4, lse_e = 4;
+  bool causal = true;
+  bool zero1 = true;  // optimizer state sharded over DP x CP (Megatron's distributed optimizer)
+  int max_pp = 64;
+};
+
+struct PlanEntry {
+  int T = 1, C = 1, D = 1, E = 1, PP = 1;
+  MeshCp cp = MeshCp::ring;
+  int u = 1;
+  std::array<MeshAxis, 4> order{};
+  double micro_batches = 1;  // of one sequence each, per DP rank
+  int layers_per_stage = 1;
+  MeshStep block;     // one layer, one micro-batch, with its gradient sums
+  double step_s = 0;  // the optimizer step
+  double compute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, dp_s = 0, pp_s = 0;  // its parts
+  double memory_bytes = 0;
+  bool fits = false;
+  std::string name() const;     // "tp8-cp16:ring-pp16-dp8 tp,cp,ep,dp"
+  std::string cp_name() const;  // none, ring, allgather, ulysses, hybrid:U
+};
+
+// Every mesh of `job.gpus` GPUs for the model (TP inside a node: T divides the cluster's ranks
+// per node; CP by powers of two with s divisible by 2C; every CP method the head counts allow;
+// EP a power of two dividing the experts and C D; PP up to job.max_pp; DP the rest, dividing the
+// sequences of a step), each with `orders`, ranked by step time (those that fit first).
+std::vector<PlanEntry> plan_meshes(const ModelSpec& model, const JobSpec& job,
+                                   const Cluster& cluster,
+                                   const std::vector<std::array<MeshAxis, 4>>& orders);
+
+// Memory per GPU of a mesh: weights, gradients and optimizer state of its stage's layers, the
+// activations the stage keeps (1F1B: PP micro-batches in flight on the first stage), the CP
+// method's buffers and the MoE's saved rows.
+double plan_memory_bytes(const ModelSpec& model, const JobSpec& job, const MeshBlock& m, int PP,
+                         int layers_per_stage);
+
+}  // namespace suite::model

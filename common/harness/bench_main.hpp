@@ -1,0 +1,36 @@
+// The one main() every benchmark executable goes through: shared flags, validation agreed on
+// by all ranks, device and transport set-up, the results file, Google Benchmark, and exit
+// codes (0 ok, 1 a correctness check failed, 2 bad input, 3 fatal error).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
+#include "common/harness/options.hpp"  // CLI::App, declared
+
+namespace suite {
+
+struct BenchDefinition {
+  std::string name;         // executable and HDF5 group name
+  std::string description;  // first lines of --help
+  std::vector<DType> cpu_dtypes{DType::fp32, DType::fp64};
+  std::vector<DType> cuda_dtypes{DType::bf16, DType::fp32};
+  // Adds the benchmark's own flags (bound to variables the other callbacks can see).
+  std::function<void(CLI::App&)> add_options;
+  // Builds every case from the flags. Runs on every rank; throws UsageError on bad input.
+  std::function<std::vector<CaseSpec>(BenchContext&)> make_cases;
+  // Rank 0, after the run: a readable table of the cases written.
+  std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize;
+  // Optional: the size of each rank's process group from the flags and the job's rank count,
+  // e.g. resolve_group_size(tp, world_size, "--tp") (common/transport/group_comm.hpp). ctx.comm is then
+  // the communicator of this rank's group of consecutive ranks (all groups run each case at
+  // once); barriers, step times and checks stay job-wide. Unset: one group of all ranks.
+  std::function<int(int world_size)> group_size;
+};
+
+int run_benchmark(int argc, char** argv, const BenchDefinition& def);
+
+}  // namespace suite

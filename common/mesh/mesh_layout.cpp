@@ -1,0 +1,154 @@
+#include "common/mesh/mesh_layout.hpp"
+
+#include <algorithm>
+
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
+
+namespace suite {
+
+const char* mesh_axis_name(MeshAxis a) {
+  switch (a) {
+    case MeshAxis::tp:
+      return "tp";
+    case MeshAxis::cp:
+      return "cp";
+    case MeshAxis::ep:
+      return "ep";
+    case MeshAxis::dp:
+      return "dp";
+  }
+  return "?";
+}
+
+std::array<MeshAxis, 4> parse_mesh_order(const std::string& text) {
+  const std::vector<std::string> names = split_list(text);
+  const std::string usage = " (list tp, cp, ep and dp once each, inner to outer, e.g. tp,cp,ep,dp)";
+  if (names.size() != 4)
+    throw UsageError("--order " + text + ": " + std::to_string(names.size()) + " axes" + usage);
+  std::array<MeshAxis, 4> order{};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    if (n == "tp")
+      order[i] = MeshAxis::tp;
+    else if (n == "cp")
+      order[i] = MeshAxis::cp;
+    else if (n == "ep")
+      order[i] = MeshAxis::ep;
+    else if (n == "dp")
+      order[i] = MeshAxis::dp;
+    else
+      throw UsageError("--order " + text + ": unknown axis '" + n + "'" + usage);
+    if (std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(i), order[i]) !=
+        order.begin() + static_cast<std::ptrdiff_t>(i))
+      throw UsageError("--order " + text + ": " + n + " is named twice" + usage);
+  }
+  return order;
+}
+
+std::string mesh_order_name(const std::array<MeshAxis, 4>& order) {
+  std::string s;
+  for (MeshAxis a : order)
+    s += (s.empty() ? "" : ",") + std::string(mesh_axis_name(a));
+  return s;
+}
+
+MeshLayout::MeshLayout(const MeshShape& shape, int world) : shape_(shape), world_(world) {
+  auto n = [](int v) { return std::to_string(v); };
+  if (shape.tp < 1 || shape.cp < 1 || shape.dp < 1 || shape.ep < 0)
+    throw UsageError("--tp " + n(shape.tp) + ", --cp " + n(shape.cp) + ", --dp " + n(shape.dp) +
+                     ", --ep " + n(shape.ep) + ": degrees must be >= 1 (--ep 0: C D)");
+  if (static_cast<long long>(shape.tp) * shape.cp * shape.dp != world)
+    throw UsageError("--tp " + n(shape.tp) + " x --cp " + n(shape.cp) + " x --dp " + n(shape.dp) +
+                     " = " +
+                     std::to_string(static_cast<long long>(shape.tp) * shape.cp * shape.dp) +
+                     " ranks, but the job has " + n(world));
+  const int cd = shape.cp * shape.dp;
+  if (shape_.ep == 0) shape_.ep = cd;
+  if (cd % shape_.ep != 0)
+    throw UsageError("--ep " + n(shape_.ep) + " must divide C D = " + n(shape.cp) + " x " +
+                     n(shape.dp) + " = " + n(cd) +
+                     " (an expert group holds ranks of one TP index)");
+  // Strides: each axis's is the product of the sizes listed before it in its decomposition.
+  int dense = 1, expert = 1;
+  for (MeshAxis a : shape_.order) {
+    if (a != MeshAxis::ep) {
+      const int s = a == MeshAxis::tp ? shape_.tp : a == MeshAxis::cp ? shape_.cp : shape_.dp;
+      (a == MeshAxis::tp ? dense_.tp : a == MeshAxis::cp ? dense_.second : dense_.third) = dense;
+      dense *= s;
+    }
+    if (a != MeshAxis::cp) {
+      const int s = a == MeshAxis::tp ? shape_.tp : a == MeshAxis::ep ? shape_.ep : cd / shape_.ep;
+      (a == MeshAxis::tp   ? expert_.tp
+       : a == MeshAxis::ep ? expert_.second
+                           : expert_.third) = expert;
+      expert *= s;
+    }
+  }
+  for (int r = 0; r < world; ++r)
+    if (r / dense_.tp % shape_.tp != r / expert_.tp % shape_.tp)
+      throw UsageError(
+          "--order " + mesh_order_name(shape_.order) +
+          ": an expert group would hold ranks of different TP indices (with T = " + n(shape_.tp) +
+          "); list ep next to cp and dp, on the same side of tp " + "(e.g. tp,cp,ep,dp)");
+}
+
+int MeshLayout::stride(MeshAxis a) const {
+  switch (a) {
+    case MeshAxis::tp:
+      return dense_.tp;
+    case MeshAxis::cp:
+      return dense_.second;
+    case MeshAxis::dp:
+      return dense_.third;
+    case MeshAxis::ep:
+      return expert_.second;
+  }
+  return 1;
+}
+
+int MeshLayout::size(MeshAxis a) const {
+  switch (a) {
+    case MeshAxis::tp:
+      return shape_.tp;
+    case MeshAxis::cp:
+      return shape_.cp;
+    case MeshAxis::dp:
+      return shape_.dp;
+    case MeshAxis::ep:
+      return shape_.ep;
+  }
+  return 1;
+}
+
+int MeshLayout::coord(MeshAxis a, int rank) const {
+  return rank / stride(a) % size(a);
+}
+
+std::vector<int> MeshLayout::group(MeshAxis a, int rank) const {
+  const int base = rank - coord(a, rank) * stride(a);
+  std::vector<int> ranks;
+  for (int i = 0; i < size(a); ++i)
+    ranks.push_back(base + i * stride(a));
+  return ranks;
+}
+
+int MeshLayout::group_color(MeshAxis a, int rank) const {
+  return rank - coord(a, rank) * stride(a);  // the group's first rank
+}
+
+std::vector<int> MeshLayout::dense_replicas(int rank) const {
+  std::vector<int> ranks;
+  for (int r = 0; r < world_; ++r)
+    if (coord(MeshAxis::tp, r) == coord(MeshAxis::tp, rank)) ranks.push_back(r);
+  return ranks;
+}
+
+std::vector<int> MeshLayout::expert_replicas(int rank) const {
+  std::vector<int> ranks;
+  for (int r = 0; r < world_; ++r)
+    if (coord(MeshAxis::ep, r) == coord(MeshAxis::ep, rank)) ranks.push_back(r);
+  return ranks;
+}
+
+}  // namespace suite

@@ -1,0 +1,242 @@
+#include "common/sim/sim.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/harness/errors.hpp"
+
+#if defined(SUITE_SMPI)
+#include "common/sim/sim_process.hpp"
+#endif
+
+#if defined(SUITE_SMPI)
+#include <mpi.h>
+#include <simgrid/host.h>
+#include <simgrid/version.h>
+#include <smpi/smpi.h>
+
+#include <xbt/config.hpp>
+#endif
+
+namespace suite::sim {
+namespace {
+
+// This rank's F of modeled compute (0: executed). A global on purpose: SMPI privatises the
+// executable's data per rank, and every kernel seam (attention engine, MoE ops) reads it
+// without a context to pass it through.
+double g_modeled_flops = 0;
+// This rank's placeholders and the KeepData scopes open on it. Globals for the same reason:
+// SMPI gives each rank its own copy (the region they point into is the process's:
+// common/sim/sim_process.hpp).
+PlaceholderCounters g_placeholder_counters;
+int g_keep_data = 0;
+// FlopBatch scopes open on this rank and the FLOPs they hold back.
+int g_flop_batches = 0;
+double g_batched_flops = 0;
+
+[[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+#if defined(SUITE_SMPI)
+// SimGrid speeds: a number with an optional unit (f, kf, Mf, Gf, Tf, Pf, or "flops").
+double parse_speed(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  const char* prefixes = "kMGTPE";
+  if (unit.empty() || unit == "f" || unit == "flops") return v;
+  for (int i = 0; prefixes[i]; ++i)
+    if (unit[0] == prefixes[i]) return v * std::pow(1e3, i + 1);
+  return NAN;
+}
+
+bool computation_simulated() {
+  return simgrid::config::get_value<bool>("smpi/simulate-computation");
+}
+#endif
+
+}  // namespace
+
+void add_options(CLI::App& app) {
+  if (!kSmpiBuild) return;
+  app.add_option("--sim-flops", g_modeled_flops,
+                 "SMPI build: modeled compute at F FLOP/s (e.g. a GPU's rate from kernel_bench): "
+                 "attention and GEMM kernels are skipped and their exact FLOPs injected into the "
+                 "simulated clock; checks are skipped. Without it, kernels run on the host "
+                 "(executed compute)")
+      ->check([](const std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end || !std::isfinite(v) || v <= 0)
+          return "must be a positive number of FLOP/s, not '" + text + "'";
+        return "";
+      });
+}
+
+std::string help_footer() {
+  if (!kSmpiBuild) return "";
+  return "\nSMPI build (simulated cluster, scripts/simulate.py): every time is the simulated "
+         "clock (MPI_Wtime);\n"
+         "compute is executed on the host and injected (default) or modeled (--sim-flops F); "
+         "--timeout is\n"
+         "ignored (the watchdog is off: its thread may not call MPI inside the simulator); the "
+         "CPU backend\n"
+         "only (--backend cuda, --transport nccl and --dtype bf16 are refused).\n";
+}
+
+void validate(const std::string& backend, const std::string& transport, const std::string& dtype) {
+  if (!kSmpiBuild) return;
+  const std::string why =
+      ": the SMPI build (make sim) simulates the CPU backend only; model a GPU's compute with "
+      "--sim-flops F";
+  if (backend == "cuda") throw UsageError("--backend cuda" + why);
+  if (transport == "nccl") throw UsageError("--transport nccl" + why);
+  if (dtype == "bf16" && !modeled())
+    throw UsageError("--dtype bf16" + why + " (which takes bf16: its sizes, no values)");
+#if defined(SUITE_SMPI)
+  if (modeled() && computation_simulated())
+    throw UsageError(
+        "--sim-flops needs smpirun --cfg=smpi/simulate-computation:no (scripts/simulate.py sets "
+        "it); otherwise the host's own time between MPI calls would be injected as well");
+  if (!modeled() && !computation_simulated())
+    throw UsageError(
+        "executed compute needs smpi/simulate-computation:yes (the default); give --sim-flops F "
+        "for modeled compute");
+#endif
+}
+
+bool modeled() {
+  return g_modeled_flops > 0;
+}
+
+double modeled_flops() {
+  return g_modeled_flops;
+}
+
+void inject_flops(double flops) {
+#if defined(SUITE_SMPI)
+  if (!modeled() || !(flops > 0)) return;
+  if (g_flop_batches > 0) {
+    g_batched_flops += flops;
+    return;
+  }
+  // smpi_execute_flops runs at the simulated host's speed: scale so the time is flops / F.
+  smpi_execute_flops(flops / g_modeled_flops * sg_host_get_speed(sg_host_self()));
+#else
+  (void)flops;
+#endif
+}
+
+Buffer alloc_placeholder(std::size_t bytes) {
+#if defined(SUITE_SMPI)
+  if (!modeled() || g_keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
+  // Every placeholder of every rank points into one SMPI shared region, as large as the largest
+  // placeholder asked for (plus room for the offsets below): a placeholder holds no values, so
+  // they may overlap. One region keeps the process's mappings of SMPI's shared block few; one
+  // per allocation made them tens of thousands at a thousand ranks, and the kernel's walks over
+  // them (reclaim's access checks visit every mapping of a page) then took a core.
+  // Consecutive placeholders start a page apart, so no two buffers of one call (an MPI send and
+  // receive buffer) share an address. A larger request gets a larger region; placeholders
+  // already handed out keep the old one, which stays mapped.
+  constexpr std::size_t kPage = 4096, kStarts = 256;
+  PlaceholderRegion& region = process_placeholder_region();
+  if (bytes + kStarts * kPage > region.bytes) {
+    region.bytes = bytes + kStarts * kPage;
+    region.base = SMPI_SHARED_MALLOC(region.bytes);
+    if (!region.base) throw std::bad_alloc();
+  }
+  static_assert(kStarts * kPage <= kPlaceholderMinBytes);
+  std::byte* p =
+      static_cast<std::byte*>(region.base) + (g_placeholder_counters.allocations % kStarts) * kPage;
+  g_placeholder_counters.live_bytes += static_cast<std::int64_t>(bytes);
+  ++g_placeholder_counters.allocations;
+  return Buffer(p, bytes, [bytes](void*) {
+    g_placeholder_counters.live_bytes -= static_cast<std::int64_t>(bytes);
+  });
+#else
+  (void)bytes;
+  return {};
+#endif
+}
+
+bool is_placeholder(const void* p) {
+#if defined(SUITE_SMPI)
+  if (!modeled() || p == nullptr) return false;
+  thread_local std::vector<std::pair<std::size_t, std::size_t>> private_blocks;
+  std::size_t offset = 0;
+  return smpi_is_shared(p, private_blocks, &offset) != 0;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+PlaceholderCounters placeholder_counters() {
+  return g_placeholder_counters;
+}
+
+FlopBatch::FlopBatch() {
+  ++g_flop_batches;
+}
+FlopBatch::~FlopBatch() {
+  if (--g_flop_batches > 0) return;
+  const double flops = g_batched_flops;
+  g_batched_flops = 0;
+  inject_flops(flops);
+}
+
+KeepData::KeepData() {
+  ++g_keep_data;
+}
+KeepData::~KeepData() {
+  --g_keep_data;
+}
+
+int ranks_per_process() {
+#if defined(SUITE_SMPI)
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+#else
+  return 1;
+#endif
+}
+
+Attributes run_attrs() {
+#if defined(SUITE_SMPI)
+  int major = 0, minor = 0, patch = 0;
+  sg_version_get(&major, &minor, &patch);
+  const double host_speed = parse_speed(simgrid::config::get_value<std::string>("smpi/host-speed"));
+  const double platform_speed = sg_host_get_speed(sg_host_self());
+  return {
+      {"simulated", std::int64_t{1}},
+      {"sim_platform", env_or("SUITE_SIM_PLATFORM", "unnamed (smpirun without simulate.py)")},
+      {"sim_platform_detail", env_or("SUITE_SIM_PLATFORM_DETAIL", "")},
+      {"sim_compute_mode", std::string(modeled() ? "modeled" : "executed")},
+      {"sim_flops", modeled() ? g_modeled_flops : NAN},
+      {"sim_host_speed", modeled() ? NAN : host_speed},
+      {"sim_platform_speed", platform_speed},
+      {"sim_compute_scale", modeled() ? NAN : host_speed / platform_speed},
+      {"sim_tensor_data",
+       std::string(modeled() ? "placeholders: buffers of >= 1 MiB are SMPI shared memory, "
+                               "values not held, bytes still sent"
+                             : "real")},
+      {"smpi_version", "SimGrid " + std::to_string(major) + "." + std::to_string(minor) + "." +
+                           std::to_string(patch)},
+      {"watchdog", std::string("off: SMPI build (its thread may not call MPI in the simulator)")},
+  };
+#else
+  return {};
+#endif
+}
+
+}  // namespace suite::sim
