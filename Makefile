@@ -67,7 +67,7 @@ test: build sim
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
 	exit $$status
 
-# Reruns the simulations behind the tables of simulated figures in README.md and docs/ and
+# Reruns the simulations behind the tables of simulated figures in docs/ and
 # fails when a published figure drifted (scripts/docs_check.py; about 2 minutes on 2 cores).
 docs-check: build sim
 	.venv/bin/python scripts/docs_check.py --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model

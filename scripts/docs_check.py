@@ -159,11 +159,11 @@ def moe_readme_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
 
 
 CHECKS = (
-    Check("tp_overlap", "README.md", "| op | c | predicted h/t", tp_overlap_command,
+    Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
           tp_overlap_expected, (0,)),
     Check("moe_nodes", "docs/MOE_ACROSS_NODES.md", "from 64.", moe_command, moe_doc_expected,
           (0, 2, 3)),
-    Check("moe_nodes_readme", "README.md", "DeepEP's configuration", moe_command,
+    Check("moe_nodes_readme", "docs/FINDINGS.md", "DeepEP's configuration", moe_command,
           moe_readme_expected, (0, 1, 2)),
 )
 

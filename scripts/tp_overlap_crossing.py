@@ -14,7 +14,7 @@ fc1, fc2), from the phases the layer records:
   efficiency     1 - exposed / transfer only (the share of the transfer the GEMMs hid)
 The crossing of an op is the h/t where its exposed time first falls to --tol of its transfer,
 interpolated linearly from the last exposed point, so it moves with the grid (the default grid
-puts qkv's at 570 where steps of 64 put it at 527): the README's table comes from
+puts qkv's at 570 where steps of 64 put it at 527): docs/FINDINGS.md's table comes from
 `--seq 8192 --h-over-t 256:2048:64`, and `make docs-check` reruns it. METHODS.md 1.1 puts it at
 h/t = e F / (2 c W) (`model --section tp_overlap` prints the thresholds; W is the simulated
 link's bandwidth). The per-step latency, which the condition leaves out, moves the simulated
