@@ -6,7 +6,7 @@ A calibration on a simulated two-tier cluster must recover the platform's own li
 (scripts/sim_platform.py's, read here independently of the fit); one on this machine (2 CPU
 ranks, one node) has its inside level and compute rates and no across-nodes level; the planner's
 ranking on a 16-GPU cluster small enough to run its meshes through the mesh benchmark must meet
-the issue's targets (median error within 10%, the first pick within 5% of the best measured:
+the planner's targets (median error within 10%, the first pick within 5% of the best measured:
 modeled compute, so the verdict is the same on any host); bad calibrations and jobs are refused
 with one message.
 """

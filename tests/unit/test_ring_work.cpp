@@ -159,7 +159,7 @@ TEST(RingWork, BalancedMatchesStripedAtScaleWithShortDocuments) {
   }
 }
 
-// The first target: balanced is the best ring layout on every distribution tried. At
+// balanced's first target: it is the best ring layout on every distribution tried. At
 // c = 8K and the seed the docs quote, from 4 to 256 ranks, short documents and a long tail: its
 // lockstep efficiency at least striped's, zigzag's and contiguous's (doc_zigzag pads, and is
 // compared per pair in test_doc_layouts). Until 2026-12-04 it was behind striped at 6 of these
