@@ -32,17 +32,7 @@ std::vector<std::pair<CpMethod, int>> cp_methods(const ModelSpec& md, int T, int
 
 std::string PlanEntry::cp_name() const {
   if (C == 1) return "none";
-  switch (cp) {
-    case CpMethod::ring:
-      return "ring";
-    case CpMethod::allgather:
-      return "allgather";
-    case CpMethod::ulysses:
-      return "ulysses";
-    case CpMethod::hybrid:
-      return "hybrid:" + std::to_string(u);
-  }
-  return "?";
+  return CpChoice{cp, u}.name();
 }
 
 std::string PlanEntry::name() const {
