@@ -7,6 +7,12 @@
 namespace suite::mesh {
 namespace {
 
+// The heads of this TP rank (a/T query, n_kv/T K/V heads) over the b sequences.
+ring::AttentionShape tp_rank_shape(const MeshConfig& cfg) {
+  return {static_cast<int>(cfg.heads / cfg.shape.tp), static_cast<int>(cfg.kv() / cfg.shape.tp),
+          static_cast<int>(cfg.head_dim()), cfg.b};
+}
+
 ring::RingConfig ring_config(const MeshConfig& cfg, DType grad_type) {
   ring::RingConfig r;
   r.c = cfg.c();
@@ -15,10 +21,7 @@ ring::RingConfig ring_config(const MeshConfig& cfg, DType grad_type) {
   r.variant =
       cfg.cp_method.method == CpMethod::allgather ? ring::Variant::allgather : ring::Variant::ring;
   r.causal = cfg.causal;
-  r.heads = static_cast<int>(cfg.heads / cfg.shape.tp);
-  r.kv_heads = static_cast<int>(cfg.kv() / cfg.shape.tp);
-  r.head_dim = static_cast<int>(cfg.head_dim());
-  r.batch = cfg.b;
+  static_cast<ring::AttentionShape&>(r) = tp_rank_shape(cfg);
   r.dtype = cfg.dtype;
   r.pass = cfg.pass;
   r.grad_dtype = grad_type;  // dK/dV travel in the kernel's accumulation type
@@ -32,10 +35,7 @@ ulysses::UlyssesConfig ulysses_config(const MeshConfig& cfg, DType grad_type) {
   u.u = cfg.cp_method.method == CpMethod::ulysses ? cfg.shape.cp : cfg.cp_method.u;
   u.layout = cfg.layout;
   u.causal = cfg.causal;
-  u.heads = static_cast<int>(cfg.heads / cfg.shape.tp);
-  u.kv_heads = static_cast<int>(cfg.kv() / cfg.shape.tp);
-  u.head_dim = static_cast<int>(cfg.head_dim());
-  u.batch = cfg.b;
+  static_cast<ring::AttentionShape&>(u) = tp_rank_shape(cfg);
   u.dtype = cfg.dtype;
   u.pass = cfg.pass;
   u.grad_dtype = grad_type;

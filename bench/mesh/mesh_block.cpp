@@ -51,7 +51,7 @@ moe::NodeComms node_comms(BenchContext& ctx, DeviceMesh& mesh, int ranks_per_nod
 
 }  // namespace
 
-MeshBlock::MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
+ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
     : cfg_(cfg),
       ctx_(ctx),
       mesh_(mesh),
@@ -89,11 +89,11 @@ MeshBlock::MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
                                                 mesh.axis(MeshAxis::tp), *ops_, std::move(parts));
 }
 
-void MeshBlock::forward(PhaseTimer& phases) {
+void ComposedBlock::forward(PhaseTimer& phases) {
   layer_->forward(phases, "fwd_");
 }
 
-void MeshBlock::backward(PhaseTimer& phases) {
+void ComposedBlock::backward(PhaseTimer& phases) {
   if (!sums_added_) add_sums();
   phases_ = &phases;
   layer_->backward(phases, /*overlap=*/true);
@@ -101,12 +101,12 @@ void MeshBlock::backward(PhaseTimer& phases) {
   sums_.finish(phases);
 }
 
-void MeshBlock::gradient_ready(const std::string& name) {
+void ComposedBlock::gradient_ready(const std::string& name) {
   if (phases_) sums_.ready(name, *phases_);
 }
 
 // The gradient-sum groups, their tensors in the order the backward makes them (as buckets fill).
-void MeshBlock::add_sums() {
+void ComposedBlock::add_sums() {
   sums_added_ = true;
   layer_->allocate_gradients();
   static const std::vector<std::string> made = {"w_fc2", "w_fc1", "ffn",
@@ -139,7 +139,7 @@ void MeshBlock::add_sums() {
     sums_.add(kSumDense, mesh_.dense_replicas(), dense);
 }
 
-ByteCounts MeshBlock::axis_bytes(MeshAxis a) const {
+ByteCounts ComposedBlock::axis_bytes(MeshAxis a) const {
   DeviceMesh& m = mesh_;
   switch (a) {
     case MeshAxis::tp:
@@ -157,7 +157,7 @@ ByteCounts MeshBlock::axis_bytes(MeshAxis a) const {
   return {};
 }
 
-std::vector<const Comm*> MeshBlock::comms() const {
+std::vector<const Comm*> ComposedBlock::comms() const {
   std::vector<const Comm*> all = mesh_.comms();
   if (moe_node_) all.insert(all.end(), {moe_node_.get(), moe_rail_.get()});
   return all;

@@ -25,10 +25,10 @@ inline constexpr const char* kSumTp = "grad_sum_tp";          // router, over TP
 inline constexpr const char* kSumDense = "grad_sum_dense";    // dense weights, over DP x CP
 inline constexpr const char* kSumExpert = "grad_sum_expert";  // experts, over their copies
 
-class MeshBlock {
+class ComposedBlock {
  public:
   // Collective over the job (the parts' communicators and sub-groups).
-  MeshBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh);
+  ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh);
 
   // Phases: the layer's (fwd_compute, fwd_comm, ...), the CP part's (cp_attention, cp_copy; or
   // Ulysses' pack, a2a_q, ...), the MoE's (route, dispatch, expert, combine, ...).

@@ -11,12 +11,12 @@
 
 #include "bench/mesh/mesh_block.hpp"
 #include "bench/sp_tp/layer_check.hpp"
-#include "common/mesh/device_mesh.hpp"
-#include "common/harness/errors.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
+#include "common/mesh/device_mesh.hpp"
+#include "common/sim/sim.hpp"
 #include "common/transport/mpi_env.hpp"
 #include "common/transport/rank_gather.hpp"
-#include "common/sim/sim.hpp"
 
 namespace suite::mesh {
 namespace {
@@ -81,7 +81,7 @@ class MeshCase final : public BenchCase {
   void setup() override {
     ctx_.device.reset_allocation_peak();
     mesh_ = std::make_unique<DeviceMesh>(ctx_, cfg_.shape);
-    block_ = std::make_unique<MeshBlock>(cfg_, ctx_, *mesh_);
+    block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
   }
 
   // Phases "fwd" and "bwd" around the block's own (the layer's, the parts', the sums').
@@ -242,20 +242,7 @@ class MeshCase final : public BenchCase {
     mb.C = cfg_.shape.cp;
     mb.D = cfg_.shape.dp;
     mb.E = cfg_.shape.ep;
-    switch (cfg_.cp_method.method) {
-      case CpMethod::ring:
-        mb.cp = model::MeshCp::ring;
-        break;
-      case CpMethod::allgather:
-        mb.cp = model::MeshCp::allgather;
-        break;
-      case CpMethod::ulysses:
-        mb.cp = model::MeshCp::ulysses;
-        break;
-      case CpMethod::hybrid:
-        mb.cp = model::MeshCp::hybrid;
-        break;
-    }
+    mb.cp = cfg_.cp_method.method;
     mb.u = cfg_.cp_method.u;
     mb.experts = cfg_.experts;
     mb.k = cfg_.top_k;
@@ -425,7 +412,7 @@ class MeshCase final : public BenchCase {
   BenchContext& ctx_;
   MeshConfig cfg_;
   std::unique_ptr<DeviceMesh> mesh_;
-  std::unique_ptr<MeshBlock> block_;
+  std::unique_ptr<ComposedBlock> block_;
   std::array<std::int64_t, 4> step_bytes_{};
   std::int64_t step_ep_implied_ = 0;
   std::vector<std::pair<std::string, double>> check_errors_;

@@ -7,31 +7,16 @@
 #include <cstdint>
 #include <string>
 
-#include "bench/moe/moe_config.hpp"
 #include "bench/layouts/ring_layout.hpp"
+#include "bench/moe/moe_config.hpp"
 #include "bench/sp_tp/layer_config.hpp"
-#include "common/mesh/mesh_layout.hpp"
+#include "common/formulas/cp_method.hpp"
 #include "common/harness/pass_list.hpp"
+#include "common/mesh/mesh_layout.hpp"
 #include "kernels/attention/attention_engine.hpp"
 #include "kernels/core/dtype.hpp"
 
 namespace suite::mesh {
-
-// How attention sees the other CP ranks' tokens: the ring (K/V blocks travel, overlapped), the
-// all-gather variant (K/V gathered once), Ulysses (all-to-all to head sharding) or the hybrid
-// (Ulysses inside groups of u CP ranks, the ring across them).
-enum class CpMethod { ring, allgather, ulysses, hybrid };
-
-struct CpChoice {
-  CpMethod method = CpMethod::ring;
-  int u = 1;  // hybrid's Ulysses degree (ulysses: C)
-  bool operator==(const CpChoice&) const = default;
-  // ring, allgather, ulysses, hybrid:U
-  std::string name() const;
-};
-
-// "ring", "allgather", "ulysses", "hybrid:2" -> the choice; UsageError naming --cp-method.
-CpChoice parse_cp_method(const std::string& text);
 
 struct MeshConfig {
   MeshShape shape;

@@ -11,17 +11,9 @@
 namespace suite::mesh {
 namespace {
 
+// A degree list ("1,2" or a range); 0 is allowed where the flag gives it a meaning.
 std::vector<int> degrees(const std::string& flag, const std::string& text) {
-  std::vector<int> out;
-  for (const std::string& item : split_list(text)) {
-    if (item.empty() || item.size() > 7 ||
-        item.find_first_not_of("0123456789") != std::string::npos)
-      throw UsageError(flag + " " + text + ": '" + item + "' is not a degree (a whole number, " +
-                       "0 where the flag allows it)");
-    out.push_back(std::stoi(item));
-  }
-  if (out.empty()) throw UsageError(flag + " names nothing");
-  return out;
+  return parse_int_list(flag, text, 0);
 }
 
 }  // namespace
@@ -82,7 +74,7 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   base.d_ff = f.shape.ffn_hidden;
   base.top_k = f.moe.top_k;
   base.mlp = moe::parse_mlp(f.moe.mlp);
-  base.attn_kernel = ring::parse_attn_kernel_flag(f.attn_kernel);
+  base.attn_kernel = f.attn_kernel;
   base.dtype = ctx.dtype;
   base.seed = ctx.opts.seed;
   if (f.moe.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");

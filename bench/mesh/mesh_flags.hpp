@@ -26,7 +26,7 @@ struct MeshFlags {
   std::string tp_overlap = "none";
   std::string grad_bucket = "0";
   std::string pass = "fwd";
-  std::string attn_kernel = "auto";
+  kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
 };
 
 void add_mesh_flags(CLI::App& app, MeshFlags& f);

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "common/harness/errors.hpp"
 #include "common/formulas/mesh_model.hpp"
+#include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::model_cli {
@@ -11,21 +11,6 @@ namespace {
 
 void line(const char* what, double v, const char* unit) {
   std::printf("  %-52s %16.6g %s\n", what, v, unit);
-}
-
-model::MeshCp cp_method(const std::string& text, int& u) {
-  if (text == "ring") return model::MeshCp::ring;
-  if (text == "allgather") return model::MeshCp::allgather;
-  if (text == "ulysses") return model::MeshCp::ulysses;
-  if (text.rfind("hybrid:", 0) == 0) {
-    const std::string v = text.substr(7);
-    if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoi(v) >= 1) {
-      u = std::stoi(v);
-      return model::MeshCp::hybrid;
-    }
-  }
-  throw UsageError("--cp-method " + text + ": ring, allgather, ulysses or hybrid:U");
 }
 
 }  // namespace
@@ -44,8 +29,9 @@ void print_mesh(const Params& p, const MeshOptions& o, double e, double e_grad) 
   m.T = p.t;
   m.C = p.n_c;
   m.D = o.dp;
-  m.cp = cp_method(o.cp_method, m.u);
-  if (m.cp == model::MeshCp::ulysses) m.u = m.C;
+  const CpChoice cp = parse_cp_method(o.cp_method);
+  m.cp = cp.method;
+  m.u = cp.method == CpMethod::ulysses ? m.C : cp.u;
   m.experts = p.experts;
   m.k = p.k;
   m.swiglu = p.swiglu;

@@ -14,13 +14,11 @@
 
 namespace suite::ring {
 
-struct RingSweep {
+struct RingSweep : AttentionShape {
   std::vector<std::int64_t> blocks;  // c
   std::vector<Layout> layouts;
   std::vector<Variant> variants;
   std::vector<bool> causal;
-  int heads = 8, kv_heads = 8, head_dim = 64;
-  std::int64_t batch = 1;
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
   bool poll_progress = !sim::kSmpiBuild;  // RingConfig::poll_progress
   std::vector<Pass> passes{Pass::fwd};

@@ -26,14 +26,19 @@ enum class Variant {
 
 std::string_view variant_name(Variant v);
 
-struct RingConfig {
+// The attention's shape, one type for every method and sweep that computes it: a query heads,
+// n_kv K/V heads (GQA; a multiple of n_kv is a), head dimension d, b sequences.
+struct AttentionShape {
+  int heads = 8, kv_heads = 8, head_dim = 64;
+  std::int64_t batch = 1;
+};
+
+struct RingConfig : AttentionShape {
   std::int64_t c = 0;  // tokens per rank
   int n_c = 1;         // context-parallel degree (ranks in the group)
   Layout layout = Layout::contiguous;
   Variant variant = Variant::ring;
   bool causal = true;
-  int heads = 8, kv_heads = 8, head_dim = 64;
-  std::int64_t batch = 1;
   DType dtype = DType::fp32;
   // CPU backend: poll the transport between attention tiles so the transfer moves during
   // compute (off only to show what happens without it). Off by default under SMPI, which

@@ -27,12 +27,6 @@ std::vector<Layout> parse_layouts(const std::string& flag, const std::string& te
                             "contiguous, zigzag, striped; with --docs also doc_zigzag, balanced");
 }
 
-kernels::AttnKernelChoice parse_attn_kernel_flag(const std::string& text) {
-  auto k = kernels::parse_attn_kernel(text);
-  if (!k) throw UsageError("--attn-kernel: unknown kernel '" + text + "' (auto, suite, cudnn)");
-  return *k;
-}
-
 void add_layout_flag(CLI::App& app, std::string& layouts, const std::string& note) {
   app.add_option("--layout", layouts,
                  "token layouts, comma-separated: contiguous (rank r holds [rc, (r+1)c)), zigzag "

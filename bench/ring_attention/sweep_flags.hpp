@@ -15,7 +15,6 @@ namespace suite::ring {
 
 // "contiguous,zigzag" -> layouts; UsageError naming `flag` and the allowed values otherwise.
 std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text);
-kernels::AttnKernelChoice parse_attn_kernel_flag(const std::string& text);
 // --layout (a list of layouts), --docs (packed documents),
 // --kv-heads (0 = heads), --head-dim; `note` ends their help where given.
 void add_layout_flag(CLI::App& app, std::string& layouts, const std::string& note = "");

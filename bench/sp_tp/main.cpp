@@ -10,10 +10,10 @@
 #include "common/device/attention_select.hpp"
 #include "common/harness/bench_main.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/group_comm.hpp"
 #include "common/harness/pass_list.hpp"
-#include "common/sim/sim.hpp"
 #include "common/harness/size_list.hpp"
+#include "common/sim/sim.hpp"
+#include "common/transport/group_comm.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ struct SpTpOptions {
   float dropout = 0.1f;
   std::string variants = "tp,tp_sp";
   std::string attention = "fused";
-  std::string attn_kernel = "auto";
+  suite::kernels::AttnKernelChoice attn_kernel = suite::kernels::AttnKernelChoice::automatic;
   std::string pass = "fwd";
   std::string bwd_overlap = "1";
   std::string tp_overlap = "none";
@@ -43,7 +43,7 @@ suite::sp_tp::LayerSweep layer_sweep(const SpTpOptions& o) {
   sweep.base.d_ff = o.shape.ffn_hidden;
   sweep.base.dropout = o.dropout;
   sweep.causal = suite::parse_causal_list("--causal", o.causal);
-  sweep.base.attn_kernel = *suite::kernels::parse_attn_kernel(o.attn_kernel);  // checked by CLI11
+  sweep.base.attn_kernel = o.attn_kernel;
   // Each named once, however often listed (as --pass and --bwd-overlap).
   auto add_once = [](auto& list, auto value) {
     if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);

@@ -13,7 +13,7 @@
 
 namespace suite::ulysses {
 
-struct UlyssesSweep {
+struct UlyssesSweep : ring::AttentionShape {
   std::vector<std::int64_t> seq;      // s (or tokens per rank with per_rank)
   bool seq_per_rank = false;          // s = value * N_c: s and N_c grow together
   std::vector<int> cp;                // 0 = all ranks
@@ -21,8 +21,6 @@ struct UlyssesSweep {
   std::vector<ring::Layout> layouts;  // of the ring part
   std::vector<ring::Variant> ring_variants{ring::Variant::ring};  // ring or groupcast
   std::vector<bool> causal;
-  int heads = 8, kv_heads = 8, head_dim = 64;
-  std::int64_t batch = 1;
   bool kv_replicate = false;
   std::vector<Pass> passes{Pass::fwd};
   DType grad_dtype = DType::fp32;

@@ -12,7 +12,7 @@
 
 namespace suite::ulysses {
 
-struct UlyssesConfig {
+struct UlyssesConfig : ring::AttentionShape {
   std::int64_t s = 0;                              // whole sequence
   int n_c = 1;                                     // context-parallel group size
   int u = 1;                                       // Ulysses degree
@@ -21,8 +21,6 @@ struct UlyssesConfig {
   // sees, straight from their owner).
   ring::Variant ring_variant = ring::Variant::ring;
   bool causal = true;
-  int heads = 8, kv_heads = 8, head_dim = 64;
-  std::int64_t batch = 1;
   bool kv_replicate = false;
   DType dtype = DType::fp32;
   Pass pass = Pass::fwd;           // fwd_bwd: forward then backward

@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "common/harness/errors.hpp"
-#include "common/sim/sim.hpp"
 #include "common/harness/size_list.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite {
 
@@ -25,13 +25,15 @@ std::unique_ptr<kernels::AttentionEngine> make_attention_engine(Device& device, 
   }
 }
 
-void add_attn_kernel_flag(CLI::App& app, std::string& choice) {
-  app.add_option("--attn-kernel", choice,
-                 "attention kernel: auto (cuDNN for bf16 on the cuda backend when built with it, "
-                 "else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), suite (the suite's "
-                 "own kernels). Recorded as attn_kernel / attn_library")
+void add_attn_kernel_flag(CLI::App& app, kernels::AttnKernelChoice& choice) {
+  app.add_option_function<std::string>(
+         "--attn-kernel",
+         [&choice](const std::string& name) { choice = *kernels::parse_attn_kernel(name); },
+         "attention kernel: auto (cuDNN for bf16 on the cuda backend when built with it, "
+         "else the suite's), cudnn (cuDNN SDPA; cuda backend, bf16), suite (the suite's "
+         "own kernels). Recorded as attn_kernel / attn_library")
       ->check(CLI::IsMember({"auto", "suite", "cudnn"}))
-      ->capture_default_str();
+      ->default_str(std::string(kernels::attn_kernel_choice_name(choice)));
 }
 
 void add_causal_flag(CLI::App& app, std::string& causal) {

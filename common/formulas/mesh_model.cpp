@@ -62,7 +62,7 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
     const std::vector<int> cpg = layout.group(MeshAxis::cp, 0);
     const double g = m.g(), h = m.h / m.T;
     const double kv = 2 * m.c() * m.b * h / g * m.e, dkv = 2 * m.c() * m.b * h / g * m.e_grad;
-    if (m.cp == MeshCp::allgather) {
+    if (m.cp == CpMethod::allgather) {
       st.cp.across = spans(cpg, P);
       const LinkLevel& l = rates(cl, st.cp.across).rs_ag;
       st.cp.time = (m.C - 1) * (l.lat + kv / l.bw);
@@ -71,7 +71,7 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
                       ring_allgather_bwd_bytes_per_layer(m.s, h, m.C, g, m.e_grad, m.b) / l.bw;
       st.cp.exposed = st.cp.time;
     } else {
-      const int u = m.cp == MeshCp::ring ? 1 : m.cp == MeshCp::ulysses ? m.C : m.u, G = m.C / u;
+      const int u = m.cp == CpMethod::ring ? 1 : m.cp == CpMethod::ulysses ? m.C : m.u, G = m.C / u;
       if (u > 1) {  // the all-to-alls of Q, K, V and the output (and the backward's four)
         const std::vector<int> ug(cpg.begin(), cpg.begin() + u);
         const bool across = spans(ug, P);

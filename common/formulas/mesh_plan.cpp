@@ -18,13 +18,13 @@ bool whole_heads(double heads, int ranks) {
 }
 
 // The CP methods a C and the TP rank's heads allow.
-std::vector<std::pair<MeshCp, int>> cp_methods(const ModelSpec& md, int T, int C) {
-  if (C == 1) return {{MeshCp::ring, 1}};
-  std::vector<std::pair<MeshCp, int>> v = {{MeshCp::ring, 1}, {MeshCp::allgather, 1}};
+std::vector<std::pair<CpMethod, int>> cp_methods(const ModelSpec& md, int T, int C) {
+  if (C == 1) return {{CpMethod::ring, 1}};
+  std::vector<std::pair<CpMethod, int>> v = {{CpMethod::ring, 1}, {CpMethod::allgather, 1}};
   const double a = md.a / T, kv = md.n_kv / T;
   for (int u = 2; u <= C; u *= 2)
     if (C % u == 0 && whole_heads(a, u) && whole_heads(kv, u))
-      v.push_back({u == C ? MeshCp::ulysses : MeshCp::hybrid, u});
+      v.push_back({u == C ? CpMethod::ulysses : CpMethod::hybrid, u});
   return v;
 }
 
@@ -32,17 +32,7 @@ std::vector<std::pair<MeshCp, int>> cp_methods(const ModelSpec& md, int T, int C
 
 std::string PlanEntry::cp_name() const {
   if (C == 1) return "none";
-  switch (cp) {
-    case MeshCp::ring:
-      return "ring";
-    case MeshCp::allgather:
-      return "allgather";
-    case MeshCp::ulysses:
-      return "ulysses";
-    case MeshCp::hybrid:
-      return "hybrid:" + std::to_string(u);
-  }
-  return "?";
+  return CpChoice{cp, u}.name();
 }
 
 std::string PlanEntry::name() const {
@@ -72,10 +62,10 @@ double plan_memory_bytes(const ModelSpec& md, const JobSpec& job, const MeshBloc
   double transient = 0;         // one layer's attention at a time
   if (m.C > 1) {
     const double g = m.g(), h = m.h / m.T;
-    if (m.cp == MeshCp::allgather)
+    if (m.cp == CpMethod::allgather)
       transient = 2 * m.s * m.b * h / g * m.e + 3 * m.c() * m.b * h * m.e;
     else {
-      const int u = m.cp == MeshCp::ring ? 1 : m.u;
+      const int u = m.cp == CpMethod::ring ? 1 : m.u;
       const Ring r = hybrid_ring(m.s, h, m.C, u, g, m.e, job.causal, m.b);
       transient = ring_bwd_memory_bytes(r, m.e_grad) + (u > 1 ? 4 * m.c() * m.b * h * m.e : 0);
     }

@@ -35,7 +35,7 @@ struct JobSpec {
 
 struct PlanEntry {
   int T = 1, C = 1, D = 1, E = 1, PP = 1;
-  MeshCp cp = MeshCp::ring;
+  CpMethod cp = CpMethod::ring;
   int u = 1;
   std::array<MeshAxis, 4> order{};
   double micro_batches = 1;  // of one sequence each, per DP rank

@@ -287,16 +287,16 @@ double mesh_tp_bytes(const MeshBlock& m, bool backward) {
 double mesh_cp_bytes(const MeshBlock& m, bool backward) {
   if (m.C <= 1) return 0;
   const double h = m.h / m.T, g = m.g();
-  if (m.cp == MeshCp::ring || m.cp == MeshCp::allgather) {
+  if (m.cp == CpMethod::ring || m.cp == CpMethod::allgather) {
     const Ring r{h, m.c(), m.C, g, m.e, false, m.b};
     double bytes = ring_bytes_per_layer(r);
     if (backward)
-      bytes += m.cp == MeshCp::ring
+      bytes += m.cp == CpMethod::ring
                    ? ring_bwd_bytes_per_layer(r, m.e_grad)
                    : ring_allgather_bwd_bytes_per_layer(m.s, h, m.C, g, m.e_grad, m.b);
     return bytes;
   }
-  const int u = m.cp == MeshCp::ulysses ? m.C : m.u;
+  const int u = m.cp == CpMethod::ulysses ? m.C : m.u;
   double bytes = hybrid_ulysses_bytes_per_layer(m.s, h, m.C, u, g, m.e) * m.b;
   if (backward) bytes *= 2;  // dO in, dQ, dK, dV out: the forward's bytes again
   if (u < m.C) {

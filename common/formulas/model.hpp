@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/formulas/cp_method.hpp"
+
 namespace suite::model {
 
 // ---- collectives (nccl-tests conventions) ----
@@ -207,13 +209,12 @@ double moe_control_bytes_fwd(int experts, int n_e, double k, double tokens, bool
 double moe_control_bytes_bwd(int experts, int n_e);
 
 // ---- 6. The axes on one mesh (the composed block) ----
-enum class MeshCp { ring, allgather, ulysses, hybrid };
 // One pre-LN block (TP+SP, fused attention) on a T x C x D mesh; with experts > 0 its MLP is an
 // MoE of `experts` experts of width d_ff over EP groups of E ranks (E divides C D).
 struct MeshBlock {
   double s = 0, b = 1, h = 0, a = 1, n_kv = 1, d_ff = 0;
   int T = 1, C = 1, D = 1;
-  MeshCp cp = MeshCp::ring;
+  CpMethod cp = CpMethod::ring;
   int u = 1;  // hybrid's Ulysses degree (ulysses: C)
   int experts = 0, E = 1;
   double k = 2;

@@ -104,4 +104,16 @@ std::string format_scaled_int(std::int64_t v) {
   return std::to_string(v) + suffix[i];
 }
 
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text, int min,
+                                int max) {
+  std::vector<int> out;
+  for (std::int64_t v : parse_sweep(text)) {
+    if (v < min || v > max)
+      throw UsageError(flag + ": " + std::to_string(v) + " is out of range (" +
+                       std::to_string(min) + " to " + std::to_string(max) + ")");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 }  // namespace suite

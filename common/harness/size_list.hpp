@@ -16,6 +16,11 @@ std::int64_t parse_scaled_int(const std::string& text);
 // offending text on bad syntax, a zero/negative factor, begin > end or an empty result.
 std::vector<std::int64_t> parse_sweep(const std::string& text);
 
+// A list or range of whole numbers each in [min, max] (degrees, group sizes): parse_sweep's
+// values, or UsageError "FLAG: V is out of range (MIN to MAX)".
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text, int min,
+                                int max = 1 << 20);
+
 // "a,b,,c" -> {"a", "b", "", "c"}: the items of a separated list, empty ones kept.
 std::vector<std::string> split_list(const std::string& text, char sep = ',');
 

@@ -48,3 +48,14 @@ TEST(SizeList, FormatsShortestExactSpelling) {
   EXPECT_EQ(suite::format_scaled_int(1536), "1536");
   EXPECT_EQ(suite::format_scaled_int(0), "0");
 }
+
+TEST(SizeList, IntListsKeepTheirBounds) {
+  EXPECT_EQ(suite::parse_int_list("--cp", "0,2:8:x2", 0), (std::vector<int>{0, 2, 4, 8}));
+  try {
+    suite::parse_int_list("--cp-sweep", "0,4", 1);
+    FAIL() << "0 is below the bound";
+  } catch (const suite::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--cp-sweep: 0 is out of range (1 to 1048576)");
+  }
+  EXPECT_THROW(suite::parse_int_list("--tp", "2M", 0), suite::UsageError);  // above 2^20
+}

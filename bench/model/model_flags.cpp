@@ -1,0 +1,132 @@
+#include "bench/model/model_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "bench/ring_attention/sweep_flags.hpp"
+
+namespace suite::model_cli {
+
+void add_model_flags(CLI::App& app, ModelFlags& f) {
+  f.varlen.seed = CommonOptions{}.seed;
+  app.add_option("--section", f.section,
+                 "sp, ring, ulysses, moe or all; varlen (not in all): packed documents (--docs); "
+                 "tp_overlap (not in all): TP+SP collectives cut into t ring steps beside their "
+                 "GEMMs, each op's threshold on h/t and its serial and overlapped time at F, W; "
+                 "mesh (not in all): the composed block on --tp x --cp x --dp ranks in each "
+                 "--order, its training step's bytes, memory and time per axis on a two-tier "
+                 "cluster (--bw, --lat inside a node; --bw-inter, --lat-inter across); plan (not "
+                 "in all): every mesh of --gpus for the model, sequence and --global-tokens, the "
+                 "ones that fit --memory-gb, ranked by step time at a --calibration file's rates "
+                 "(or the flags')")
+      ->check(CLI::IsMember(
+          {"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh", "plan"}))
+      ->capture_default_str();
+  app.add_option("--docs", f.varlen.docs,
+                 "varlen: document lengths of the packed sequence, as ring_attention --docs "
+                 "takes them (fixed:L, uniform:MIN:MAX, lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, "
+                 "file:PATH)");
+  app.add_option("--cp-sweep", f.cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
+  app.add_option("--tokens-per-rank", f.tokens_per_rank,
+                 "varlen: c, tokens per rank: s = c N_c for every N_c of the sweep (default: "
+                 "s / N_c)");
+  app.add_option("--layout", f.layouts, "varlen: ring layouts, a list")->capture_default_str();
+  ring::add_balanced_chunk_flag(app, f.varlen.balanced_chunk,
+                                " (varlen: as ring_attention takes it)");
+  app.add_option("--seed", f.varlen.seed,
+                 "varlen: the seed the documents are drawn with (the benchmarks' --seed)")
+      ->capture_default_str();
+  app.add_option("--csv", f.varlen.csv, "varlen: also write the table's rows to this CSV file");
+  app.add_option("--seq,-s", f.p.s, "s: sequence length")->capture_default_str();
+  app.add_option("--batch,-b", f.p.b, "b: micro-batch")->capture_default_str();
+  app.add_option("--hidden", f.p.h, "h: hidden size")->capture_default_str();
+  app.add_option("--heads,-a", f.p.a, "a: query heads")->capture_default_str();
+  app.add_option("--kv-heads", f.p.kv, "n_kv: K/V heads (GQA group g = a/n_kv)")
+      ->capture_default_str();
+  app.add_option("--tp,-t", f.p.t, "t: tensor-parallel degree")->capture_default_str();
+  app.add_option("--cp", f.p.n_c, "N_c: context-parallel degree (ring or Ulysses)")
+      ->capture_default_str();
+  app.add_option("--ulysses-degree,-u", f.p.u,
+                 "u: Ulysses x ring hybrid: Ulysses inside groups of u ranks, ring attention "
+                 "across the N_c/u groups (u must divide N_c; 0: u = N_c, plain Ulysses)")
+      ->capture_default_str();
+  app.add_option("--flops,-F", f.p.flops,
+                 "F: achieved attention FLOP/s (kernel_bench measures it); sp also times the "
+                 "layers' GEMMs, forward and backward, at F")
+      ->capture_default_str();
+  f.flops_bwd_opt =
+      app.add_option("--flops-bwd", f.flops_bwd,
+                     "F_b: achieved attention backward FLOP/s, the backward kernel's own rate "
+                     "(usually below F): times ring and Ulysses attention backward and sp's "
+                     "attention backward; default: the value of --flops");
+  app.add_option("--bw,-W", f.p.bw,
+                 "W: achieved link bandwidth in bytes/s (sp_tp busbw measures it)")
+      ->capture_default_str();
+  app.add_option("--dtype", f.p.dtype, "element type: bf16, fp32, fp64")
+      ->check(CLI::IsMember({"bf16", "fp32", "fp64"}))
+      ->capture_default_str();
+  app.add_option("--grad-dtype", f.p.grad_dtype,
+                 "e_grad: element type of the dK/dV partial sums that travel around the ring in "
+                 "the backward: fp32 (as ring-flash-attention keeps them), bf16 or fp64; the "
+                 "other gradients (TP/SP, Ulysses' dO, dQ, dK, dV) travel in --dtype")
+      ->capture_default_str();
+  app.add_flag("--causal", f.p.causal,
+               "causal attention with a balanced (zig-zag) layout; in --section varlen, causal "
+               "within each document (without it: full attention within each document, where "
+               "ring_attention and ulysses default to causal)");
+  f.experts_opt =
+      app.add_option("--experts,-E", f.p.experts, "E: experts (mesh: an MoE block only if given)")
+          ->capture_default_str();
+  f.ep_opt = app.add_option("--ep", f.p.n_e,
+                            "N_e: expert-parallel degree (mesh: C D "
+                            "unless given)")
+                 ->capture_default_str();
+  app.add_option("--top-k,-k", f.p.k, "k: experts per token")->capture_default_str();
+  app.add_option("--tokens,-T", f.p.tokens, "T: tokens per GPU")->capture_default_str();
+  app.add_option("--d-ff", f.p.d_ff, "MLP / expert hidden size (0: 4h)")->capture_default_str();
+  app.add_flag("--swiglu", f.p.swiglu, "SwiGLU experts (6 h d_ff FLOPs per pair)");
+  app.add_option("--capacity-factor", f.p.capacity_factor, "CF: expert capacity factor")
+      ->capture_default_str();
+  app.add_option("--dp", f.mesh.dp, "mesh: D, the data-parallel degree")->capture_default_str();
+  app.add_option("--order", f.mesh.order,
+                 "mesh: axis orders inner to outer, separated by '/' (as the mesh benchmark takes "
+                 "them)")
+      ->capture_default_str();
+  app.add_option("--ranks-per-node", f.mesh.ranks_per_node,
+                 "mesh: consecutive ranks that share a node (its links: --bw, --lat)")
+      ->capture_default_str();
+  app.add_option("--cp-method", f.mesh.cp_method, "mesh: ring, allgather, ulysses or hybrid:U")
+      ->capture_default_str();
+  app.add_option("--bw-inter", f.mesh.bw_inter, "mesh: bytes/s per rank across nodes (its NIC)")
+      ->capture_default_str();
+  app.add_option("--lat", f.mesh.lat, "mesh: seconds per message inside a node")
+      ->capture_default_str();
+  app.add_option("--lat-inter", f.mesh.lat_inter, "mesh: seconds per message across nodes")
+      ->capture_default_str();
+  app.add_option("--calibration", f.mesh_plan.calibration,
+                 "plan: rates measured by scripts/calibrate.py (JSON); without it -F, -W, --lat, "
+                 "--bw-inter, --lat-inter and --ranks-per-node");
+  app.add_option("--gpus", f.mesh_plan.gpus, "plan: GPUs of the job")->capture_default_str();
+  app.add_option("--memory-gb", f.mesh_plan.memory_gb, "plan: memory per GPU, GB")
+      ->capture_default_str();
+  app.add_option("--global-tokens", f.mesh_plan.global_tokens,
+                 "plan: tokens per optimizer step (a whole number of --seq sequences; 0: one "
+                 "sequence per GPU)")
+      ->capture_default_str();
+  app.add_option("--max-pp", f.mesh_plan.max_pp, "plan: the deepest pipeline to consider")
+      ->capture_default_str();
+  app.add_option("--top", f.mesh_plan.top, "plan: meshes printed")->capture_default_str();
+  app.add_flag("!--no-zero1", f.mesh_plan.zero1,
+               "plan: optimizer state whole on every rank (default: sharded over DP x CP, "
+               "ZeRO-1 / Megatron's distributed optimizer)");
+  app.add_option("--plan-orders", f.mesh_plan.orders, "plan: axis orders to consider, '/' between")
+      ->capture_default_str();
+  app.add_option("--plan-csv", f.mesh_plan.csv, "plan: every mesh, one CSV row each");
+  app.add_option("--compare", f.mesh_plan.compare,
+                 "plan: a mesh to place in the ranking, as the plan names them (e.g. "
+                 "tp8-cp16:ring-pp16-dp8)");
+  app.add_option("--layers,-L", f.p.layers,
+                 "L: layers of the model; every section also prints totals over L layers")
+      ->capture_default_str();
+}
+
+}  // namespace suite::model_cli
