@@ -28,4 +28,11 @@ std::vector<std::int64_t> groups_for_one_wait(const std::vector<std::int64_t>& w
                                               const std::vector<std::int64_t>& divisors, int n_c,
                                               std::int64_t c);
 
+// The ring's groups: each document cut over as many ranks as chunks of min_chunk tokens allow
+// (balanced_groups.cpp says when and why), sparse levels moved up.
+std::vector<std::int64_t> groups_for_ring(const std::vector<std::int64_t>& work,
+                                          const std::vector<std::int64_t>& length,
+                                          const std::vector<std::int64_t>& divisors, int n_c,
+                                          std::int64_t c, std::int64_t min_chunk);
+
 }  // namespace suite::ring::balanced

@@ -24,16 +24,6 @@ namespace {
 // lognormal:256:1 at 512 ranks: 0.99 of the lockstep's ideal at 16, 0.98 at 32; cut over all
 // ranks in chunks of one or two tokens, 0.87.
 constexpr std::int64_t kMinChunkTokens = 16;
-// A level (the documents cut over g ranks) with fewer documents than this per group position
-// (n_c / g of them) is moved up to the next g: too few to even out the rounds only its groups
-// reach (lognormal:256:1 at 1024 ranks: 0.989 of the ideal lockstep with 2, 0.992 with 16).
-constexpr std::int64_t kDocsPerGroupPosition = 16;
-// A document moved up keeps chunks of at least this many tokens (16 instead: 0.968 of the
-// ideal lockstep at 1024 ranks with lognormal:256:1 against 0.992, sparse levels staying),
-// whatever --balanced-chunk asks: with 128, 4 ranks and lognormal:256:1 documents, keeping
-// chunks of 128 there left the ranks' work at 1.27 of the mean, against 1.01 moved up.
-constexpr std::int64_t kMoveUpMinChunk = 4;
-
 // A cut document's chunks of this many tokens or more take its extra tokens one to a rank, in
 // its middle (each a run of its own on most of those ranks); lighter ones take them two to a
 // rank, at the ends of its chunks (no run of their own). A middle token weighs q on its rank
@@ -458,49 +448,13 @@ std::vector<RankLayout> balanced_layout(const PackedDocuments& docs, int n_c, st
     length[d] = docs.length(doc);
   }
 
-  // How many ranks each document goes over (1: whole), set once, when it is first cut (letting
-  // it grow as the share below falls evened rounds out less: 0.9895 against 0.9945 at 512 ranks
-  // with lognormal:256:1). Every one long enough for two ranks' chunks of min_chunk tokens is
-  // cut, over as many ranks as such chunks allow: a cut document's work is spread over its
-  // group's ranks and rounds, while a whole one's falls in round 0 of one rank, which the
-  // documents' lengths rarely fill evenly. A shorter one is cut too where it would not fit
-  // (longer than c) or where its work alone exceeds a rank's share of round 0 (the whole
-  // documents' work plus 1 / g of the cut ones', over n_c ranks), over no more ranks than
-  // its tokens fill one per chunk.
   std::vector<std::int64_t> divisors;
   for (std::int64_t x = 1; x <= n_c; ++x)
     if (n_c % x == 0) divisors.push_back(x);
   const bool one_wait = target == BalanceTarget::one_wait;
-  std::vector<std::int64_t> groups =
+  const std::vector<std::int64_t> groups =
       one_wait ? balanced::groups_for_one_wait(work, length, divisors, n_c, c)
-               : std::vector<std::int64_t>(count, 1);
-  for (bool changed = !one_wait; changed;) {
-    double round0 = 0;
-    for (std::size_t d = 0; d < count; ++d)
-      round0 += static_cast<double>(work[d]) / static_cast<double>(groups[d]);
-    const double share = std::max(round0 / n_c, 1.0);
-    changed = false;
-    for (std::size_t d = 0; d < count; ++d) {
-      if (groups[d] > 1) continue;
-      const std::int64_t need = std::min(
-          std::max<std::int64_t>(
-              {1, static_cast<std::int64_t>(std::ceil(static_cast<double>(work[d]) / share)),
-               (length[d] + c - 1) / c}),
-          std::max<std::int64_t>(1, length[d] / 2));
-      const std::int64_t g =
-          balanced::group_size(divisors, std::max(length[d] / (2 * min_chunk), need), need);
-      if (g > 1) groups[d] = g, changed = true;
-    }
-  }
-  // Levels too sparse to even out their rounds move up (from the smallest g).
-  for (std::int64_t g = 2; g < n_c && !one_wait; ++g) {
-    if (n_c % g != 0) continue;
-    const auto at_level = std::count(groups.begin(), groups.end(), g);
-    if (at_level == 0 || at_level >= kDocsPerGroupPosition * (n_c / g)) continue;
-    const std::int64_t up = balanced::group_size(divisors, g, g + 1);
-    for (std::size_t d = 0; d < count; ++d)
-      if (groups[d] == g && length[d] >= 2 * kMoveUpMinChunk * up) groups[d] = up;
-  }
+               : balanced::groups_for_ring(work, length, divisors, n_c, c, min_chunk);
 
   // Heaviest first, the cut documents before the whole ones (which then fill what room is left).
   std::vector<std::size_t> order(count);

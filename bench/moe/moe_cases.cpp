@@ -6,331 +6,195 @@
 
 #include <mpi.h>
 
-#include "bench/moe/moe_calibrate.hpp"
+#include "bench/moe/moe_case_impl.hpp"
 #include "bench/moe/moe_eplb.hpp"
-#include "bench/moe/moe_layer.hpp"
-#include "bench/moe/moe_levels_report.hpp"
 #include "bench/moe/moe_reference.hpp"
-#include "bench/moe/moe_reference_grad.hpp"
-#include "bench/moe/moe_report.hpp"
-#include "common/device/device_peak.hpp"
+#include "bench/moe/moe_replicas.hpp"
 #include "common/harness/errors.hpp"
+#include "common/sim/sim.hpp"
 #include "common/transport/group_comm.hpp"
 #include "common/transport/mpi_env.hpp"
-#include "common/results/record_access.hpp"
-#include "common/sim/sim.hpp"
 
 namespace suite::moe {
 namespace {
 
 constexpr std::int64_t kMaxSaved = 1 << 20;  // elements per rank and tensor, as --help says
 
-class MoeCase final : public BenchCase {
- public:
-  // check_rows: the case's largest all-to-all-v may exceed the transport's count limit, which
-  // only the routing tells: checked in setup.
-  MoeCase(BenchContext& ctx, MoeConfig cfg, bool check_rows)
-      : ctx_(ctx), cfg_(cfg), check_rows_(check_rows) {}
+}  // namespace
 
-  void setup() override {
-    Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
-    ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
-    first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
-    NodeComms comms;
-    if (cfg_.dispatch == Dispatch::hierarchical) {
-      // Nodes are P consecutive ranks inside the group; a rail is one local index of a group.
-      const int rank = ctx_.mpi.rank(), P = cfg_.ranks_per_node;
-      node_comm_ = make_split_comm(ctx_, rank / P);
-      rail_comm_ = make_split_comm(ctx_, (rank / cfg_.n_e) * P + rank % P);
-      comms = {node_comm_.get(), rail_comm_.get()};
-    }
-    layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_, comms);
-    select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
-    balance();
-    if (cfg_.redundant_experts > 0) place_replicas();
-    // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
-    // and the rows of the largest exchange where only the routing tells them. The routing is
-    // the same every step (fixed inputs and biases).
-    if (check_rows_ || (sim::modeled() && !cfg_.dropless())) layer_->route();
-    if (check_rows_) {
-      const std::int64_t rows = layer_->max_exchange_rows();
-      if (static_cast<double>(rows) * static_cast<double>(cfg_.h) >
-          static_cast<double>(group.max_count()))
-        throw UsageError("moe: its routing sends or receives " + std::to_string(rows) +
-                         " rows of " + std::to_string(cfg_.h) +
-                         " elements in one all-to-all-v, above this transport's limit of " +
-                         std::to_string(group.max_count()) +
-                         " elements; use a capacity factor or a smaller T*k*h");
-    }
-    rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_, layer_->lend_exchange_buffers());
+void MoeCase::setup() {
+  Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
+  ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
+  first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
+  NodeComms comms;
+  if (cfg_.dispatch == Dispatch::hierarchical) {
+    // Nodes are P consecutive ranks inside the group; a rail is one local index of a group.
+    const int rank = ctx_.mpi.rank(), P = cfg_.ranks_per_node;
+    node_comm_ = make_split_comm(ctx_, rank / P);
+    rail_comm_ = make_split_comm(ctx_, (rank / cfg_.n_e) * P + rank % P);
+    comms = {node_comm_.get(), rail_comm_.get()};
   }
-
-  // fwd_bwd: the forward and the backward timed as wholes too (their phases nest inside).
-  void step(PhaseTimer& phases) override {
-    if (!cfg_.backward()) return layer_->forward(phases);
-    phases.time("forward", [&] { layer_->forward(phases); });
-    phases.time("backward", [&] { layer_->backward(phases); });
+  layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_, comms);
+  select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
+  balance();
+  if (cfg_.redundant_experts > 0) {
+    layer_->route();
+    group_load_ = layer_->group_sum(local_loads().second);
+    replica_comms_ = place_replicas(ctx_, cfg_, *layer_, group_load_);
   }
-
-  // Bytes first (cheap, always), then the host reference of the layer (skipped when too large).
-  CheckOutcome check() override {
-    std::string bytes_error = bytes_mismatch();
-    std::string why;
-    if (reference_too_large(cfg_, why)) {
-      // Agreed before returning: a skip on one rank must not hide a byte mismatch on another.
-      auto any = agree_on_error(bytes_error.empty() ? std::nullopt
-                                                    : std::optional<std::string>(bytes_error));
-      if (any) return {false, 0, *any};
-      return {true, 0, why, true};
-    }
-    // The group's routing, gathered: the drop rule is checked over all of it.
-    const auto& chosen = layer_->chosen();
-    std::vector<double> mine;
-    for (std::size_t i = 0; i < chosen.size(); ++i) {
-      mine.push_back(chosen[i]);
-      mine.push_back(layer_->gates()[i]);
-      mine.push_back(layer_->keep()[i]);
-    }
-    const std::vector<double> all = layer_->group_gather(mine);
-    GroupRouting routing;
-    for (std::size_t i = 0; i < all.size(); i += 3) {
-      routing.chosen.push_back(static_cast<std::int32_t>(all[i]));
-      routing.gates.push_back(static_cast<float>(all[i + 1]));
-      routing.keep.push_back(static_cast<std::uint8_t>(all[i + 2]));
-    }
-    ReferenceOutcome ref = check_against_reference(cfg_, layer_->group_rank(), first_token_,
-                                                   select_bias_, routing, layer_->local_output());
-    CheckOutcome out{ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
-    if (!cfg_.backward()) return out;
-    grads_ = check_gradients(cfg_, layer_->group_rank(),
-                             first_token_ - layer_->group_rank() * cfg_.tokens, routing,
-                             layer_grads(), layer_->local_experts());
-    return {out.passed && grads_->passed, std::max(out.max_abs_err, grads_->max_abs_err()),
-            out.detail + grads_->detail};
+  // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
+  // and the rows of the largest exchange where only the routing tells them. The routing is
+  // the same every step (fixed inputs and biases).
+  if (check_rows_ || (sim::modeled() && !cfg_.dropless())) layer_->route();
+  if (check_rows_) {
+    const std::int64_t rows = layer_->max_exchange_rows();
+    if (static_cast<double>(rows) * static_cast<double>(cfg_.h) >
+        static_cast<double>(group.max_count()))
+      throw UsageError("moe: its routing sends or receives " + std::to_string(rows) + " rows of " +
+                       std::to_string(cfg_.h) +
+                       " elements in one all-to-all-v, above this transport's limit of " +
+                       std::to_string(group.max_count()) +
+                       " elements; use a capacity factor or a smaller T*k*h");
   }
+  rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_, layer_->lend_exchange_buffers());
+}
 
-  // The node and rail communicators of hierarchical dispatch carry most of its traffic.
-  ByteCounts own_comm_bytes() const override {
-    std::vector<const Comm*> own = {node_comm_.get(), rail_comm_.get()};
-    for (const auto& c : replica_comms_)
-      own.push_back(c.get());
-    return lifetime_bytes_of(own);
+void MoeCase::step(PhaseTimer& phases) {
+  if (!cfg_.backward()) return layer_->forward(phases);
+  phases.time("forward", [&] { layer_->forward(phases); });
+  phases.time("backward", [&] { layer_->backward(phases); });
+}
+
+CheckOutcome MoeCase::check() {
+  std::string bytes_error = bytes_mismatch();
+  std::string why;
+  if (reference_too_large(cfg_, why)) {
+    // Agreed before returning: a skip on one rank must not hide a byte mismatch on another.
+    auto any = agree_on_error(bytes_error.empty() ? std::nullopt
+                                                  : std::optional<std::string>(bytes_error));
+    if (any) return {false, 0, *any};
+    return {true, 0, why, true};
   }
-
-  LayerGrads layer_grads() const {
-    LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
-    const auto gate = layer_->gate_grad();
-    g.dgate.assign(gate.begin(), gate.end());
-    const std::size_t slots = layer_->local_experts().size();
-    for (std::size_t j = 0; j < slots; ++j) {
-      g.dw1.push_back(layer_->expert_w1_grad(static_cast<int>(j)));
-      g.dw2.push_back(layer_->expert_w2_grad(static_cast<int>(j)));
-    }
-    return g;
+  // The group's routing, gathered: the drop rule is checked over all of it.
+  const auto& chosen = layer_->chosen();
+  std::vector<double> mine;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    mine.push_back(chosen[i]);
+    mine.push_back(layer_->gates()[i]);
+    mine.push_back(layer_->keep()[i]);
   }
-
-  // What the transport counted must be exactly what the routing table implies, in each pass.
-  std::string bytes_mismatch() const {
-    auto differ = [](const char* pass, const StepBytes& m, const StepBytes& p) -> std::string {
-      if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
-      return std::string(pass) + " bytes sent (control, dispatch, combine) = (" +
-             std::to_string(m.control) + ", " + std::to_string(m.dispatch) + ", " +
-             std::to_string(m.combine) + ") but the routing implies (" + std::to_string(p.control) +
-             ", " + std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + "); ";
-    };
-    std::string why = differ("forward", layer_->measured_bytes(), layer_->implied_bytes());
-    if (cfg_.backward())
-      why += differ("backward", layer_->measured_bwd_bytes(), layer_->implied_bwd_bytes());
-    return why + layer_->level_mismatch();
+  const std::vector<double> all = layer_->group_gather(mine);
+  GroupRouting routing;
+  for (std::size_t i = 0; i < all.size(); i += 3) {
+    routing.chosen.push_back(static_cast<std::int32_t>(all[i]));
+    routing.gates.push_back(static_cast<float>(all[i + 1]));
+    routing.keep.push_back(static_cast<std::uint8_t>(all[i + 2]));
   }
+  ReferenceOutcome ref = check_against_reference(cfg_, layer_->group_rank(), first_token_,
+                                                 select_bias_, routing, layer_->local_output());
+  CheckOutcome out{ref.passed && bytes_error.empty(), ref.max_abs_err, ref.detail + bytes_error};
+  if (!cfg_.backward()) return out;
+  grads_ =
+      check_gradients(cfg_, layer_->group_rank(), first_token_ - layer_->group_rank() * cfg_.tokens,
+                      routing, layer_grads(), layer_->local_experts());
+  return {out.passed && grads_->passed, std::max(out.max_abs_err, grads_->max_abs_err()),
+          out.detail + grads_->detail};
+}
 
-  void report(const Measurement& m, CaseRecord& rec) override {
-    RankFacts f;
+LayerGrads MoeCase::layer_grads() const {
+  LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
+  const auto gate = layer_->gate_grad();
+  g.dgate.assign(gate.begin(), gate.end());
+  const std::size_t slots = layer_->local_experts().size();
+  for (std::size_t j = 0; j < slots; ++j) {
+    g.dw1.push_back(layer_->expert_w1_grad(static_cast<int>(j)));
+    g.dw2.push_back(layer_->expert_w2_grad(static_cast<int>(j)));
+  }
+  return g;
+}
+
+std::string MoeCase::bytes_mismatch() const {
+  auto differ = [](const char* pass, const StepBytes& m, const StepBytes& p) -> std::string {
+    if (m.control == p.control && m.dispatch == p.dispatch && m.combine == p.combine) return "";
+    return std::string(pass) + " bytes sent (control, dispatch, combine) = (" +
+           std::to_string(m.control) + ", " + std::to_string(m.dispatch) + ", " +
+           std::to_string(m.combine) + ") but the routing implies (" + std::to_string(p.control) +
+           ", " + std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + "); ";
+  };
+  std::string why = differ("forward", layer_->measured_bytes(), layer_->implied_bytes());
+  if (cfg_.backward())
+    why += differ("backward", layer_->measured_bwd_bytes(), layer_->implied_bwd_bytes());
+  return why + layer_->level_mismatch();
+}
+
+std::vector<SavedTensor> MoeCase::tensors() {
+  if (sim::modeled() && cfg_.tokens * cfg_.k <= kMaxSaved) {  // no tensor values: routing only
     auto [kept, routed] = local_loads();
-    f.group_kept = layer_->group_sum(kept);
-    f.group_routed = layer_->group_sum(routed);
-    const auto& p = layer_->prob_sum();
-    f.group_prob_sum = layer_->group_sum(std::vector<double>(p.begin(), p.end()));
-    f.measured = layer_->measured_bytes();
-    f.implied = layer_->implied_bytes();
-    f.expert_flops = layer_->expert_flops();
-    for (auto n : layer_->recv_counts())
-      f.recv_rows += static_cast<double>(n);
-    for (auto k : layer_->keep())
-      f.dropped += k ? 0 : 1;
-    f.rates = rates_;
-    f.fwd_calls = layer_->fwd_calls();
-    if (cfg_.backward()) {
-      f.bwd_measured = layer_->measured_bwd_bytes();
-      f.bwd_implied = layer_->implied_bwd_bytes();
-      f.bwd_expert_flops = layer_->bwd_expert_flops();
-      f.bwd_calls = layer_->bwd_calls();
-      if (grads_)
-        f.grad_err = {grads_->input_err, grads_->weights_err, grads_->router_err, grads_->gate_err};
-    }
-    report_case(cfg_, m, f, balance_history_, rec);
-    LevelFacts levels{{layer_->fwd_dispatch_levels(), layer_->fwd_combine_levels(),
-                       layer_->bwd_combine_levels(), layer_->bwd_dispatch_levels()},
-                      layer_->flat_intra_rows(),
-                      layer_->flat_inter_rows(),
-                      layer_->distinct_inter_rows(),
-                      layer_->most_nodes_per_token()};
-    report_levels(cfg_, levels, rec);
-    report_placement(rec);
-    rec.attrs.emplace_back(
-        "router_logits", std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
-                                                      "seeded per (global token, expert), sd 1"
-                                                    : "computed: x W_router"));
-    if (sim::modeled() && !cfg_.dropless())
-      rec.attrs.emplace_back("modeled_drops",
-                             std::string("settled before timing by each expert's owner (same "
-                                         "rule); the steps all-gather the routing as "
-                                         "placeholders (same bytes)"));
-    add_peak_attrs(rec.attrs, gpu_peak_flops(ctx_.device.name(), cfg_.dtype),
-                   {{"calib_flops_per_s", attr_number(rec, "calib_flops_per_s")},
-                    {"expert_flops_per_s", attr_number(rec, "expert_flops_per_s")}});
-  }
-
-  std::vector<SavedTensor> tensors() override {
-    if (sim::modeled() && cfg_.tokens * cfg_.k <= kMaxSaved) {  // no tensor values: routing only
-      auto [kept, routed] = local_loads();
-      (void)routed;
-      const auto& c = layer_->chosen();
-      const auto& g = layer_->gates();
-      const auto& k = layer_->keep();
-      return {{"chosen_expert", {c.begin(), c.end()}},
-              {"gate", {g.begin(), g.end()}},
-              {"kept", {k.begin(), k.end()}},
-              {"expert_counts", layer_->group_sum(kept)}};
-    }
-    if (sim::modeled()) return {};
-    if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
-    const std::int64_t expert_weights =
-        static_cast<std::int64_t>(layer_->local_experts().size()) * cfg_.h * cfg_.w1_cols();
-    if (cfg_.backward() && (cfg_.h * cfg_.experts > kMaxSaved || expert_weights > kMaxSaved))
-      return {};
+    (void)routed;
     const auto& c = layer_->chosen();
     const auto& g = layer_->gates();
     const auto& k = layer_->keep();
-    auto [kept, routed] = local_loads();
-    (void)routed;
-    std::vector<SavedTensor> out = {
-        {"chosen_expert", {c.begin(), c.end()}}, {"gate", {g.begin(), g.end()}},
-        {"kept", {k.begin(), k.end()}},          {"expert_counts", layer_->group_sum(kept)},
-        {"input", layer_->local_input()},        {"output", layer_->local_output()}};
-    if (!cfg_.backward()) return out;
-    const LayerGrads grads = layer_grads();
-    std::vector<double> w1, w2;  // local experts' gradients, concatenated
-    for (std::size_t j = 0; j < grads.dw1.size(); ++j) {
-      w1.insert(w1.end(), grads.dw1[j].begin(), grads.dw1[j].end());
-      w2.insert(w2.end(), grads.dw2[j].begin(), grads.dw2[j].end());
-    }
-    out.push_back({"grad_output", layer_->grad_output()});
-    out.push_back({"grad_input", grads.dx});
-    out.push_back({"grad_gate", grads.dgate});
-    out.push_back({"grad_router", grads.dw_router});
-    out.push_back({"grad_w1", std::move(w1)});
-    out.push_back({"grad_w2", std::move(w2)});
-    return out;
+    return {{"chosen_expert", {c.begin(), c.end()}},
+            {"gate", {g.begin(), g.end()}},
+            {"kept", {k.begin(), k.end()}},
+            {"expert_counts", layer_->group_sum(kept)}};
   }
-
- private:
-  // Copies of this rank's tokens per expert: accepted, and routed before drops.
-  std::pair<std::vector<double>, std::vector<double>> local_loads() const {
-    std::vector<double> kept(static_cast<std::size_t>(cfg_.experts), 0.0), routed = kept;
-    for (std::size_t i = 0; i < layer_->chosen().size(); ++i) {
-      const auto e = static_cast<std::size_t>(layer_->chosen()[i]);
-      routed[e] += 1;
-      kept[e] += layer_->keep()[i];
-    }
-    return {kept, routed};
+  if (sim::modeled()) return {};
+  if (cfg_.tokens * cfg_.h > kMaxSaved || cfg_.tokens * cfg_.k > kMaxSaved) return {};
+  const std::int64_t expert_weights =
+      static_cast<std::int64_t>(layer_->local_experts().size()) * cfg_.h * cfg_.w1_cols();
+  if (cfg_.backward() && (cfg_.h * cfg_.experts > kMaxSaved || expert_weights > kMaxSaved))
+    return {};
+  const auto& c = layer_->chosen();
+  const auto& g = layer_->gates();
+  const auto& k = layer_->keep();
+  auto [kept, routed] = local_loads();
+  (void)routed;
+  std::vector<SavedTensor> out = {
+      {"chosen_expert", {c.begin(), c.end()}}, {"gate", {g.begin(), g.end()}},
+      {"kept", {k.begin(), k.end()}},          {"expert_counts", layer_->group_sum(kept)},
+      {"input", layer_->local_input()},        {"output", layer_->local_output()}};
+  if (!cfg_.backward()) return out;
+  const LayerGrads grads = layer_grads();
+  std::vector<double> w1, w2;  // local experts' gradients, concatenated
+  for (std::size_t j = 0; j < grads.dw1.size(); ++j) {
+    w1.insert(w1.end(), grads.dw1[j].begin(), grads.dw1[j].end());
+    w2.insert(w2.end(), grads.dw2[j].begin(), grads.dw2[j].end());
   }
+  out.push_back({"grad_output", layer_->grad_output()});
+  out.push_back({"grad_input", grads.dx});
+  out.push_back({"grad_gate", grads.dgate});
+  out.push_back({"grad_router", grads.dw_router});
+  out.push_back({"grad_w1", std::move(w1)});
+  out.push_back({"grad_w2", std::move(w2)});
+  return out;
+}
 
-  // Rank loads (max / mean, the worst group) of the block placement and of EPLB's, from the
-  // group's loads before timing (each expert's load split evenly over its replicas); the
-  // measured one after is rank_load_max_over_mean. Collective over the job.
-  void report_placement(CaseRecord& rec) {
-    double mm[2] = {0, 0};
-    if (cfg_.redundant_experts > 0) {
-      for (int i = 0; i < 2; ++i) {
-        const auto loads = rank_loads(
-            i == 0 ? block_placement(cfg_.experts, cfg_.n_e) : layer_->placement(), group_load_);
-        double sum = 0, most = 0;
-        for (double l : loads) {
-          sum += l;
-          most = std::max(most, l);
-        }
-        mm[i] = sum > 0 ? most * static_cast<double>(loads.size()) / sum : 0;
-      }
-    }
-    double worst[2] = {0, 0};
-    SUITE_MPI_CHECK(MPI_Allreduce(mm, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    if (cfg_.redundant_experts == 0 || ctx_.mpi.rank() != 0) return;
-    rec.attrs.emplace_back("redundant_experts", std::int64_t{cfg_.redundant_experts});
-    rec.attrs.emplace_back("block_rank_load_max_over_mean", worst[0]);
-    rec.attrs.emplace_back("pred_rank_load_max_over_mean", worst[1]);
-    const ExpertPlacement& p = layer_->placement();
-    rec.int_tables.push_back(
-        {"slot_expert", 1, p.slot_expert.size(),
-         std::vector<std::int64_t>(p.slot_expert.begin(), p.slot_expert.end())});
+std::pair<std::vector<double>, std::vector<double>> MoeCase::local_loads() const {
+  std::vector<double> kept(static_cast<std::size_t>(cfg_.experts), 0.0), routed = kept;
+  for (std::size_t i = 0; i < layer_->chosen().size(); ++i) {
+    const auto e = static_cast<std::size_t>(layer_->chosen()[i]);
+    routed[e] += 1;
+    kept[e] += layer_->keep()[i];
   }
+  return {kept, routed};
+}
 
-  // EPLB: the group's loads under the routing of the timed steps (fixed inputs and biases, so
-  // what the balancing left), one more replica for the R most loaded experts, packed by load;
-  // a two-rank group per replicated expert for its gradients' all-reduce. Collective over the
-  // job: every group has R replicated experts, so every rank makes R splits.
-  void place_replicas() {
+void MoeCase::balance() {
+  for (int s = 0; s < cfg_.balance_steps; ++s) {
     layer_->route();
-    group_load_ = layer_->group_sum(local_loads().second);
-    const ExpertPlacement p = eplb_placement(group_load_, cfg_.redundant_experts, cfg_.n_e);
-    const int world = ctx_.mpi.rank(), group = world / cfg_.n_e, me = ctx_.comm.rank();
-    std::vector<ReplicaSync> sync;
-    int i = 0;
-    for (int e = 0; e < cfg_.experts; ++e) {
-      const auto& reps = p.replicas[static_cast<std::size_t>(e)];
-      if (reps.size() < 2) continue;
-      int slot = -1;
-      for (int s : reps)
-        if (p.owner(s) == me) slot = s - me * p.slots_per_rank;
-      const int color = slot >= 0 ? group * cfg_.redundant_experts + i
-                                  : ctx_.mpi.size() * cfg_.redundant_experts + world;
-      replica_comms_.push_back(make_split_comm(ctx_, color));
-      if (slot >= 0) sync.push_back({slot, replica_comms_.back().get()});
-      ++i;
-    }
-    layer_->set_placement(p, std::move(sync));
+    const std::vector<double> load = layer_->group_sum(local_loads().second);
+    const double mean = static_cast<double>(cfg_.k) * cfg_.tokens * cfg_.n_e / cfg_.experts;
+    balance_history_.push_back(*std::max_element(load.begin(), load.end()) / mean);
+    for (std::size_t e = 0; e < load.size(); ++e)
+      select_bias_[e] += static_cast<float>(cfg_.balance_rate * (load[e] > mean   ? -1
+                                                                 : load[e] < mean ? 1
+                                                                                  : 0));
+    layer_->set_select_bias(select_bias_);
   }
+}
 
-  // Aux-loss-free balancing (DeepSeek-V3): after each routing step, lower the selection bias of
-  // experts above the mean load and raise it for those below, by a fixed rate.
-  void balance() {
-    for (int s = 0; s < cfg_.balance_steps; ++s) {
-      layer_->route();
-      const std::vector<double> load = layer_->group_sum(local_loads().second);
-      const double mean = static_cast<double>(cfg_.k) * cfg_.tokens * cfg_.n_e / cfg_.experts;
-      balance_history_.push_back(*std::max_element(load.begin(), load.end()) / mean);
-      for (std::size_t e = 0; e < load.size(); ++e)
-        select_bias_[e] += static_cast<float>(cfg_.balance_rate * (load[e] > mean   ? -1
-                                                                   : load[e] < mean ? 1
-                                                                                    : 0));
-      layer_->set_select_bias(select_bias_);
-    }
-  }
-
-  BenchContext& ctx_;
-  MoeConfig cfg_;
-  bool check_rows_ = false;
-  std::unique_ptr<MoeOps> ops_;
-  std::unique_ptr<Comm> node_comm_, rail_comm_;       // hierarchical dispatch: its node and rail
-  std::vector<std::unique_ptr<Comm>> replica_comms_;  // redundant experts: one per replicated one
-  std::vector<double> group_load_;                    // redundant experts: the loads placed by
-  std::unique_ptr<MoeLayer> layer_;
-  std::int64_t first_token_ = 0;
-  std::vector<float> select_bias_;
-  std::vector<double> balance_history_;
-  Rates rates_;
-  std::optional<GradOutcome> grads_;  // the last check's gradient errors (fwd_bwd)
-};
+namespace {
 
 // Rows of the largest all-to-all-v a rank takes part in (own rows included): every rank
 // sends its kept copies; it receives at most every copy of the group for its experts

@@ -89,4 +89,14 @@ std::vector<double> rank_loads(const ExpertPlacement& p, const std::vector<doubl
   return out;
 }
 
+double rank_load_max_over_mean(const ExpertPlacement& p, const std::vector<double>& load) {
+  const auto loads = rank_loads(p, load);
+  double sum = 0, most = 0;
+  for (double l : loads) {
+    sum += l;
+    most = std::max(most, l);
+  }
+  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 0;
+}
+
 }  // namespace suite::moe

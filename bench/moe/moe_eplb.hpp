@@ -39,4 +39,7 @@ inline int replica_for_copy(const ExpertPlacement& p, int expert, std::int64_t n
 // Load per rank of a placement: each expert's load split evenly over its replicas.
 std::vector<double> rank_loads(const ExpertPlacement& p, const std::vector<double>& load);
 
+// The busiest rank's load over the mean of rank_loads (0 where nothing is routed).
+double rank_load_max_over_mean(const ExpertPlacement& p, const std::vector<double>& load);
+
 }  // namespace suite::moe

@@ -44,8 +44,8 @@
 #include "bench/moe/moe_eplb.hpp"
 #include "bench/moe/moe_hierarchical.hpp"
 #include "bench/moe/moe_ops.hpp"
-#include "common/transport/comm.hpp"
 #include "common/harness/phase_timer.hpp"
+#include "common/transport/comm.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 
 namespace suite::moe {
@@ -87,7 +87,7 @@ class MoeLayer {
   MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops, std::int64_t first_token,
            NodeComms comms = {});
 
-  // Route only (the "route" phase of forward): fills the routing arrays below.
+  // Route only (the "route" phase of forward; moe_router.cpp): fills the routing arrays below.
   void route();
   // Collective over the group: the most rows any of its ranks sends or receives in one
   // all-to-all-v under the last route() (own rows included, as the transport counts them).

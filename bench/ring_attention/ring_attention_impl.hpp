@@ -1,4 +1,5 @@
-// RingAttention's state and the pieces its forward (ring_attention.cpp) and backward
+// RingAttention's state and the pieces its forward (ring_attention.cpp, each variant's schedule
+// in ring_schedule.cpp, allgather_schedule.cpp and group_cast_schedule.cpp) and backward
 // (ring_backward.cpp) share: buffers, per-round timer records, and the block addressing.
 // Private to bench/ring_attention.
 #pragma once
@@ -219,7 +220,7 @@ struct RingAttention::Impl {
   // between them is visible to no query: kernels::kNoDocument).
   void merge_into_block_calls();
 
-  // ---- forward (ring_attention.cpp) ----
+  // ---- forward, shared by the variants (ring_attention.cpp) ----
   // Attention of (batch bi, query segment qi) against ck keys at k / v (row stride ld_kv),
   // written into the running result or merged into it.
   void attend(std::int64_t bi, std::size_t qi, const std::byte* k, const std::byte* v,
@@ -228,6 +229,12 @@ struct RingAttention::Impl {
   // This rank's queries against the keys of rank `src` held in `block` (plan entries' kv_row),
   // V starting v_rows rows after K (a block's c; a group-cast message's row count).
   void ring_round(int src, const Buffer& block, std::int64_t v_rows);
+
+  // ---- the ring's forward schedule (ring_schedule.cpp) ----
+  void ring_forward(Mode mode, StepRecord* rec);
+
+  // ---- the all-gather's forward schedule (allgather_schedule.cpp) ----
+  void allgather_forward(Mode mode, StepRecord* rec);
   // All-gather variant: gather every K/V block and lay K and V out for one attention.
   void gather_all();
   // All-gather variant: one attention per query segment over the keys it needs.

@@ -1,0 +1,83 @@
+// MeshCase's declaration, shared by its run and check (mesh_case.cpp), its report against the
+// formulas (mesh_case_report.cpp) and its memory accounting (mesh_case_memory.cpp). Private to
+// bench/mesh.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/mesh/mesh_block.hpp"
+#include "bench/mesh/mesh_config.hpp"
+#include "common/formulas/model.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
+#include "common/mesh/device_mesh.hpp"
+
+namespace suite::mesh {
+
+constexpr std::array<MeshAxis, 4> kAxes = {MeshAxis::tp, MeshAxis::cp, MeshAxis::ep, MeshAxis::dp};
+
+using Named = std::vector<std::pair<std::string, std::vector<double>>>;
+
+class MeshCase final : public BenchCase {
+ public:
+  MeshCase(BenchContext& ctx, MeshConfig cfg) : ctx_(ctx), cfg_(std::move(cfg)) {}
+
+  void setup() override {
+    ctx_.device.reset_allocation_peak();
+    mesh_ = std::make_unique<DeviceMesh>(ctx_, cfg_.shape);
+    block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
+  }
+
+  // Phases "fwd" and "bwd" around the block's own (the layer's, the parts', the sums').
+  void step(PhaseTimer& phases) override;
+  // The output, the input gradient and every weight gradient after the sums against the
+  // single-rank block on the same global batch (rank 0 runs it; every rank compares its part).
+  CheckOutcome check() override;
+  void report(const Measurement& m, CaseRecord& rec) override;
+  // Input, output, the output gradient and the input gradient of the whole global batch in the
+  // single-rank block's row order (p D b + g), and every weight and its summed gradient whole:
+  // the same on every rank.
+  std::vector<SavedTensor> tensors() override;
+
+  ByteCounts own_comm_bytes() const override {
+    return block_ ? lifetime_bytes_of(block_->comms()) : ByteCounts{};
+  }
+
+ private:
+  std::array<std::int64_t, 4> axis_sent() const;
+  model::MeshBlock model_shape() const;
+  // The single-rank block's rows of this rank's tokens.
+  std::vector<double> reference_rows(const std::vector<double>& whole) const;
+  // This rank's token-wise rows of a tensor, gathered from every rank into the whole global
+  // batch in the single-rank block's row order. Collective.
+  std::vector<double> whole_rows(const std::vector<double>& local) const;
+  // Every weight (or its gradient after the sums) whole, named as the reference names them.
+  // Collective over the TP group (the layer's slices) and the expert group.
+  Named whole_weights(bool grad);
+  // Each axis's time in the step and the part of it that nothing hid (medians of the max over
+  // ranks per phase, summed): TP's blocking collectives; CP's attention and, for the ring, its
+  // waits for the exchange (the all-to-alls for Ulysses); EP's dispatch and combine; the
+  // gradient sums.
+  void report_times(const Measurement& m, CaseRecord& rec);
+  // The ring's waits for its exchanges per timed step (forward and backward), median over the
+  // steps, max over ranks.
+  double ring_wait_median();
+  // Memory per rank: the layer's activation ledger, the weights and gradients, the CP method's
+  // own buffers, and the allocator's peak, beside METHODS.md 6's formulas.
+  void report_memory(CaseRecord& rec, const model::MeshBlock& mb);
+
+  BenchContext& ctx_;
+  MeshConfig cfg_;
+  std::unique_ptr<DeviceMesh> mesh_;
+  std::unique_ptr<ComposedBlock> block_;
+  std::array<std::int64_t, 4> step_bytes_{};
+  std::int64_t step_ep_implied_ = 0;
+  std::vector<std::pair<std::string, double>> check_errors_;
+};
+
+}  // namespace suite::mesh
