@@ -39,7 +39,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -383,12 +382,9 @@ def cluster_of(args: argparse.Namespace) -> Cluster:
 
 def main(argv: list[str] | None = None) -> int:
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
-    previous = {s: signal.signal(s, shaped_link.raise_interrupted) for s in shaped_link.HANDLED_SIGNALS}
-    try:
+    # Every way out runs the cleanup: the signals unwind through it (restored when main returns).
+    with shaped_link.signals_handled_by(shaped_link.raise_interrupted):
         return _main(args, command)
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _main(args: argparse.Namespace, command: list[str]) -> int:

@@ -118,6 +118,27 @@ def _bar_positions(cases: list[Case]) -> tuple[dict[Case, float], dict[str, floa
     return xs, centres, width
 
 
+def _finish_bars(ax: plt.Axes, centres: dict[str, float], label_y: float, colors: dict[str, str],
+                 split: list[bool], phases: list[Patch], mark, ylabel: str, heading: str) -> None:
+    """What both bar figures end with: each group's attention path under it (at label_y, in
+    axes units); a legend of the variants' colours, the phases where some bar is split, the
+    pale whole-step bar where some is not, and the step marker; the y label, grid and title."""
+    below = blended_transform_factory(ax.transData, ax.transAxes)
+    for attention, x in centres.items():
+        ax.text(x, label_y, f"{attention} attention", transform=below, ha="center", va="top",
+                fontweight="bold")
+    handles = [Patch(color=col, label=v) for v, col in colors.items()]
+    if any(split):
+        handles += phases
+    if not all(split):
+        handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
+    handles.append(mark)
+    ax.legend(handles=handles, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(heading)
+
+
 def _draw_time_bar(ax: plt.Axes, case: Case, x: float, width: float, color: str) -> bool:
     """Compute then comm stacked; a pale whole-step bar when a phase is missing."""
     compute, comm = _phase_median(case, "compute"), _phase_median(case, "comm")
@@ -144,22 +165,11 @@ def time_figure(cases: list[Case], title: Title) -> plt.Figure | None:
              for c in cases]
     mark = _step_marks(ax, cases, xs)
     ax.set_xticks([xs[c] for c in cases], [labels[c] for c in cases], fontsize=8)
-    below = blended_transform_factory(ax.transData, ax.transAxes)
-    for attention, x in centres.items():
-        ax.text(x, -0.1, f"{attention} attention", transform=below, ha="center", va="top",
-                fontweight="bold")
-    handles = [Patch(color=col, label=v) for v, col in colors.items()]
-    if any(split):
-        handles += [Patch(facecolor="white", edgecolor="black", label="compute (median)"),
-                    Patch(facecolor="white", edgecolor="black", hatch="//",
-                          label="comm (median)")]
-    if not all(split):
-        handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
-    handles.append(mark)
-    ax.legend(handles=handles, fontsize=8)
-    ax.set_ylabel("time per layer forward (s)\n(step = max over ranks)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(title("layer forward time, compute + comm"))
+    phases = [Patch(facecolor="white", edgecolor="black", label="compute (median)"),
+              Patch(facecolor="white", edgecolor="black", hatch="//", label="comm (median)")]
+    _finish_bars(ax, centres, -0.1, colors, split, phases, mark,
+                 "time per layer forward (s)\n(step = max over ranks)",
+                 title("layer forward time, compute + comm"))
     return fig
 
 
@@ -199,21 +209,11 @@ def step_figure(cases: list[Case], title: Title) -> plt.Figure | None:
         split.append(True)
     mark = _step_marks(ax, cases, xs)
     ax.set_xticks([xs[c] for c in cases], [_step_label(c) for c in cases], fontsize=8)
-    below = blended_transform_factory(ax.transData, ax.transAxes)
-    for attention, x in centres.items():
-        ax.text(x, -0.13, f"{attention} attention", transform=below, ha="center", va="top",
-                fontweight="bold")
-    handles = [Patch(color=col, label=v) for v, col in colors.items()]
-    if any(split):
-        handles += [Patch(facecolor="lightgrey", alpha=alpha, hatch=hatch, edgecolor="black",
-                          label=label) for _, label, alpha, hatch in STEP_PHASES]
-    if not all(split):
-        handles.append(Patch(color="grey", alpha=0.35, label="step, no phase split"))
-    handles.append(mark)
-    ax.legend(handles=handles, fontsize=8)
-    ax.set_ylabel("time per layer training step (s)\n(step = max over ranks)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(title("layer training step, forward + backward"))
+    phases = [Patch(facecolor="lightgrey", alpha=alpha, hatch=hatch, edgecolor="black", label=label)
+              for _, label, alpha, hatch in STEP_PHASES]
+    _finish_bars(ax, centres, -0.13, colors, split, phases, mark,
+                 "time per layer training step (s)\n(step = max over ranks)",
+                 title("layer training step, forward + backward"))
     return fig
 
 

@@ -45,6 +45,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -389,6 +390,18 @@ def raise_interrupted(signum, _frame) -> None:
     raise Interrupted(signum)
 
 
+@contextmanager
+def signals_handled_by(handler):
+    """Routes SIGINT, SIGTERM and SIGHUP to `handler` inside the block; the previous handlers
+    come back when it ends, however it ends."""
+    previous = {s: signal.signal(s, handler) for s in HANDLED_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 class SignalsHeld:
     """Holds SIGINT, SIGTERM and SIGHUP back while the namespace is removed (they are delivered
     afterwards), so that a second Ctrl-C cannot leave it half removed."""
@@ -416,8 +429,7 @@ def run_inside(enter: list[str], command: list[str], env: dict[str, str]) -> int
         if signum != signal.SIGINT and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
-    previous = {s: signal.signal(s, on_signal) for s in HANDLED_SIGNALS}
-    try:
+    with signals_handled_by(on_signal):
         while True:
             try:
                 rc = proc.wait(timeout=0.2)
@@ -431,9 +443,6 @@ def run_inside(enter: list[str], command: list[str], env: dict[str, str]) -> int
                         proc.kill()
                         rc = proc.wait()
                     break
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
     if received:
         return 128 + received[0][0]
     return 128 - rc if rc < 0 else rc
@@ -504,12 +513,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
     # Every way out runs the cleanup: the signals unwind through it (restored when main returns).
-    previous = {s: signal.signal(s, raise_interrupted) for s in HANDLED_SIGNALS}
-    try:
+    with signals_handled_by(raise_interrupted):
         return _main(args, command)
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _main(args: argparse.Namespace, command: list[str]) -> int:

@@ -378,16 +378,23 @@ def run_local(args: argparse.Namespace, cells: list[Cell], out_dir: Path) -> int
     env = dict(os.environ)
     if os.geteuid() == 0:  # Open MPI refuses root without these (and shaping needs root)
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return run_cells(commands, args.dry_run, out_dir, "run", env)
+
+
+def run_cells(commands: list[list[str]], dry_run: bool, out_dir: Path, what: str,
+              env: dict[str, str] | None = None) -> int:
+    """Runs here, one after another, the command of each cell (with --dry-run only prints them);
+    exit status 1 if any failed. `what` names one in the error line ("run", "simulation")."""
     failed = 0
     for cmd in commands:
         print("  " + shlex.join(cmd), flush=True)
-        if args.dry_run:
+        if dry_run:
             continue
         rc = subprocess.run(cmd, cwd=REPO, env=env).returncode
         if rc != 0:
             failed += 1
-            print(f"error: run failed ({rc}): {shlex.join(cmd)}", file=sys.stderr)
-    if not args.dry_run:
+            print(f"error: {what} failed ({rc}): {shlex.join(cmd)}", file=sys.stderr)
+    if not dry_run:
         print(f"results: {out_dir} ({len(commands) - failed} of {len(commands)} cells)")
     return 1 if failed else 0
 
@@ -561,7 +568,8 @@ def main(argv: list[str] | None = None) -> int:
         print_plan(args, cells)
         out_dir = args.sweep_dir or REPO / "results" / "sim" / "sweeps" / stamp
         try:
-            return sweep_sim.run(args, cells, [job_name(args, c) for c in cells], out_dir)
+            commands = sweep_sim.plan(args, cells, [job_name(args, c) for c in cells], out_dir)
+            return run_cells(commands, args.dry_run, out_dir, "simulation")
         except sweep_sim.SimSweepError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -67,21 +67,10 @@ def simulate_command(args: argparse.Namespace, cell, name: str, out_dir: Path) -
     return cmd + ["--", *case_args(cell.bench, mode, env)]
 
 
-def run(args: argparse.Namespace, cells, names: list[str], out_dir: Path) -> int:
-    """Runs (or with --dry-run prints) one simulation per cell; exit status 1 if any failed."""
+def plan(args: argparse.Namespace, cells, names: list[str], out_dir: Path) -> list[list[str]]:
+    """One simulation command per cell (run by the sweep), after the line that announces them."""
     commands = [simulate_command(args, c, n, out_dir) for c, n in zip(cells, names)]
     print(f"\n{len(commands)} simulation(s) on this machine"
           f"{' (dry run: nothing runs)' if args.dry_run else ''}, "
           f"{'modeled compute at F = ' + format(args.flops, 'g') if args.flops else 'executed compute'}:")
-    failed = 0
-    for cmd in commands:
-        print("  " + " ".join(cmd), flush=True)
-        if args.dry_run:
-            continue
-        rc = subprocess.run(cmd, cwd=REPO).returncode
-        if rc != 0:
-            failed += 1
-            print(f"error: simulation failed ({rc}): {' '.join(cmd)}", file=sys.stderr)
-    if not args.dry_run:
-        print(f"results: {out_dir} ({len(commands) - failed} of {len(commands)} cells)")
-    return 1 if failed else 0
+    return commands

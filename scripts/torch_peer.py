@@ -90,6 +90,24 @@ def bench_gemm(torch, args, out: list) -> None:
             del a, b
 
 
+def time_sdpa(torch, args, out: list, kind: str, backend: str, shape: tuple, flops: float, prepare) -> None:
+    """Times the call prepare() returns (SDPA under one backend on one shape) and appends its
+    record to out; a backend that refuses the shape (in prepare or the call) is recorded with the
+    error, not fatal."""
+    s, a, kv, d, causal = shape
+    name = case_name(s, a, kv, d, causal)
+    label = "sdpa" if kind == "attention" else "sdpa backward"
+    try:
+        times = time_cuda(torch, prepare(), args.iters, args.warmup)
+    except Exception as e:
+        out.append({"kind": kind, "backend": backend, "name": name, "error": str(e)[:300]})
+        print(f"  {label} {backend} {name}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
+        return
+    out.append(record(kind, times, flops, backend=backend, dtype="bf16", name=name, s=s, heads=a,
+                      kv_heads=kv, d=d, causal=causal))
+    print(f"  {label} {backend} {name}: {out[-1]['flop_per_s'] / 1e12:.1f} TFLOP/s", flush=True)
+
+
 def bench_attention(torch, args, out: list) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
@@ -99,20 +117,14 @@ def bench_attention(torch, args, out: list) -> None:
         q = torch.randn(1, s, a, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         k = torch.randn(1, s, kv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         v = torch.randn(1, s, kv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-        name = case_name(s, a, kv, d, causal)
         for backend, enum in sdpa_backends(torch).items():
-            def call():
-                with sdpa_kernel(enum):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != a)
-            try:
-                times = time_cuda(torch, call, args.iters, args.warmup)
-            except Exception as e:  # a backend that refuses a shape is recorded, not fatal
-                out.append({"kind": "attention", "backend": backend, "name": name, "error": str(e)[:300]})
-                print(f"  sdpa {backend} {name}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
-                continue
-            out.append(record("attention", times, attention_flops(s, a, d, causal), backend=backend,
-                              dtype="bf16", name=name, s=s, heads=a, kv_heads=kv, d=d, causal=causal))
-            print(f"  sdpa {backend} {name}: {out[-1]['flop_per_s'] / 1e12:.1f} TFLOP/s", flush=True)
+            def prepare(enum=enum):
+                def call():
+                    with sdpa_kernel(enum):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != a)
+                return call
+            time_sdpa(torch, args, out, "attention", backend, (s, a, kv, d, causal),
+                      attention_flops(s, a, d, causal), prepare)
         del q, k, v
 
 
@@ -128,23 +140,14 @@ def bench_attention_bwd(torch, args, out: list) -> None:
             x = torch.randn(1, s, heads, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
             return x.detach().requires_grad_(True)
         q, k, v = leaf(a), leaf(kv), leaf(kv)
-        name = case_name(s, a, kv, d, causal)
         for backend, enum in sdpa_backends(torch).items():
-            try:
+            def prepare(enum=enum):
                 with sdpa_kernel(enum):
                     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != a)
                 grad = torch.randn_like(o)
-
-                def call(o=o, grad=grad):
-                    return torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
-                times = time_cuda(torch, call, args.iters, args.warmup)
-            except Exception as e:  # a backend that refuses a shape is recorded, not fatal
-                out.append({"kind": "attention_bwd", "backend": backend, "name": name, "error": str(e)[:300]})
-                print(f"  sdpa backward {backend} {name}: unavailable ({str(e).splitlines()[0][:120]})", flush=True)
-                continue
-            out.append(record("attention_bwd", times, attention_bwd_flops(s, a, d, causal), backend=backend,
-                              dtype="bf16", name=name, s=s, heads=a, kv_heads=kv, d=d, causal=causal))
-            print(f"  sdpa backward {backend} {name}: {out[-1]['flop_per_s'] / 1e12:.1f} TFLOP/s", flush=True)
+                return lambda: torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
+            time_sdpa(torch, args, out, "attention_bwd", backend, (s, a, kv, d, causal),
+                      attention_bwd_flops(s, a, d, causal), prepare)
         del q, k, v
 
 

@@ -85,28 +85,49 @@ void gemm_case(benchmark::State& state, DType t, std::int64_t n, double peak) {
                  (lt.fallbacks() > 0 ? " (cuBLAS fallback)" : ""));
 }
 
+// What both directions of an attention case run on: the engine; the block, whose query and key
+// blocks hold the same positions 0..s-1 (host and device copies), so that the causal mask is the
+// top-left diagonal; q, k and v holding the pattern; room for o and lse.
+struct AttentionSetup {
+  AttentionSetup(DType t, const AttentionCase& c, kernels::AttnKernelChoice choice)
+      : engine(kernels::make_cuda_attention_engine(nullptr, t, choice)),
+        p(kernels::make_attention_params(c.s, c.s, c.heads, c.kv_heads, c.head_dim, c.causal)),
+        mask(c.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full),
+        hpos(c.s),
+        q(pattern(t, c.s * p.ld_q)),
+        k(pattern(t, c.s * p.ld_k)),
+        v(pattern(t, c.s * p.ld_v)),
+        o(c.s * p.ld_o * dtype_size(t)),
+        lse(sizeof(float) * c.heads * c.s),
+        pos(sizeof(std::int64_t) * c.s) {
+    for (std::int64_t i = 0; i < c.s; ++i)
+      hpos[i] = i;
+    SUITE_CUDA_CHECK(cudaMemcpy(pos.get(), hpos.data(), pos.bytes(), cudaMemcpyHostToDevice));
+  }
+
+  // The engine's fallbacks, kernel and library on the case's row.
+  void label(benchmark::State& state) const {
+    state.counters["attn_fallbacks"] = static_cast<double>(engine->fallbacks());
+    state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
+  }
+
+  std::unique_ptr<kernels::AttentionEngine> engine;
+  kernels::AttentionParams p;
+  kernels::BlockMask mask;
+  std::vector<std::int64_t> hpos;
+  DeviceBuffer q, k, v, o, lse, pos;
+};
+
 void attention_case(benchmark::State& state, DType t, AttentionCase c,
                     kernels::AttnKernelChoice choice, double peak) {
-  auto engine = kernels::make_cuda_attention_engine(nullptr, t, choice);
-  const auto p =
-      kernels::make_attention_params(c.s, c.s, c.heads, c.kv_heads, c.head_dim, c.causal);
-  // Query and key blocks hold the same positions: the causal mask is the top-left diagonal.
-  const kernels::BlockMask mask =
-      c.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full;
-  DeviceBuffer q = pattern(t, c.s * p.ld_q), k = pattern(t, c.s * p.ld_k),
-               v = pattern(t, c.s * p.ld_v), o(c.s * p.ld_o * dtype_size(t)),
-               lse(sizeof(float) * c.heads * c.s), pos(sizeof(std::int64_t) * c.s);
-  std::vector<std::int64_t> hpos(c.s);
-  for (std::int64_t i = 0; i < c.s; ++i)
-    hpos[i] = i;
-  SUITE_CUDA_CHECK(cudaMemcpy(pos.get(), hpos.data(), pos.bytes(), cudaMemcpyHostToDevice));
+  AttentionSetup a(t, c, choice);
+  const auto* pos = a.pos.as<std::int64_t>();
   const double total = timed_loop(state, nullptr, [&] {
-    engine->forward(p, mask, q.get(), k.get(), v.get(), pos.as<std::int64_t>(),
-                    pos.as<std::int64_t>(), o.get(), lse.get());
+    a.engine->forward(a.p, a.mask, a.q.get(), a.k.get(), a.v.get(), pos, pos, a.o.get(),
+                      a.lse.get());
   });
-  report_rate(state, attention_flops(c, hpos), total, peak);
-  state.counters["attn_fallbacks"] = static_cast<double>(engine->fallbacks());
-  state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
+  report_rate(state, attention_flops(c, a.hpos), total, peak);
+  a.label(state);
 }
 
 // The backward as a training step runs it, from the forward's o and lse (computed once,
@@ -115,33 +136,22 @@ void attention_case(benchmark::State& state, DType t, AttentionCase c,
 // delta from O and dO; the engine's delta call is the suite kernel's (and the fallback's) input.
 void attention_bwd_case(benchmark::State& state, DType t, AttentionCase c,
                         kernels::AttnKernelChoice choice, double peak) {
-  auto engine = kernels::make_cuda_attention_engine(nullptr, t, choice);
-  const auto p =
-      kernels::make_attention_params(c.s, c.s, c.heads, c.kv_heads, c.head_dim, c.causal);
-  const kernels::BlockMask mask =
-      c.causal ? kernels::BlockMask::causal_top_left : kernels::BlockMask::full;
-  DeviceBuffer q = pattern(t, c.s * p.ld_q), k = pattern(t, c.s * p.ld_k),
-               v = pattern(t, c.s * p.ld_v), d_o = pattern(t, c.s * p.ld_o),
-               o(c.s * p.ld_o * dtype_size(t)), lse(sizeof(float) * c.heads * c.s),
-               delta(sizeof(float) * c.heads * c.s), pos(sizeof(std::int64_t) * c.s),
+  AttentionSetup a(t, c, choice);
+  const kernels::AttentionParams& p = a.p;
+  DeviceBuffer d_o = pattern(t, c.s * p.ld_o), delta(sizeof(float) * c.heads * c.s),
                dq(sizeof(float) * c.s * p.ld_q), dk(sizeof(float) * c.s * p.ld_k),
                dv(sizeof(float) * c.s * p.ld_v);
-  std::vector<std::int64_t> hpos(c.s);
-  for (std::int64_t i = 0; i < c.s; ++i)
-    hpos[i] = i;
-  SUITE_CUDA_CHECK(cudaMemcpy(pos.get(), hpos.data(), pos.bytes(), cudaMemcpyHostToDevice));
-  const auto* ppos = pos.as<std::int64_t>();
-  engine->forward(p, mask, q.get(), k.get(), v.get(), ppos, ppos, o.get(), lse.get());
+  const auto* pos = a.pos.as<std::int64_t>();
+  a.engine->forward(p, a.mask, a.q.get(), a.k.get(), a.v.get(), pos, pos, a.o.get(), a.lse.get());
   const double total = timed_loop(state, nullptr, [&] {
     for (const DeviceBuffer* g : {&dq, &dk, &dv})
       SUITE_CUDA_CHECK(cudaMemsetAsync(g->get(), 0, g->bytes(), nullptr));
-    engine->backward_delta(c.s, c.heads, c.head_dim, o.get(), d_o.get(), p.ld_o, delta.get());
-    engine->backward(p, mask, q.get(), k.get(), v.get(), o.get(), d_o.get(), lse.get(), delta.get(),
-                     ppos, ppos, dq.get(), dk.get(), dv.get());
+    a.engine->backward_delta(c.s, c.heads, c.head_dim, a.o.get(), d_o.get(), p.ld_o, delta.get());
+    a.engine->backward(p, a.mask, a.q.get(), a.k.get(), a.v.get(), a.o.get(), d_o.get(),
+                       a.lse.get(), delta.get(), pos, pos, dq.get(), dk.get(), dv.get());
   });
-  report_rate(state, attention_bwd_flops(c, hpos), total, peak);
-  state.counters["attn_fallbacks"] = static_cast<double>(engine->fallbacks());
-  state.SetLabel("attn_kernel=" + engine->name() + " attn_library=" + engine->library_version());
+  report_rate(state, attention_bwd_flops(c, a.hpos), total, peak);
+  a.label(state);
 }
 
 // The engines --attn-kernel names, resolved for bf16 (the only storage cuDNN takes): one

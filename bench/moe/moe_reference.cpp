@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/device/typed_host.hpp"
+#include "kernels/core/dtype.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 #include "kernels/moe/moe_index.hpp"
 #include "kernels/tokenwise/gelu.hpp"
@@ -170,27 +171,11 @@ void reference_mlp_row(const MoeConfig& c, const double* w1, const double* w2, c
 }
 
 double output_tolerance(DType t) {
-  switch (t) {
-    case DType::fp64:
-      return 1e-9;
-    case DType::fp32:
-      return 2e-4;
-    case DType::bf16:
-      return 5e-2;
-  }
-  return 0;
+  return PerDType{.fp32 = 2e-4, .fp64 = 1e-9, .bf16 = 5e-2}.at(t);
 }
 
 double routing_tolerance(DType t) {
-  switch (t) {
-    case DType::fp64:
-      return 1e-9;
-    case DType::fp32:
-      return 1e-5;
-    case DType::bf16:
-      return 3e-2;
-  }
-  return 0;
+  return PerDType{.fp32 = 1e-5, .fp64 = 1e-9, .bf16 = 3e-2}.at(t);
 }
 
 bool reference_too_large(const MoeConfig& c, std::string& why) {

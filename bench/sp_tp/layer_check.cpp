@@ -9,6 +9,7 @@
 
 #include "common/harness/errors.hpp"
 #include "common/transport/mpi_env.hpp"
+#include "kernels/core/dtype.hpp"
 
 namespace suite::sp_tp {
 namespace {
@@ -79,15 +80,7 @@ void compare_gradients(TransformerLayer& mine, TransformerLayer& other, LayerChe
 }  // namespace
 
 double layer_tolerance(DType t) {
-  switch (t) {
-    case DType::fp64:
-      return 1e-10;
-    case DType::fp32:
-      return 1e-4;
-    case DType::bf16:
-      return 6e-2;
-  }
-  return 0;
+  return PerDType{.fp32 = 1e-4, .fp64 = 1e-10, .bf16 = 6e-2}.at(t);
 }
 
 FdResult finite_difference_check(TransformerLayer& layer, bool overlap, double step) {

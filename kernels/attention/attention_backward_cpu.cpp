@@ -47,19 +47,16 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
                         const T* lse, const T* delta, const std::int64_t* q_pos,
                         const std::int64_t* k_pos, T* dq, T* dk, T* dv,
                         const std::function<void()>& after_tile) {
-  validate_attention(p);
+  const TileCalls calls(p, q_pos, k_pos, {kTileQ, kTileK, kSubQ, kPieceQ});  // validates p
   const int d = p.head_dim;
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  const int group = p.heads / p.kv_heads;
-  // Scratch for the largest tile this call has (a ring round's small block: small).
-  const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
-  std::vector<T> prob(static_cast<std::size_t>(tile_rows * tile_cols));
-  std::vector<T> grad(static_cast<std::size_t>(tile_rows * tile_cols));  // dP, then dS in place
-  const TileCalls calls(p.causal, q_pos, p.cq, kTileQ, k_pos, p.ck, kTileK, kSubQ, kPieceQ);
+  const auto tile_elems = static_cast<std::size_t>(calls.tile_rows() * calls.tile_cols());
+  std::vector<T> prob(tile_elems);
+  std::vector<T> grad(tile_elems);  // dP, then dS in place
 
   for (int h = 0; h < p.heads; ++h) {
-    const int kh = h / group;
+    const int kh = kv_head_of(p, h);
     for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
       const std::int64_t i0 = qt * kTileQ;
       const T* q_tile = q + i0 * p.ld_q + h * d;

@@ -131,11 +131,8 @@ fe::graph::Tensor_attributes& stats_view(fe::graph::Tensor_attributes& t,
       .set_stride({p.heads * p.cq, p.cq, 1, 1});
 }
 
-void set_mask(fe::graph::SDPA_attributes& o, BlockMask mask) {
-  if (mask == BlockMask::causal_top_left) o.set_causal_mask(true);
-  if (mask == BlockMask::causal_bottom_right) o.set_causal_mask_bottom_right(true);
-}
-void set_mask(fe::graph::SDPA_backward_attributes& o, BlockMask mask) {
+template <class SdpaAttributes>  // forward's or backward's
+void set_mask(SdpaAttributes& o, BlockMask mask) {
   if (mask == BlockMask::causal_top_left) o.set_causal_mask(true);
   if (mask == BlockMask::causal_bottom_right) o.set_causal_mask_bottom_right(true);
 }
@@ -159,13 +156,25 @@ CachedGraph finish(cudnnHandle_t handle, std::shared_ptr<fe::graph::Graph> g) {
   return out;
 }
 
-CachedGraph build_forward_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
+// A bf16 graph and the block's Q, K and V, the inputs of both SDPA directions.
+struct QkvGraph {
+  std::shared_ptr<fe::graph::Graph> g;
+  TensorPtr q, k, v;
+};
+
+QkvGraph qkv_graph(const AttentionParams& p) {
   auto g = std::make_shared<fe::graph::Graph>();
   configure_bf16(*g);
   const std::int64_t d = p.head_dim;
-  auto q = input(*g, "Q", kUidQ, p.heads, p.cq, d, p.ld_q);
-  auto k = input(*g, "K", kUidK, p.kv_heads, p.ck, d, p.ld_k);
-  auto v = input(*g, "V", kUidV, p.kv_heads, p.ck, d, p.ld_v);
+  TensorPtr q = input(*g, "Q", kUidQ, p.heads, p.cq, d, p.ld_q);
+  TensorPtr k = input(*g, "K", kUidK, p.kv_heads, p.ck, d, p.ld_k);
+  TensorPtr v = input(*g, "V", kUidV, p.kv_heads, p.ck, d, p.ld_v);
+  return {std::move(g), std::move(q), std::move(k), std::move(v)};
+}
+
+CachedGraph build_forward_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
+  auto [g, q, k, v] = qkv_graph(p);
+  const std::int64_t d = p.head_dim;
   auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
       static_cast<float>(p.softmax_scale));
   set_mask(opts, mask);
@@ -177,12 +186,8 @@ CachedGraph build_forward_graph(cudnnHandle_t handle, const AttentionParams& p, 
 
 // dQ [cq, heads, d], dK and dV [ck, kv_heads, d]: dense rows in the engine's bf16 scratch.
 CachedGraph build_backward_graph(cudnnHandle_t handle, const AttentionParams& p, BlockMask mask) {
-  auto g = std::make_shared<fe::graph::Graph>();
-  configure_bf16(*g);
+  auto [g, q, k, v] = qkv_graph(p);
   const std::int64_t d = p.head_dim;
-  auto q = input(*g, "Q", kUidQ, p.heads, p.cq, d, p.ld_q);
-  auto k = input(*g, "K", kUidK, p.kv_heads, p.ck, d, p.ld_k);
-  auto v = input(*g, "V", kUidV, p.kv_heads, p.ck, d, p.ld_v);
   auto o = input(*g, "O", kUidO, p.heads, p.cq, d, p.ld_o);
   auto d_o = input(*g, "dO", kUidDO, p.heads, p.cq, d, p.ld_o);
   fe::graph::Tensor_attributes st;
@@ -225,22 +230,14 @@ class CudnnEngine final : public AttentionEngine {
   void forward(const AttentionParams& p, BlockMask mask, const void* q, const void* k,
                const void* v, const std::int64_t* q_pos, const std::int64_t* k_pos, void* o,
                void* lse) override {
-    validate_attention(p);
-    if (!mask_hint_consistent(p, mask))
-      throw std::invalid_argument("cudnn attention: causal mask hint on a non-causal block");
+    validate(p, mask);
     if (p.cq == 0) return;
     std::optional<std::string> why = cudnn_unsupported_reason(p, mask, dtype_);
-    // The frontend declares 16-byte alignment on every tensor, the stats too, and the backend
-    // does not check: a ring segment's lse can start mid-vector.
     if (!why && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) && aligned16(lse)))
-      why = "a pointer not 16-byte aligned";
-    const CachedGraph* cached = nullptr;
-    if (!why) {
-      cached = &graph_for(forward_cache_, p, mask, build_forward_graph);
-      if (!cached->graph) why = cached->unsupported;
-    }
-    if (why) {
-      note_fallback(*why);
+      why = kMisaligned;
+    const CachedGraph* cached =
+        graph_or_fallback(forward_cache_, p, mask, build_forward_graph, why);
+    if (cached == nullptr) {
       fallback_->forward(p, mask, q, k, v, q_pos, k_pos, o, lse);
       return;
     }
@@ -267,21 +264,15 @@ class CudnnEngine final : public AttentionEngine {
                 const void* v, const void* o, const void* d_o, const void* lse, const void* delta,
                 const std::int64_t* q_pos, const std::int64_t* k_pos, void* dq, void* dk,
                 void* dv) override {
-    validate_attention(p);
-    if (!mask_hint_consistent(p, mask))
-      throw std::invalid_argument("cudnn attention: causal mask hint on a non-causal block");
+    validate(p, mask);
     if (p.cq == 0 || p.ck == 0) return;  // nothing to add
     std::optional<std::string> why = cudnn_backward_unsupported_reason(p, mask, dtype_);
     if (!why && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) && aligned16(d_o) &&
                   aligned16(lse)))
-      why = "a pointer not 16-byte aligned";
-    const CachedGraph* cached = nullptr;
-    if (!why) {
-      cached = &graph_for(backward_cache_, p, mask, build_backward_graph);
-      if (!cached->graph) why = cached->unsupported;
-    }
-    if (why) {
-      note_fallback(*why);
+      why = kMisaligned;
+    const CachedGraph* cached =
+        graph_or_fallback(backward_cache_, p, mask, build_backward_graph, why);
+    if (cached == nullptr) {
       fallback_->backward(p, mask, q, k, v, o, d_o, lse, delta, q_pos, k_pos, dq, dk, dv);
       return;
     }
@@ -321,7 +312,17 @@ class CudnnEngine final : public AttentionEngine {
   using Cache = std::map<GraphKey, CachedGraph>;
   using Builder = CachedGraph (*)(cudnnHandle_t, const AttentionParams&, BlockMask);
 
+  // The frontend declares 16-byte alignment on every tensor, the stats too, and the backend
+  // does not check: a ring segment's lse can start mid-vector.
+  static constexpr const char* kMisaligned = "a pointer not 16-byte aligned";
+
   static std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  static void validate(const AttentionParams& p, BlockMask mask) {
+    validate_attention(p);
+    if (!mask_hint_consistent(p, mask))
+      throw std::invalid_argument("cudnn attention: causal mask hint on a non-causal block");
+  }
 
   // Replaces `buf` by one of at least `need` bytes when it is smaller.
   void grow(DeviceBuffer& buf, std::size_t need) {
@@ -334,6 +335,19 @@ class CudnnEngine final : public AttentionEngine {
   void note_fallback(const std::string& why) {
     ++fallbacks_;
     if (fallback_reason_.empty()) fallback_reason_ = why;
+  }
+
+  // The block's graph, or nullptr (counted as a fallback) when `why` rules cuDNN out already
+  // or cuDNN has no engine for the block.
+  const CachedGraph* graph_or_fallback(Cache& cache, const AttentionParams& p, BlockMask mask,
+                                       Builder build, std::optional<std::string> why) {
+    if (!why) {
+      const CachedGraph& cached = graph_for(cache, p, mask, build);
+      if (cached.graph) return &cached;
+      why = cached.unsupported;
+    }
+    note_fallback(*why);
+    return nullptr;
   }
 
   // Builds (first use of a block shape) or finds the block's graph; grows the workspace, which

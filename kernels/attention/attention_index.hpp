@@ -46,6 +46,11 @@ inline AttentionParams make_attention_params(std::int64_t cq, std::int64_t ck, i
   return p;
 }
 
+// The K/V head that query head h reads: GQA groups of heads / kv_heads query heads share one.
+inline int kv_head_of(const AttentionParams& p, int h) {
+  return h / (p.heads / p.kv_heads);
+}
+
 // Throws std::invalid_argument with a message naming the offending field.
 inline void validate_attention(const AttentionParams& p) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("attention: " + why); };

@@ -115,26 +115,40 @@ void for_each_row_block(bool causal, const std::int64_t* q_pos, std::int64_t i0,
   }
 }
 
+// A CPU kernel's tiling: query tiles of q rows against key tiles of k keys; at most sub_q rows
+// per call where a causal diagonal or a document boundary crosses a query tile, and piece_q on a
+// causal diagonal inside such a sub-tile (for_each_row_block).
+struct TileSizes {
+  std::int64_t q, k, sub_q, piece_q;
+};
+
 // The calls of for_each_row_block for every (query tile, key tile) of a cq x ck block, found
 // once per kernel call: they depend on the positions only, not on the head, and finding them
 // scans the key tile once per sub-tile and piece. Repeated for each head, on ring blocks of
 // packed lognormal:256:1 documents (256-row query tiles over several documents) that scan cost
-// about a fifth of the compute.
+// about a fifth of the compute. The first thing a kernel derives from its parameters: it
+// validates them (std::invalid_argument).
 class TileCalls {
  public:
-  TileCalls(bool causal, const std::int64_t* q_pos, std::int64_t cq, std::int64_t tile_q,
-            const std::int64_t* k_pos, std::int64_t ck, std::int64_t tile_k, std::int64_t sub,
-            std::int64_t piece) {
-    for (std::int64_t qt = 0; qt < tile_count(cq, tile_q); ++qt) {
-      for (std::int64_t kt = 0; kt < tile_count(ck, tile_k); ++kt)
-        for_each_row_block(causal, q_pos, qt * tile_q, tile_end(qt, tile_q, cq), k_pos, kt * tile_k,
-                           tile_end(kt, tile_k, ck), sub, piece,
+  TileCalls(const AttentionParams& p, const std::int64_t* q_pos, const std::int64_t* k_pos,
+            const TileSizes& t)
+      : tile_rows_(std::min(t.q, p.cq)), tile_cols_(std::min(t.k, p.ck)) {
+    validate_attention(p);
+    for (std::int64_t qt = 0; qt < tile_count(p.cq, t.q); ++qt) {
+      for (std::int64_t kt = 0; kt < tile_count(p.ck, t.k); ++kt)
+        for_each_row_block(p.causal, q_pos, qt * t.q, tile_end(qt, t.q, p.cq), k_pos, kt * t.k,
+                           tile_end(kt, t.k, p.ck), t.sub_q, t.piece_q,
                            [&](std::int64_t r0, std::int64_t r1, const KeySpan& span) {
                              calls_.push_back({r0, r1, span});
                            });
       first_.push_back(calls_.size());
     }
   }
+
+  // The block's largest tile, which sizes the kernel's scratch: a ring round's small block
+  // allocates (and zeroes) what it uses, not a full tile each call.
+  std::int64_t tile_rows() const { return tile_rows_; }
+  std::int64_t tile_cols() const { return tile_cols_; }
 
   // Calls fn(r0, r1, span) for query tile qt against every key tile, in order.
   template <class Fn>
@@ -149,6 +163,7 @@ class TileCalls {
     std::int64_t r0, r1;  // rows of the query tile
     KeySpan span;         // keys of the block
   };
+  std::int64_t tile_rows_, tile_cols_;
   std::vector<Call> calls_;
   std::vector<std::size_t> first_{0};  // [query tile]: its first call; then one past the last
 };

@@ -34,20 +34,16 @@ template <class T>
 void attention_forward(const AttentionParams& p, const T* q, const T* k, const T* v,
                        const std::int64_t* q_pos, const std::int64_t* k_pos, T* o, T* lse,
                        const std::function<void()>& after_tile) {
-  validate_attention(p);
+  const TileCalls calls(p, q_pos, k_pos, {kTileQ, kTileK, kSubQ, kPieceQ});  // validates p
   const int d = p.head_dim;
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  const int group = p.heads / p.kv_heads;
-  // Scratch for the largest tile this call has: a ring round's small block allocates (and
-  // zeroes) what it uses, not a full 256 x 512 tile each call.
-  const std::int64_t tile_rows = std::min(kTileQ, p.cq), tile_cols = std::min(kTileK, p.ck);
-  std::vector<T> s(static_cast<std::size_t>(tile_rows * tile_cols));
+  const std::int64_t tile_rows = calls.tile_rows();
+  std::vector<T> s(static_cast<std::size_t>(tile_rows * calls.tile_cols()));
   std::vector<T> acc(static_cast<std::size_t>(tile_rows * d)), m(tile_rows), l(tile_rows);
-  const TileCalls calls(p.causal, q_pos, p.cq, kTileQ, k_pos, p.ck, kTileK, kSubQ, kPieceQ);
 
   for (int h = 0; h < p.heads; ++h) {
-    const int kh = h / group;
+    const int kh = kv_head_of(p, h);
     for (std::int64_t qt = 0; qt < tile_count(p.cq, kTileQ); ++qt) {
       const std::int64_t i0 = qt * kTileQ, i1 = tile_end(qt, kTileQ, p.cq), tq = i1 - i0;
       std::fill(m.begin(), m.end(), neg_inf);

@@ -34,6 +34,23 @@ constexpr std::string_view dtype_name(DType t) {
   return "?";
 }
 
+// One value for each element type (a tolerance, say), read for the type at hand.
+struct PerDType {
+  double fp32, fp64, bf16;
+
+  constexpr double at(DType t) const {
+    switch (t) {
+      case DType::fp32:
+        return fp32;
+      case DType::fp64:
+        return fp64;
+      case DType::bf16:
+        return bf16;
+    }
+    return 0;
+  }
+};
+
 inline std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "fp32" || s == "float32") return DType::fp32;
   if (s == "fp64" || s == "float64") return DType::fp64;

@@ -172,6 +172,19 @@ def expect(cond: bool, msg: str, proc: subprocess.CompletedProcess | None = None
         fail(msg, proc)
 
 
+def expect_quick_refusal(env: "Env", proc: subprocess.CompletedProcess, what: str, needle: str, out: Path,
+                         ranks: int, binary: str) -> None:
+    """A refused run (its exit status checked by the caller) came back quickly (within
+    Env.quick_limit_s), with one 'error:' line (rank 0's) naming `needle`, and left no results file."""
+    limit = env.quick_limit_s(ranks, binary)
+    expect(proc.elapsed < limit, f"{what}: took {proc.elapsed:.1f} s, over {limit:.1f} s "
+           f"({QUICK_FACTOR:g} x the {env.startup_s(ranks, binary):.2f} s of --help)", proc)
+    expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
+    expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
+    expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
+    print(f"  ok: {what}")
+
+
 def expect_refused(env: "Env", binary: str, cases: dict[str, tuple[list[str], str]], ranks: int = 4) -> None:
     """Each bad input: exit 2, one 'error:' line (rank 0's) naming `needle`, no results file,
     quickly (within Env.quick_limit_s: relative to a job that only starts and exits, here)."""
@@ -181,12 +194,7 @@ def expect_refused(env: "Env", binary: str, cases: dict[str, tuple[list[str], st
         proc = env.mpirun(ranks, binary, "--backend", "cpu", "--out", str(out), "--iters", "2", *args,
                           timeout=2 * limit)
         expect(proc.returncode == 2, f"{what}: exit status {proc.returncode}, expected 2", proc)
-        expect(proc.elapsed < limit, f"{what}: took {proc.elapsed:.1f} s, over {limit:.1f} s "
-               f"({QUICK_FACTOR:g} x the {env.startup_s(ranks, binary):.2f} s of --help)", proc)
-        expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
-        expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
-        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
-        print(f"  ok: {what}")
+        expect_quick_refusal(env, proc, what, needle, out, ranks, binary)
 
 
 def model_prediction(env: "Env", *args: str) -> dict[str, float]:
@@ -355,12 +363,7 @@ def scenario_bad_input(env: Env) -> None:
         out_args = [] if "--out" in args else ["--out", str(out)]
         proc = env.mpirun(4, "sp_tp", *args, *out_args, "--iters", "2", timeout=2 * limit)
         expect(proc.returncode != 0, f"{what}: exit status 0", proc)
-        expect(proc.elapsed < limit, f"{what}: took {proc.elapsed:.1f} s, over {limit:.1f} s "
-               f"({QUICK_FACTOR:g} x the {env.startup_s(4, 'sp_tp'):.2f} s of --help)", proc)
-        expect(proc.stderr.count("error:") == 1, f"{what}: expected one 'error:' line (from rank 0 only)", proc)
-        expect(needle.lower() in proc.stderr.lower(), f"{what}: message lacks '{needle}'", proc)
-        expect(not out.exists() and not Path(str(out) + ".partial").exists(), f"{what}: a results file was left", proc)
-        print(f"  ok: {what}")
+        expect_quick_refusal(env, proc, what, needle, out, 4, "sp_tp")
 
 
 def scenario_killed_run(env: Env) -> None:

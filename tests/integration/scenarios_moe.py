@@ -253,17 +253,23 @@ def check_gradient_tensors(g: h5py.Group, ranks: int, chosen: np.ndarray, kept: 
                    f"{name}: rank {r} expert {expert} load {kept_load[grp][expert]} vs its weight gradient")
 
 
+def checked_cases(f: h5py.File, ranks: int, dtype: str, expected: int) -> h5py.Group:
+    """The file's `expected` moe cases, each checked (check_case)."""
+    cases = f["moe"]
+    expect(len(cases) == expected, f"expected {expected} cases, got {len(cases)}")
+    elem = {"fp32": 4, "fp64": 8}[dtype]
+    for g in cases.values():
+        check_case(g, ranks, elem)
+    return cases
+
+
 def scenario_routing(env: Env, ranks: int, dtype: str) -> None:
     """Uniform, zipf, hot, capacity-limited: output == reference, drops and bytes recomputed."""
     out = run_moe(env, ranks, f"moe_np{ranks}", *SMALL, "--dtype", dtype, "--experts", "4,8", "--top-k", "2",
                   "--skew", "none,zipf,hot", "--alpha", "1.2", "--hot-factor", "1.8",
                   "--capacity-factor", "0,1.0,0.5", "--save-tensors")
-    elem = {"fp32": 4, "fp64": 8}[dtype]
     with h5py.File(out) as f:
-        cases = f["moe"]
-        expect(len(cases) == 2 * 3 * 3, f"expected 18 cases, got {len(cases)}")
-        for g in cases.values():
-            check_case(g, ranks, elem)
+        cases = checked_cases(f, ranks, dtype, 2 * 3 * 3)
         limited = [g for g in cases.values() if g.attrs["capacity_factor"] == 0.5]
         expect(all(g.attrs["dropped_copies"] > 0 for g in limited), "CF 0.5 dropped nothing")
         none = [g.attrs["expert_load_routed_max_over_mean"] for g in cases.values() if g.attrs["skew"] == "none"]
@@ -342,12 +348,8 @@ def scenario_gradients(env: Env, ranks: int, dtype: str, mlp: str) -> None:
     out = run_moe(env, ranks, f"moe_grad_np{ranks}", *SMALL, "--dtype", dtype, "--mlp", mlp, "--experts", "4",
                   "--skew", "none,zipf,hot", "--alpha", "1.5", "--hot-factor", "1.8", "--capacity-factor", "0,0.5",
                   "--pass", "fwd,fwd_bwd", "--save-tensors")
-    elem = {"fp32": 4, "fp64": 8}[dtype]
     with h5py.File(out) as f:
-        cases = f["moe"]
-        expect(len(cases) == 3 * 2 * 2, f"expected 12 cases, got {len(cases)}")
-        for g in cases.values():
-            check_case(g, ranks, elem)
+        cases = checked_cases(f, ranks, dtype, 3 * 2 * 2)
         steps = [g for g in cases.values() if is_fwd_bwd(g)]
         expect(len(steps) == 6, f"{len(steps)} fwd_bwd cases")
         for g in steps:

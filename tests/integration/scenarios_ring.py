@@ -167,6 +167,14 @@ def attention_backward(q, k, v, d_o, qpos, kpos, causal, cu_seqlens=None):
     return dq, fold(dk), fold(dv)
 
 
+def saved_qkv(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A --save-tensors group's Q, K, V ([s, 1, heads, d] and [s, 1, kv_heads, d]) of the runs
+    below: 2 query heads, 1 key/value head."""
+    s, b, a, kv, d = int(g.attrs["s"]), 1, 2, 1, int(g.attrs["head_dim"])
+    return (g["tensor_q"][()].reshape(s, b, a, d), g["tensor_k"][()].reshape(s, b, kv, d),
+            g["tensor_v"][()].reshape(s, b, kv, d))
+
+
 def scenario_ring_save_tensors(env: Env) -> None:
     """Saved tensors are in global token order and equal attention computed here from them."""
     out = env.workdir / "tensors.h5"
@@ -174,10 +182,8 @@ def scenario_ring_save_tensors(env: Env) -> None:
            "ring", "--causal", "1", "--heads", "2", "--kv-heads", "1", "--save-tensors")
     with h5py.File(out) as f:
         for name, g in f[BIN].items():
-            s, b, a, kv, d = int(g.attrs["s"]), 1, 2, 1, int(g.attrs["head_dim"])
-            q = g["tensor_q"][()].reshape(s, b, a, d)
-            k = g["tensor_k"][()].reshape(s, b, kv, d)
-            v = g["tensor_v"][()].reshape(s, b, kv, d)
+            q, k, v = saved_qkv(g)
+            s = q.shape[0]
             o, lse = attention(q, k, v, np.arange(s), np.arange(s), True)
             expect(np.allclose(g["tensor_o"][()].reshape(o.shape), o, atol=1e-9), f"{name}: saved O is not attention of saved Q, K, V")
             expect(np.allclose(g["tensor_lse"][()].reshape(lse.shape), lse, atol=1e-9), f"{name}: saved lse")
@@ -341,12 +347,9 @@ def scenario_ring_backward_tensors(env: Env) -> None:
            "--save-tensors")
     with h5py.File(out) as f:
         for name, g in f[BIN].items():
-            s, b, a, kv, d = int(g.attrs["s"]), 1, 2, 1, int(g.attrs["head_dim"])
-            q = g["tensor_q"][()].reshape(s, b, a, d)
-            k = g["tensor_k"][()].reshape(s, b, kv, d)
-            v = g["tensor_v"][()].reshape(s, b, kv, d)
-            d_o = g["tensor_d_o"][()].reshape(s, b, a, d)
-            pos = np.arange(s)
+            q, k, v = saved_qkv(g)
+            d_o = g["tensor_d_o"][()].reshape(q.shape)
+            pos = np.arange(q.shape[0])
             dq, dk, dv = attention_backward(q, k, v, d_o, pos, pos, bool(g.attrs["causal"]))
             for t, want in (("dq", dq), ("dk", dk), ("dv", dv)):
                 got = g["tensor_" + t][()].reshape(want.shape)

@@ -30,14 +30,25 @@ def measure(env: Env, path: Path, *extra: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def measured_run(env: Env, ranks: int, binary: str, out: Path, *args: str) -> None:
+    """Runs `binary` on the CPU backend into `out`, then adds what each rank put on the wire."""
+    proc = env.mpirun(ranks, binary, "--backend", "cpu", *args, "--out", str(out))
+    expect(proc.returncode == 0, f"{binary} failed", proc)
+    measure(env, out)
+
+
+def expect_wire_is_payload(g) -> None:
+    """A case whose algorithm sends each byte once: the wire carried the payload (and the
+    harness's bookkeeping)."""
+    payload, wire = g["bytes_sent"][()], g["wire_bytes_sent"][()]
+    expect(np.all(np.abs(wire - payload) <= BOOKKEEPING), f"wire {wire} != payload {payload}")
+
+
 def scenario_collectives(env: Env) -> None:
     """All-reduce and reduce-scatter + all-gather at a latency-bound and a bandwidth-bound size:
     never below the bandwidth-optimal 2 (t-1)/t n, and recorded per peer."""
     out = env.workdir / "sp.h5"
-    proc = env.mpirun(4, "sp_tp", "--backend", "cpu", "--sizes", "1K,1M", "--activation-case", "0",
-                      "--iters", "3", "--out", str(out))
-    expect(proc.returncode == 0, "sp_tp failed", proc)
-    measure(env, out)
+    measured_run(env, 4, "sp_tp", out, "--sizes", "1K,1M", "--activation-case", "0", "--iters", "3")
     with h5py.File(out) as f:
         for name, g in f["sp_tp"].items():
             a = g.attrs
@@ -60,15 +71,10 @@ def scenario_ring_exchange(env: Env) -> None:
     """The ring's exchange is point to point: what the library sent equals the payload, and all
     of it goes to the next rank."""
     out = env.workdir / "ring.h5"
-    proc = env.mpirun(4, "ring_attention", "--backend", "cpu", "--block", "64", "--layout", "zigzag",
-                      "--iters", "3", "--out", str(out))
-    expect(proc.returncode == 0, "ring_attention failed", proc)
-    measure(env, out)
+    measured_run(env, 4, "ring_attention", out, "--block", "64", "--layout", "zigzag", "--iters", "3")
     with h5py.File(out) as f:
         (g,) = f["ring_attention"].values()
-        payload = g["bytes_sent"][()]
-        wire = g["wire_bytes_sent"][()]
-        expect(np.all(np.abs(wire - payload) <= BOOKKEEPING), f"wire {wire} != payload {payload}")
+        expect_wire_is_payload(g)
         to_peer = g["wire_bytes_to_peer"][()]
         for r in range(4):
             nxt = to_peer[r, (r + 1) % 4]
@@ -78,14 +84,10 @@ def scenario_ring_exchange(env: Env) -> None:
 def scenario_all_to_all(env: Env) -> None:
     """Plain Ulysses: its all-to-alls send each block once: wire = payload."""
     out = env.workdir / "uly.h5"
-    proc = env.mpirun(4, "ulysses", "--backend", "cpu", "--seq", "256", "--ulysses-degree", "4",
-                      "--iters", "3", "--out", str(out))
-    expect(proc.returncode == 0, "ulysses failed", proc)
-    measure(env, out)
+    measured_run(env, 4, "ulysses", out, "--seq", "256", "--ulysses-degree", "4", "--iters", "3")
     with h5py.File(out) as f:
         (g,) = f["ulysses"].values()
-        payload, wire = g["bytes_sent"][()], g["wire_bytes_sent"][()]
-        expect(np.all(np.abs(wire - payload) <= BOOKKEEPING), f"wire {wire} != payload {payload}")
+        expect_wire_is_payload(g)
 
 
 def scenario_not_open_mpi(env: Env) -> None:

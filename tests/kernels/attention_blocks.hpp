@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -180,6 +181,55 @@ inline AttentionProblem all_keys_problem(Layout layout, int q_rank, int n, std::
   x.k = random_vector<float>(c * n * x.p.ld_k, 32, -2, 2);
   x.v = random_vector<float>(c * n * x.p.ld_v, 33);
   return x;
+}
+
+// One block problem of a parameterised test: storage type, mask kind, query and key counts,
+// query and key/value heads, head dim.
+struct BlockCase {
+  DType t;
+  Kind kind;
+  std::int64_t cq, ck;
+  int a, nkv, d;
+};
+
+inline AttentionProblem make_problem(const BlockCase& c) {
+  return make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+}
+
+// The case's test name, e.g. bf16_topleft_q128_k96_a4_kv2_d64.
+inline std::string block_case_name(const BlockCase& c) {
+  return std::string(dtype_name(c.t)) + "_" + kind_name(c.kind) + "_q" + std::to_string(c.cq) +
+         "_k" + std::to_string(c.ck) + "_a" + std::to_string(c.a) + "_kv" + std::to_string(c.nkv) +
+         "_d" + std::to_string(c.d);
+}
+
+// Readable failure messages for BlockCase parameters (found by ADL).
+inline void PrintTo(const BlockCase& c, std::ostream* os) {
+  *os << block_case_name(c);
+}
+
+// A block problem run through one engine choice.
+struct EngineCase {
+  AttnKernelChoice choice;
+  BlockCase block;
+};
+
+inline std::string engine_case_name(const EngineCase& c) {
+  return std::string(attn_kernel_choice_name(c.choice)) + "_" + block_case_name(c.block);
+}
+
+inline void PrintTo(const EngineCase& c, std::ostream* os) {
+  *os << engine_case_name(c);
+}
+
+// Whether `choice` asks for cuDNN in a build without it (such a case skips).
+inline bool cudnn_not_built(AttnKernelChoice choice) {
+#if defined(SUITE_HAVE_CUDNN)
+  (void)choice;
+  return false;
+#else
+  return choice == AttnKernelChoice::cudnn;
+#endif
 }
 
 // The gradient side of one block problem: a seeded output gradient dO (o's layout, row stride

@@ -1,12 +1,15 @@
-// Helpers shared by the kernel tests: seeded random data and the three causal layouts of
-// METHODS.md section 2 (global positions of one rank's block).
+// Helpers shared by the kernel tests: seeded random data and the positions of one rank's block
+// in the three sequence layouts of METHODS.md section 2 (bench/layouts).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <vector>
+
+#include "bench/layouts/ring_layout.hpp"
 
 namespace suite::kernels::test {
 
@@ -20,21 +23,12 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0
   return v;
 }
 
-enum class Layout { contiguous, zigzag, striped };
+using Layout = ring::Layout;
+using ring::layout_name;
 
-inline const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::contiguous:
-      return "contiguous";
-    case Layout::zigzag:
-      return "zigzag";
-    case Layout::striped:
-      return "striped";
-  }
-  return "?";
-}
-
-// Positions of the c tokens rank r of n holds (sequence length n * c; c even for zig-zag).
+// Positions of the c tokens rank r of n holds in one of the sequence layouts (sequence length
+// n * c). Unlike ring::rank_positions it takes an odd c for zig-zag too (the second chunk
+// then holds one token more), so that odd block sizes can be tested under its mask.
 inline std::vector<std::int64_t> block_positions(Layout l, int r, int n, std::int64_t c) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(c));
   for (std::int64_t i = 0; i < c; ++i) {
@@ -50,6 +44,9 @@ inline std::vector<std::int64_t> block_positions(Layout l, int r, int n, std::in
       case Layout::striped:
         pos[i] = i * n + r;
         break;
+      case Layout::doc_zigzag:
+      case Layout::balanced:
+        throw std::invalid_argument("block_positions: a sequence layout, not a document one");
     }
   }
   return pos;

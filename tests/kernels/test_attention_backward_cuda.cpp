@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention/attention_cpu.hpp"
@@ -54,32 +54,53 @@ Grads download_grads(const DeviceBuffer& dq, const DeviceBuffer& dk, const Devic
           test::download_raw<float>(dv, static_cast<std::size_t>(p.ck * p.ld_v))};
 }
 
-struct KernelCase {
-  DType t;
-  Kind kind;
-  std::int64_t cq, ck;
-  int a, nkv, d;
+// An engine's forward over the whole problem and its delta in storage type t, with zeroed fp32
+// gradient accumulators: where every engine backward below starts. Uploading rounds x's inputs
+// to t first, so the reference sees what the device holds.
+struct EngineForward {
+  test::BackwardProblem ref;
+  DeviceBuffer q, k, v, d_o, o, lse, delta, qp, kp, dq, dk, dv;
 };
 
-std::string kernel_case_name(const ::testing::TestParamInfo<KernelCase>& info) {
-  const KernelCase& c = info.param;
-  return std::string(dtype_name(c.t)) + "_" + test::kind_name(c.kind) + "_q" +
-         std::to_string(c.cq) + "_k" + std::to_string(c.ck) + "_a" + std::to_string(c.a) + "_kv" +
-         std::to_string(c.nkv) + "_d" + std::to_string(c.d);
+EngineForward engine_forward(AttentionEngine& engine, DType t, test::AttentionProblem& x) {
+  const AttentionParams& p = x.p;
+  DeviceBuffer q = test::upload(t, x.q), k = test::upload(t, x.k), v = test::upload(t, x.v);
+  test::BackwardProblem ref = test::make_backward(x, t == DType::bf16);
+  std::vector<float> d_o = ref.d_o, o0(d_o.size(), 0.0f);
+  EngineForward f{std::move(ref),
+                  std::move(q),
+                  std::move(k),
+                  std::move(v),
+                  test::upload(t, d_o),
+                  test::upload(t, o0),
+                  DeviceBuffer(sizeof(float) * p.heads * p.cq),
+                  DeviceBuffer(sizeof(float) * p.heads * p.cq),
+                  test::upload_raw(x.blk.qp),
+                  test::upload_raw(x.blk.kp),
+                  zeros(x.q.size()),
+                  zeros(x.k.size()),
+                  zeros(x.v.size())};
+  engine.forward(p, x.blk.hint, f.q.get(), f.k.get(), f.v.get(), f.qp.as<std::int64_t>(),
+                 f.kp.as<std::int64_t>(), f.o.get(), f.lse.get());
+  engine.backward_delta(p.cq, p.heads, p.head_dim, f.o.get(), f.d_o.get(), p.ld_o, f.delta.get());
+  return f;
 }
 
-void PrintTo(const KernelCase& c, std::ostream* os) {
-  *os << kernel_case_name({c, 0});
+using test::BlockCase;
+using test::EngineCase;
+
+std::string block_case_name(const ::testing::TestParamInfo<BlockCase>& info) {
+  return test::block_case_name(info.param);
 }
 
-class BackwardKernelCuda : public ::testing::TestWithParam<KernelCase> {};
+class BackwardKernelCuda : public ::testing::TestWithParam<BlockCase> {};
 
 // The kernel from the reference's lse and o (stored in the storage type, as a forward leaves
 // it), delta from cuda::attention_backward_delta (checked against the host's sum first).
 TEST_P(BackwardKernelCuda, MatchesReference) {
   SUITE_REQUIRE_CUDA_DEVICE();
-  const KernelCase c = GetParam();
-  test::AttentionProblem x = test::make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+  const BlockCase c = GetParam();
+  test::AttentionProblem x = test::make_problem(c);
   const AttentionParams& p = x.p;
   DeviceBuffer q = test::upload(c.t, x.q), k = test::upload(c.t, x.k), v = test::upload(c.t, x.v);
   const test::BackwardProblem ref = test::make_backward(x, c.t == DType::bf16);
@@ -109,8 +130,8 @@ TEST_P(BackwardKernelCuda, MatchesReference) {
   test::expect_grads_match(p, ref, g.dq, g.dk, g.dv, grad_tol(c.t), "suite kernel");
 }
 
-std::vector<KernelCase> kernel_cases() {
-  std::vector<KernelCase> cases;
+std::vector<BlockCase> kernel_cases() {
+  std::vector<BlockCase> cases;
   for (DType t : {DType::bf16, DType::fp32}) {
     for (int d : {64, 128}) {
       for (Kind kind : test::kAllKinds)
@@ -125,26 +146,12 @@ std::vector<KernelCase> kernel_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Blocks, BackwardKernelCuda, ::testing::ValuesIn(kernel_cases()),
-                         kernel_case_name);
+                         block_case_name);
 
 // ---- The engines, end to end ------------------------------------------------------------
 
-struct EngineCase {
-  AttnKernelChoice choice;
-  DType t;
-  Kind kind;
-  std::int64_t cq, ck;
-  int a, nkv, d;
-};
-
 std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info) {
-  const EngineCase& c = info.param;
-  return std::string(attn_kernel_choice_name(c.choice)) + "_" +
-         kernel_case_name({{c.t, c.kind, c.cq, c.ck, c.a, c.nkv, c.d}, 0});
-}
-
-void PrintTo(const EngineCase& c, std::ostream* os) {
-  *os << engine_case_name({c, 0});
+  return test::engine_case_name(info.param);
 }
 
 class BackwardEngineCuda : public ::testing::TestWithParam<EngineCase> {};
@@ -152,40 +159,30 @@ class BackwardEngineCuda : public ::testing::TestWithParam<EngineCase> {};
 TEST_P(BackwardEngineCuda, MatchesReference) {
   SUITE_REQUIRE_CUDA_DEVICE();
   const EngineCase c = GetParam();
-#if !defined(SUITE_HAVE_CUDNN)
-  if (c.choice == AttnKernelChoice::cudnn) GTEST_SKIP() << "this build has no cuDNN";
-#endif
-  auto engine = make_cuda_attention_engine(nullptr, c.t, c.choice);
+  if (test::cudnn_not_built(c.choice)) GTEST_SKIP() << "this build has no cuDNN";
+  const BlockCase& b = c.block;
+  auto engine = make_cuda_attention_engine(nullptr, b.t, c.choice);
   ASSERT_EQ(engine->grad_type(), DType::fp32);
-  test::AttentionProblem x = test::make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+  test::AttentionProblem x = test::make_problem(b);
   const AttentionParams& p = x.p;
-  DeviceBuffer q = test::upload(c.t, x.q), k = test::upload(c.t, x.k), v = test::upload(c.t, x.v);
-  const test::BackwardProblem ref = test::make_backward(x, c.t == DType::bf16);
-  std::vector<float> d_o = ref.d_o, o0(d_o.size(), 0.0f);
-  DeviceBuffer dd_o = test::upload(c.t, d_o), d_out = test::upload(c.t, o0),
-               lse(sizeof(float) * p.heads * p.cq), delta(sizeof(float) * p.heads * p.cq),
-               qp = test::upload_raw(x.blk.qp), kp = test::upload_raw(x.blk.kp);
-  engine->forward(p, x.blk.hint, q.get(), k.get(), v.get(), qp.as<std::int64_t>(),
-                  kp.as<std::int64_t>(), d_out.get(), lse.get());
-  engine->backward_delta(p.cq, p.heads, p.head_dim, d_out.get(), dd_o.get(), p.ld_o, delta.get());
-  DeviceBuffer dq = zeros(x.q.size()), dk = zeros(x.k.size()), dv = zeros(x.v.size());
+  const EngineForward f = engine_forward(*engine, b.t, x);
   const std::int64_t fallbacks_before = engine->fallbacks();
-  engine->backward(p, x.blk.hint, q.get(), k.get(), v.get(), d_out.get(), dd_o.get(), lse.get(),
-                   delta.get(), qp.as<std::int64_t>(), kp.as<std::int64_t>(), dq.get(), dk.get(),
-                   dv.get());
-  const Grads g = download_grads(dq, dk, dv, p);
-  test::expect_grads_match(p, ref, g.dq, g.dk, g.dv, grad_tol(c.t), engine->name());
+  engine->backward(p, x.blk.hint, f.q.get(), f.k.get(), f.v.get(), f.o.get(), f.d_o.get(),
+                   f.lse.get(), f.delta.get(), f.qp.as<std::int64_t>(), f.kp.as<std::int64_t>(),
+                   f.dq.get(), f.dk.get(), f.dv.get());
+  const Grads g = download_grads(f.dq, f.dk, f.dv, p);
+  test::expect_grads_match(p, f.ref, g.dq, g.dk, g.dv, grad_tol(b.t), engine->name());
   if (HasFatalFailure()) return;
   const std::int64_t fell_back = engine->fallbacks() - fallbacks_before;
   if (engine->name() != "cudnn") {
     EXPECT_EQ(fell_back, 0);
   } else if (x.blk.hint == BlockMask::positions) {
     EXPECT_EQ(fell_back, 1);  // positions-only masks always go to the suite's kernel
-  } else if (c.cq % 64 == 0 && c.ck % 64 == 0) {
+  } else if (b.cq % 64 == 0 && b.ck % 64 == 0) {
     // The shapes the benchmarks use: cuDNN must run them itself.
     EXPECT_EQ(fell_back, 0) << engine->fallback_reason();
   } else if (fell_back > 0) {
-    std::printf("note: cuDNN backward fell back on %s: %s\n", engine_case_name({c, 0}).c_str(),
+    std::printf("note: cuDNN backward fell back on %s: %s\n", test::engine_case_name(c).c_str(),
                 engine->fallback_reason().c_str());
   }
 }
@@ -221,37 +218,27 @@ INSTANTIATE_TEST_SUITE_P(Blocks, BackwardEngineCuda, ::testing::ValuesIn(engine_
 TEST(BackwardEngineCudaKeyBlocks, ContributionsAddUpToTheFullGradient) {
   SUITE_REQUIRE_CUDA_DEVICE();
   for (AttnKernelChoice ch : {AttnKernelChoice::suite, AttnKernelChoice::cudnn}) {
-#if !defined(SUITE_HAVE_CUDNN)
-    if (ch == AttnKernelChoice::cudnn) continue;
-#endif
+    if (test::cudnn_not_built(ch)) continue;
     const std::int64_t c = 128;
     test::AttentionProblem x = test::make_problem(Kind::bottom_right, c, 2 * c, 4, 2, 128);
     const AttentionParams& p = x.p;
     auto engine = make_cuda_attention_engine(nullptr, DType::bf16, ch);
     const DType t = DType::bf16;
-    DeviceBuffer q = test::upload(t, x.q), k = test::upload(t, x.k), v = test::upload(t, x.v);
-    const test::BackwardProblem ref = test::make_backward(x, true);
-    std::vector<float> d_o = ref.d_o, o0(d_o.size(), 0.0f);
-    DeviceBuffer dd_o = test::upload(t, d_o), d_out = test::upload(t, o0),
-                 lse(sizeof(float) * p.heads * p.cq), delta(sizeof(float) * p.heads * p.cq),
-                 qp = test::upload_raw(x.blk.qp), kp = test::upload_raw(x.blk.kp);
-    engine->forward(p, x.blk.hint, q.get(), k.get(), v.get(), qp.as<std::int64_t>(),
-                    kp.as<std::int64_t>(), d_out.get(), lse.get());
-    engine->backward_delta(p.cq, p.heads, p.head_dim, d_out.get(), dd_o.get(), p.ld_o, delta.get());
-    DeviceBuffer dq = zeros(x.q.size()), dk = zeros(x.k.size()), dv = zeros(x.v.size());
+    const EngineForward f = engine_forward(*engine, t, x);
     const std::int64_t fallbacks_before = engine->fallbacks();
     for (int b = 0; b < 2; ++b) {
       AttentionParams pb = p;
       pb.ck = c;
       const std::int64_t off = b * c * p.ld_k;  // ld_k == ld_v here
-      engine->backward(pb, b == 0 ? BlockMask::full : BlockMask::causal_top_left, q.get(),
-                       k.as<bf16>() + off, v.as<bf16>() + off, d_out.get(), dd_o.get(), lse.get(),
-                       delta.get(), qp.as<std::int64_t>(), kp.as<std::int64_t>() + b * c, dq.get(),
-                       dk.as<float>() + off, dv.as<float>() + off);
+      engine->backward(pb, b == 0 ? BlockMask::full : BlockMask::causal_top_left, f.q.get(),
+                       f.k.as<bf16>() + off, f.v.as<bf16>() + off, f.o.get(), f.d_o.get(),
+                       f.lse.get(), f.delta.get(), f.qp.as<std::int64_t>(),
+                       f.kp.as<std::int64_t>() + b * c, f.dq.get(), f.dk.as<float>() + off,
+                       f.dv.as<float>() + off);
     }
     EXPECT_EQ(engine->fallbacks(), fallbacks_before) << engine->fallback_reason();
-    const Grads g = download_grads(dq, dk, dv, p);
-    test::expect_grads_match(p, ref, g.dq, g.dk, g.dv, grad_tol(t), engine->name());
+    const Grads g = download_grads(f.dq, f.dk, f.dv, p);
+    test::expect_grads_match(p, f.ref, g.dq, g.dk, g.dv, grad_tol(t), engine->name());
   }
 }
 

@@ -149,7 +149,9 @@ TEST_P(AttentionLayouts, CausalBlocksMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Layouts, AttentionLayouts,
                          ::testing::Values(test::Layout::contiguous, test::Layout::zigzag,
                                            test::Layout::striped),
-                         [](const auto& info) { return test::layout_name(info.param); });
+                         [](const auto& info) {
+                           return std::string(test::layout_name(info.param));
+                         });
 
 TEST(AttentionCpuMasking, FullyMaskedRowsGiveMinusInfAndZero) {
   const auto p = make_attention_params(6, 40, 2, 1, 64, true);

@@ -102,7 +102,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(dtype_name(c.t)) + "_q" + std::to_string(c.cq) + "_k" + std::to_string(c.ck) +
          "_a" + std::to_string(c.a) + "_kv" + std::to_string(c.nkv) + "_d" + std::to_string(c.d) +
-         (c.causal ? std::string("_causal_") + test::layout_name(c.layout) : std::string("_full"));
+         (c.causal ? "_causal_" + std::string(test::layout_name(c.layout)) : std::string("_full"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashCuda, ::testing::ValuesIn(flash_cases()), case_name);

@@ -21,43 +21,37 @@ using test::Block;
 using test::block_for;
 using test::DeviceBuffer;
 using test::Kind;
-using test::kind_name;
 
-struct EngineCase {
-  AttnKernelChoice choice;
-  DType t;
-  Kind kind;
-  std::int64_t cq, ck;
-  int a, nkv, d;
-};
+using test::EngineCase;
 
-std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info);
+std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info) {
+  return test::engine_case_name(info.param);
+}
 
 class EngineCuda : public ::testing::TestWithParam<EngineCase> {};
 
 TEST_P(EngineCuda, MatchesCpuReference) {
   SUITE_REQUIRE_CUDA_DEVICE();
   const EngineCase c = GetParam();
-#if !defined(SUITE_HAVE_CUDNN)
-  if (c.choice == AttnKernelChoice::cudnn) GTEST_SKIP() << "this build has no cuDNN";
-#endif
-  std::unique_ptr<AttentionEngine> engine = make_cuda_attention_engine(nullptr, c.t, c.choice);
-  test::AttentionProblem x = test::make_problem(c.kind, c.cq, c.ck, c.a, c.nkv, c.d);
+  if (test::cudnn_not_built(c.choice)) GTEST_SKIP() << "this build has no cuDNN";
+  const test::BlockCase& b = c.block;
+  std::unique_ptr<AttentionEngine> engine = make_cuda_attention_engine(nullptr, b.t, c.choice);
+  test::AttentionProblem x = test::make_problem(b);
   const AttentionParams& p = x.p;
   const Block& blk = x.blk;
   std::vector<float>&q = x.q, &k = x.k, &v = x.v;
   std::vector<float> o0(p.cq * p.ld_o, 0.0f);
-  DeviceBuffer dq = test::upload(c.t, q), dk = test::upload(c.t, k), dv = test::upload(c.t, v),
+  DeviceBuffer dq = test::upload(b.t, q), dk = test::upload(b.t, k), dv = test::upload(b.t, v),
                dqp = test::upload_raw(blk.qp), dkp = test::upload_raw(blk.kp),
-               d_o = test::upload(c.t, o0), d_lse(sizeof(float) * c.a * c.cq);
+               d_o = test::upload(b.t, o0), d_lse(sizeof(float) * b.a * b.cq);
   engine->forward(p, blk.hint, dq.get(), dk.get(), dv.get(), dqp.as<std::int64_t>(),
                   dkp.as<std::int64_t>(), d_o.get(), d_lse.get());
   SUITE_CUDA_CHECK(cudaDeviceSynchronize());
 
-  const std::vector<float> got = test::download(c.t, d_o, o0.size());
+  const std::vector<float> got = test::download(b.t, d_o, o0.size());
   const std::vector<float> got_lse =
-      test::download_raw<float>(d_lse, static_cast<std::size_t>(c.a) * c.cq);
-  test::expect_matches_reference(p, blk, q, k, v, got, got_lse, test::storage_eps(c.t),
+      test::download_raw<float>(d_lse, static_cast<std::size_t>(b.a) * b.cq);
+  test::expect_matches_reference(p, blk, q, k, v, got, got_lse, test::storage_eps(b.t),
                                  engine->name());
   if (HasFatalFailure()) return;
   // cuDNN runs every block it can express (certainly the 64-multiple shapes the benchmarks
@@ -67,10 +61,10 @@ TEST_P(EngineCuda, MatchesCpuReference) {
     const bool expressible = blk.hint != BlockMask::positions;
     if (!expressible) {
       EXPECT_EQ(engine->fallbacks(), 1);
-    } else if (c.cq % 64 == 0 && c.ck % 64 == 0) {
+    } else if (b.cq % 64 == 0 && b.ck % 64 == 0) {
       EXPECT_EQ(engine->fallbacks(), 0) << engine->fallback_reason();
     } else if (engine->fallbacks() > 0) {
-      std::printf("note: cuDNN fell back on %s: %s\n", engine_case_name({c, 0}).c_str(),
+      std::printf("note: cuDNN fell back on %s: %s\n", test::engine_case_name(c).c_str(),
                   engine->fallback_reason().c_str());
     }
   } else {
@@ -99,18 +93,6 @@ std::vector<EngineCase> engine_cases() {
   cases.push_back({AttnKernelChoice::automatic, DType::fp32, Kind::top_left, 100, 100, 4, 2, 64});
   cases.push_back({AttnKernelChoice::automatic, DType::bf16, Kind::top_left, 256, 256, 4, 2, 128});
   return cases;
-}
-
-std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& info) {
-  const EngineCase& c = info.param;
-  std::string n(attn_kernel_choice_name(c.choice));
-  n += "_";
-  n += dtype_name(c.t);
-  n += "_";
-  n += kind_name(c.kind);
-  n += "_q" + std::to_string(c.cq) + "_k" + std::to_string(c.ck) + "_a" + std::to_string(c.a) +
-       "_kv" + std::to_string(c.nkv) + "_d" + std::to_string(c.d);
-  return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Blocks, EngineCuda, ::testing::ValuesIn(engine_cases()), engine_case_name);

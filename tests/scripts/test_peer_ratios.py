@@ -128,7 +128,7 @@ def test_peer_shapes_match_kernel_bench() -> None:
     for s, a, kv, d, causal in torch_peer.ATTENTION_SHAPES:
         assert f"{{{s}, {a}, {kv}, {d}, {'true' if causal else 'false'}}}" in src
     # The backward cases run on those same shapes, counted with attention_bwd_flops.
-    assert '"attention_bwd_cuda/"' in src and "attention_bwd_flops(c, hpos)" in src
+    assert '"attention_bwd_cuda/"' in src and "attention_bwd_flops(c, a.hpos)" in src
 
 
 def test_torch_peer_without_torch_skips(tmp_path: Path) -> None:

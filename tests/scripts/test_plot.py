@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
-from synthetic_results import SCRIPTS, generic_cases, harness_cases, run_script, sp_tp_cases
+from synthetic_results import generic_cases, harness_cases, run_script, sp_tp_cases
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -77,22 +74,9 @@ def test_help_documents_flags():
     assert "--out" in proc.stdout and "--rank-case" in proc.stdout
 
 
-@pytest.fixture
-def plot_module():
-    spec = importlib.util.spec_from_file_location("suite_plot", SCRIPTS / "plot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_sp_tp_time_figure_content(results_writer, tmp_path, plot_module, monkeypatch):
+def test_sp_tp_time_figure_content(sp_tp_figures):
     """Both ops on one log2 axis, each with a p10-p90 band; the title names the setup."""
-    import suite_results as sr
-    captured = {}
-    monkeypatch.setattr(plot_module, "_save",
-                        lambda fig, path, written: captured.setdefault(path.name, fig))
-    res = sr.read_results(results_writer("sp.h5", "sp_tp", sp_tp_cases()))
-    assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
+    _, captured = sp_tp_figures("sp.h5", sp_tp_cases())
     ax = captured["sp_tp_time.png"].axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["all-reduce", "reduce-scatter + all-gather"]  # legend title: median of each

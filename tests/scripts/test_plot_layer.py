@@ -3,13 +3,11 @@ cases and training steps (`pass="fwd_bwd"`)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
-from synthetic_results import SCRIPTS, layer_cases, layer_step_cases, run_script, sp_tp_cases
+from synthetic_results import layer_cases, layer_step_cases, run_script, sp_tp_cases
 from test_plot import _written
 
 LAYER_PNGS = {"sp_tp_layer_time.png", "sp_tp_layer_memory.png", "sp_tp_layer_ledger.png"}
@@ -70,22 +68,9 @@ def test_fallback_stays_within_its_mode(results_writer, tmp_path):
 
 
 @pytest.fixture
-def plot_module():
-    spec = importlib.util.spec_from_file_location("suite_plot_layer", SCRIPTS / "plot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def layer_figs(results_writer, tmp_path, plot_module, monkeypatch):
+def layer_figs(sp_tp_figures):
     """(results, {file name: figure}) for the layer-only synthetic file, nothing saved."""
-    import suite_results as sr
-    captured = {}
-    monkeypatch.setattr(plot_module, "_save",
-                        lambda fig, path, written: captured.setdefault(path.name, fig))
-    res = sr.read_results(results_writer("layer.h5", "sp_tp", layer_cases()))
-    assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
+    res, captured = sp_tp_figures("layer.h5", layer_cases())
     assert set(captured) == LAYER_PNGS
     return res, captured
 
@@ -169,14 +154,8 @@ def test_steps_alone_have_no_forward_time_figure(results_writer, tmp_path):
 
 
 @pytest.fixture
-def step_figs(results_writer, tmp_path, plot_module, monkeypatch):
-    import suite_results as sr
-    captured = {}
-    monkeypatch.setattr(plot_module, "_save",
-                        lambda fig, path, written: captured.setdefault(path.name, fig))
-    res = sr.read_results(results_writer("steps.h5", "sp_tp", layer_cases() + layer_step_cases()))
-    assert plot_module.plot_sp_tp(res, "sp_tp", tmp_path, [])
-    return res, captured
+def step_figs(sp_tp_figures):
+    return sp_tp_figures("steps.h5", layer_cases() + layer_step_cases())
 
 
 def test_step_figure_stacks_forward_and_backward(step_figs):

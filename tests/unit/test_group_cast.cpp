@@ -9,29 +9,10 @@
 
 #include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_work.hpp"
+#include "tests/unit/ring_test_config.hpp"
 
 namespace suite::ring {
 namespace {
-
-RingConfig config(Layout l, int n_c, std::int64_t c, bool causal, const char* spec,
-                  std::uint64_t seed, Variant v = Variant::ring) {
-  RingConfig cfg;
-  cfg.layout = l;
-  cfg.n_c = n_c;
-  cfg.c = c;
-  cfg.causal = causal;
-  cfg.variant = v;
-  if (spec) attach_documents(cfg, parse_doc_spec(spec), seed);
-  return cfg;
-}
-
-std::vector<std::int64_t> tokens_of(const RingConfig& cfg, int rank) {
-  std::vector<std::int64_t> out;
-  for (const Segment& s : token_segments(cfg, rank))
-    for (std::int64_t i = 0; i < s.count; ++i)
-      out.push_back(s.position(i));
-  return out;
-}
 
 // Tokens of `source` that some query of `receiver` sees: same document (the whole sequence
 // without documents) and, causal, at or before it.
@@ -76,7 +57,7 @@ TEST(GroupCast, EqualsTheKeysSomeQuerySeesForEveryConsecutiveLayout) {
             if ((is_document_layout(l) && !spec) ||
                 (v == Variant::groupcast && l != Layout::balanced))
               continue;
-            const RingConfig cfg = config(l, n_c, 48, causal, spec, 5 + n_c, v);
+            const RingConfig cfg = test_config(l, n_c, 48, causal, spec, 5 + n_c, v);
             const GroupCastTraffic t = group_cast_traffic(cfg);
             for (int r = 0; r < n_c; ++r)
               for (int s = 0; s < n_c; ++s)
@@ -92,7 +73,7 @@ TEST(GroupCast, StripedHoldsEveryKeyItSeesAndFallsBack) {
   // Strided runs leave no window to cut: every rank's keys up to its last query travel, a bound
   // on what its queries see, and the busiest rank receives every other block.
   for (bool causal : {true, false}) {
-    const RingConfig cfg = config(Layout::striped, 4, 48, causal, "lognormal:24:1", 9);
+    const RingConfig cfg = test_config(Layout::striped, 4, 48, causal, "lognormal:24:1", 9);
     const GroupCastTraffic t = group_cast_traffic(cfg);
     for (int r = 0; r < 4; ++r)
       for (int s = 0; s < 4; ++s)
@@ -105,7 +86,7 @@ TEST(GroupCast, OneDocumentFallsBackToTheRing) {
   // Causal over one document: the last rank's queries see every earlier key, so it receives
   // (and rank 0 sends) what the ring moves.
   for (Layout l : {Layout::contiguous, Layout::zigzag}) {
-    const RingConfig cfg = config(l, 4, 16, true, nullptr, 1);
+    const RingConfig cfg = test_config(l, 4, 16, true, nullptr, 1);
     EXPECT_TRUE(group_cast_traffic(cfg).falls_back(cfg.c)) << layout_name(l);
   }
   EXPECT_TRUE(group_cast_falls_back(3 * 16, 4, 16));
@@ -122,7 +103,8 @@ TEST(GroupCast, BatchesFillOneBlockInOrder) {
 TEST(GroupCast, BalancedCutsOnlyWhatItMustOverAlignedNeighbours) {
   for (const char* spec : {"lognormal:64:1", "pareto:16:1.1"})
     for (int n_c : {4, 8, 16}) {
-      const RingConfig cfg = config(Layout::balanced, n_c, 1024, true, spec, 7, Variant::groupcast);
+      const RingConfig cfg =
+          test_config(Layout::balanced, n_c, 1024, true, spec, 7, Variant::groupcast);
       const PackedDocuments& d = *cfg.docs;
       std::vector<std::set<int>> ranks_of(static_cast<std::size_t>(d.count()));
       int for_room = 0;           // documents cut only because no rank had room for all of it
@@ -158,7 +140,7 @@ TEST(GroupCast, BalancedCutsOnlyWhatItMustOverAlignedNeighbours) {
       // Each rank's last room splits at most one document it did not have to.
       EXPECT_LE(for_room, n_c) << spec << " n_c " << n_c;
       // Fewer bytes than the ring's plan of the same pack, which cuts every document it can.
-      const RingConfig ring_plan = config(Layout::balanced, n_c, 1024, true, spec, 7);
+      const RingConfig ring_plan = test_config(Layout::balanced, n_c, 1024, true, spec, 7);
       EXPECT_LT(group_cast_traffic(cfg).most_received(),
                 group_cast_traffic(ring_plan).most_received())
           << spec << " n_c " << n_c;

@@ -14,6 +14,7 @@
 #include "bench/layouts/ring_layout.hpp"
 #include "common/harness/errors.hpp"
 #include "kernels/attention/attention_index.hpp"
+#include "tests/unit/segment_pairs.hpp"
 
 namespace suite::ring {
 namespace {
@@ -174,27 +175,23 @@ TEST_P(DocumentPairs, CountsAndMasksMatchBruteForce) {
   const std::int64_t s = c * n_c;
   for (const char* spec : {"uniform:1:9", "fixed:37", "pareto:3:0.8"}) {
     const auto docs = PackedDocuments::pack(parse_doc_spec(spec), s, 5);
-    for (bool causal : {false, true})
-      for (int r = 0; r < n_c; ++r)
-        for (int src = 0; src < n_c; ++src)
-          for (const Segment& q : rank_segments(layout, r, n_c, c))
-            for (const Segment& k : rank_segments(layout, src, n_c, c)) {
-              std::int64_t brute = 0;
-              for (std::int64_t i = 0; i < q.count; ++i)
-                for (std::int64_t j = 0; j < k.count; ++j) {
-                  const std::int64_t qp = q.position(i), kp = k.position(j);
-                  brute += docs.document_of(qp) == docs.document_of(kp) && (!causal || kp <= qp);
-                }
-              ASSERT_EQ(visible_pairs(q, k, causal, &docs), brute)
-                  << spec << " causal " << causal << " ranks " << r << "," << src;
-              const auto mask = classify_pair(q, k, causal, &docs);
-              ASSERT_EQ(!mask.has_value(), brute == 0) << spec;
-              if (mask && *mask != kernels::BlockMask::positions)  // a shape: its own count
-                ASSERT_EQ(kernels::structured_visible_pairs(
-                              causal ? *mask : kernels::BlockMask::full, q.count, k.count),
-                          brute)
-                    << spec;
-            }
+    for_each_segment_pair(
+        layout, n_c, c, [&](bool causal, int r, int src, const Segment& q, const Segment& k) {
+          const std::int64_t brute = brute_force_pairs(q, k, [&](std::int64_t qp, std::int64_t kp) {
+            return docs.document_of(qp) == docs.document_of(kp) && (!causal || kp <= qp);
+          });
+          ASSERT_EQ(visible_pairs(q, k, causal, &docs), brute)
+              << spec << " causal " << causal << " ranks " << r << "," << src;
+          const auto mask = classify_pair(q, k, causal, &docs);
+          ASSERT_EQ(!mask.has_value(), brute == 0) << spec;
+          if (mask && *mask != kernels::BlockMask::positions) {  // a shape: its own count
+            ASSERT_EQ(kernels::structured_visible_pairs(causal ? *mask : kernels::BlockMask::full,
+                                                        q.count, k.count),
+                      brute)
+                << spec;
+          }
+        });
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "bench/layouts/ring_layout.hpp"
 #include "common/harness/errors.hpp"
+#include "tests/unit/segment_pairs.hpp"
 
 namespace suite::ring {
 namespace {
@@ -45,31 +46,27 @@ TEST_P(RingLayoutTest, EveryTokenOnExactlyOneRank) {
 
 TEST_P(RingLayoutTest, MaskHintsAndPairCountsMatchPositions) {
   auto [layout, n_c, c] = GetParam();
-  for (bool causal : {false, true})
-    for (int r = 0; r < n_c; ++r)
-      for (int src = 0; src < n_c; ++src)
-        for (const Segment& q : rank_segments(layout, r, n_c, c))
-          for (const Segment& k : rank_segments(layout, src, n_c, c)) {
-            std::int64_t brute = 0;
-            for (std::int64_t i = 0; i < q.count; ++i)
-              for (std::int64_t j = 0; j < k.count; ++j)
-                brute += !causal || k.position(j) <= q.position(i);
-            EXPECT_EQ(visible_pairs(q, k, causal), brute);
-            auto mask = classify_pair(q, k, causal);
-            if (!mask) {
-              EXPECT_EQ(brute, 0) << "a pair with visible keys was classified as empty";
-              continue;
-            }
-            if (*mask == BlockMask::positions) continue;
-            // Modeled compute counts a structured block from its shape alone.
-            EXPECT_EQ(kernels::structured_visible_pairs(*mask, q.count, k.count), brute);
-            for (std::int64_t i = 0; i < q.count; ++i)
-              for (std::int64_t j = 0; j < k.count; ++j)
-                ASSERT_EQ(visible_by_mask(*mask, i, j, q.count, k.count),
-                          !causal || k.position(j) <= q.position(i))
-                    << layout_name(layout) << " rank " << r << " src " << src << " mask "
-                    << block_mask_name(*mask) << " i " << i << " j " << j;
-          }
+  for_each_segment_pair(
+      layout, n_c, c,
+      [&, layout = layout](bool causal, int r, int src, const Segment& q, const Segment& k) {
+        const std::int64_t brute = brute_force_pairs(
+            q, k, [&](std::int64_t qp, std::int64_t kp) { return !causal || kp <= qp; });
+        EXPECT_EQ(visible_pairs(q, k, causal), brute);
+        auto mask = classify_pair(q, k, causal);
+        if (!mask) {
+          EXPECT_EQ(brute, 0) << "a pair with visible keys was classified as empty";
+          return;
+        }
+        if (*mask == BlockMask::positions) return;
+        // Modeled compute counts a structured block from its shape alone.
+        EXPECT_EQ(kernels::structured_visible_pairs(*mask, q.count, k.count), brute);
+        for (std::int64_t i = 0; i < q.count; ++i)
+          for (std::int64_t j = 0; j < k.count; ++j)
+            ASSERT_EQ(visible_by_mask(*mask, i, j, q.count, k.count),
+                      !causal || k.position(j) <= q.position(i))
+                << layout_name(layout) << " rank " << r << " src " << src << " mask "
+                << block_mask_name(*mask) << " i " << i << " j " << j;
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -6,35 +6,18 @@
 #include <chrono>
 
 #include "bench/ring_attention/ring_work.hpp"
+#include "tests/unit/ring_test_config.hpp"
 
 namespace suite::ring {
 namespace {
 
-RingConfig config(Layout l, int n_c, std::int64_t c, bool causal, const char* spec,
-                  std::uint64_t seed) {
-  RingConfig cfg;
-  cfg.layout = l;
-  cfg.n_c = n_c;
-  cfg.c = c;
-  cfg.causal = causal;
-  if (spec) attach_documents(cfg, parse_doc_spec(spec), seed);
-  return cfg;
-}
-
 // Round k, rank r: every (query, key) token pair of r and (r - k) mod n_c, visible when both lie
 // in one document (the whole sequence without documents) and, causal, key <= query.
 std::int64_t brute(const RingConfig& cfg, int round, int rank) {
-  auto tokens = [&](int r) {
-    std::vector<std::int64_t> out;
-    for (const Segment& s : token_segments(cfg, r))
-      for (std::int64_t i = 0; i < s.count; ++i)
-        out.push_back(s.position(i));
-    return out;
-  };
   auto doc = [&](std::int64_t p) { return cfg.docs ? cfg.docs->document_of(p) : 0; };
   std::int64_t n = 0;
-  for (std::int64_t q : tokens(rank))
-    for (std::int64_t k : tokens(((rank - round) % cfg.n_c + cfg.n_c) % cfg.n_c))
+  for (std::int64_t q : tokens_of(cfg, rank))
+    for (std::int64_t k : tokens_of(cfg, ((rank - round) % cfg.n_c + cfg.n_c) % cfg.n_c))
       n += doc(q) == doc(k) && (!cfg.causal || k <= q);
   return n;
 }
@@ -48,7 +31,7 @@ TEST(RingWork, EqualsABruteForceCountOfTheMaskForEveryLayout) {
       for (int n_c : {1, 2, 3, 4, 8})
         for (bool causal : {true, false}) {
           if (is_document_layout(l) && !spec) continue;
-          const RingConfig cfg = config(l, n_c, 48, causal, spec, 3 + n_c);
+          const RingConfig cfg = test_config(l, n_c, 48, causal, spec, 3 + n_c);
           const RingWork w = ring_work(cfg);
           ASSERT_EQ(w.pairs.size(), static_cast<std::size_t>(n_c * n_c));
           for (int k = 0; k < n_c; ++k)
@@ -97,7 +80,7 @@ TEST(RingWork, BlockPairsSkippedAndMaskedEqualABruteForceCount) {
                      Layout::balanced})
       for (int n_c : {1, 2, 4})
         for (bool causal : {true, false}) {
-          const RingConfig cfg = config(l, n_c, 48, causal, spec, 5 + n_c);
+          const RingConfig cfg = test_config(l, n_c, 48, causal, spec, 5 + n_c);
           const RingWork w = ring_work(cfg);
           const BlockCount b = brute_blocks(cfg);
           const std::string what = std::string(layout_name(l)) + " " + spec + " n_c " +
@@ -113,7 +96,7 @@ TEST(RingWork, BlockPairsSkippedAndMaskedEqualABruteForceCount) {
 TEST(RingWork, FiguresFollowFromTheMatrixByHand) {
   // Contiguous causal, one document, 2 ranks of 4 tokens: rank 0 sees 10 pairs in round 0;
   // rank 1 sees 10 in round 0 and 16 (all of rank 0's keys) in round 1.
-  const RingWork w = ring_work(config(Layout::contiguous, 2, 4, true, nullptr, 1));
+  const RingWork w = ring_work(test_config(Layout::contiguous, 2, 4, true, nullptr, 1));
   EXPECT_EQ(w.at(0, 0), 10);
   EXPECT_EQ(w.at(0, 1), 10);
   EXPECT_EQ(w.at(1, 0), 0);
@@ -127,7 +110,7 @@ TEST(RingWork, FiguresFollowFromTheMatrixByHand) {
 }
 
 TEST(RingWork, StripedAtAThousandRanksMatchesTheSegmentCountOnSampledRanks) {
-  const RingConfig cfg = config(Layout::striped, 1024, 512, true, "lognormal:1024:1", 5);
+  const RingConfig cfg = test_config(Layout::striped, 1024, 512, true, "lognormal:1024:1", 5);
   const auto t0 = std::chrono::steady_clock::now();
   const RingWork w = ring_work(cfg);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -149,7 +132,8 @@ TEST(RingWork, StripedAtAThousandRanksMatchesTheSegmentCountOnSampledRanks) {
 TEST(RingWork, BalancedMatchesStripedAtScaleWithShortDocuments) {
   for (int n_c : {64, 256}) {
     const auto eff = [&](Layout l) {
-      return ring_work(config(l, n_c, 4096, true, "lognormal:256:1", 1234)).efficiency_lockstep();
+      return ring_work(test_config(l, n_c, 4096, true, "lognormal:256:1", 1234))
+          .efficiency_lockstep();
     };
     const double balanced = eff(Layout::balanced), striped = eff(Layout::striped);
     std::printf("  lognormal:256:1, N_c %d: lockstep efficiency balanced %.4f, striped %.4f\n", n_c,
@@ -168,7 +152,7 @@ TEST(RingWork, BalancedIsTheBestRingLayoutAtScale) {
   for (const char* spec : {"lognormal:256:1", "pareto:256:1.1"})
     for (int n_c : {4, 8, 16, 64, 128, 256}) {
       const auto eff = [&](Layout l) {
-        return ring_work(config(l, n_c, 8192, true, spec, 1234)).efficiency_lockstep();
+        return ring_work(test_config(l, n_c, 8192, true, spec, 1234)).efficiency_lockstep();
       };
       const double balanced = eff(Layout::balanced);
       for (Layout other : {Layout::striped, Layout::zigzag, Layout::contiguous})
