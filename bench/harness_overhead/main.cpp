@@ -7,11 +7,12 @@
 
 #include <cstdio>
 
+#include "common/device/typed_host.hpp"
 #include "common/harness/bench_main.hpp"
 #include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
 #include "common/harness/stats.hpp"
-#include "common/device/typed_host.hpp"
 
 namespace {
 
@@ -70,10 +71,7 @@ int main(int argc, char** argv) {
       "MPI_Allreduce\n"
       "loop at the same sizes, both timed per iteration after a barrier, max over ranks, median.\n"
       "ratio = suite / plain; target <= 1.05 at 1 MiB and above. CPU backend, MPI transport.";
-  def.add_options = [&](CLI::App& app) {
-    app.add_option("--sizes", sizes, "Message sizes in bytes (list or range)")
-        ->capture_default_str();
-  };
+  def.add_options = [&](CLI::App& app) { suite::add_sizes_flag(app, sizes); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     if (ctx.backend != suite::Backend::cpu || ctx.comm.transport() != suite::Transport::mpi)
       throw suite::UsageError(

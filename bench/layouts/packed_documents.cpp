@@ -88,19 +88,22 @@ std::int64_t draw(const DocSpec& spec, std::mt19937_64& g, std::size_t index) {
 
 const char* const kDocsHelp =
     "packed documents: the sequence (N_c x c tokens) holds documents of these lengths, attention "
-    "causal (--causal 1) or full (--causal 0) within each, nothing across: fixed:L, "
-    "uniform:MIN:MAX, lognormal:MEDIAN:SIGMA (median and log-space sigma), pareto:MIN:ALPHA "
-    "(long tail), file:PATH (one length a line, used in order and again from the top); drawn "
-    "with --seed until the sequence is full, the last document cut at its end. Empty: one "
-    "sequence, no documents";
+    "causal or full (--causal) within each, nothing across: fixed:L, uniform:MIN:MAX, "
+    "lognormal:MEDIAN:SIGMA (median and log-space sigma), pareto:MIN:ALPHA (long tail), "
+    "file:PATH (one length a line, used in order and again from the top); drawn with --seed "
+    "until the sequence is full, the last document cut at its end. Plain Ulysses attends over "
+    "the whole pack for its heads (equal work on every rank); a ring, or a hybrid's ring part, "
+    "lays the pack out by --layout. Empty: one sequence, no documents (model --section varlen "
+    "needs them)";
 
 const char* const kBalancedChunkHelp =
-    "with --docs, layout balanced: chunk length T in tokens. A document of 4T tokens or more is "
-    "cut over g ranks into 2g chunks of at least T, a shorter one stays whole, except that one "
-    "longer than c or whose work alone exceeds a rank's share is cut over as many ranks as it "
-    "needs, and documents of a g too few to even out their rounds are cut finer (chunks of 4 "
-    "tokens or more). Longer chunks: fewer, larger kernel calls, rounds a little less even "
-    "(e.g. the attention kernel's query tile); 0: 16, or c / 64 (at least 1) for c under 1K";
+    "with --docs, layout balanced: chunk length T in tokens (in a hybrid, of its ring part). A "
+    "document of 4T tokens or more is cut over g ranks into 2g chunks of at least T, a shorter "
+    "one stays whole, except that one longer than c (tokens per rank of the ring) or whose work "
+    "alone exceeds a rank's share is cut over as many ranks as it needs, and documents of a g "
+    "too few to even out their rounds are cut finer (chunks of 4 tokens or more). Longer "
+    "chunks: fewer, larger kernel calls, rounds a little less even (e.g. the attention kernel's "
+    "query tile); 0: 16, or c / 64 (at least 1) for c under 1K";
 
 std::int64_t DocSpec::shortest() const {
   switch (kind) {

@@ -13,13 +13,12 @@ ring::AttentionShape tp_rank_shape(const MeshConfig& cfg) {
           static_cast<int>(cfg.head_dim()), cfg.b};
 }
 
+// The ring's configuration but its variant, which the CP method picks.
 ring::RingConfig ring_config(const MeshConfig& cfg, DType grad_type) {
   ring::RingConfig r;
   r.c = cfg.c();
   r.n_c = cfg.shape.cp;
   r.layout = cfg.layout;
-  r.variant =
-      cfg.cp_method.method == CpMethod::allgather ? ring::Variant::allgather : ring::Variant::ring;
   r.causal = cfg.causal;
   static_cast<ring::AttentionShape&>(r) = tp_rank_shape(cfg);
   r.dtype = cfg.dtype;
@@ -28,11 +27,11 @@ ring::RingConfig ring_config(const MeshConfig& cfg, DType grad_type) {
   return r;
 }
 
+// Ulysses' configuration but its degree, which the CP method picks.
 ulysses::UlyssesConfig ulysses_config(const MeshConfig& cfg, DType grad_type) {
   ulysses::UlyssesConfig u;
   u.s = cfg.s;
   u.n_c = cfg.shape.cp;
-  u.u = cfg.cp_method.method == CpMethod::ulysses ? cfg.shape.cp : cfg.cp_method.u;
   u.layout = cfg.layout;
   u.causal = cfg.causal;
   static_cast<ring::AttentionShape&>(u) = tp_rank_shape(cfg);
@@ -53,14 +52,20 @@ CpAttention::CpAttention(const MeshConfig& cfg, Device& device, DeviceMesh& mesh
   kv_cols_ = cfg.kv() / T * cfg.head_dim();
   e_ = dtype_size(cfg.dtype);
   const DType grad_type = cfg.backward() ? engine.grad_type() : cfg.dtype;
-  if (cfg.cp_method.method == CpMethod::ring || cfg.cp_method.method == CpMethod::allgather) {
-    const ring::RingConfig r = ring_config(cfg, grad_type);
+  // The method read here once: the ring's variant, or the Ulysses degree (C for plain Ulysses:
+  // mesh_configs resolved it).
+  const CpChoice method = cfg.cp_method;
+  if (method.method == CpMethod::ring || method.method == CpMethod::allgather) {
+    ring::RingConfig r = ring_config(cfg, grad_type);
+    r.variant =
+        method.method == CpMethod::allgather ? ring::Variant::allgather : ring::Variant::ring;
     ring::validate(r);
     ring_ = std::make_unique<ring::RingAttention>(r, device, mesh.axis(MeshAxis::cp), engine,
                                                   cfg.seed, /*generate_inputs=*/false);
     positions_ = ring_->positions();
   } else {
-    const ulysses::UlyssesConfig u = ulysses_config(cfg, grad_type);
+    ulysses::UlyssesConfig u = ulysses_config(cfg, grad_type);
+    u.u = method.u;
     ulysses::validate(u);
     ulysses_ = std::make_unique<ulysses::UlyssesAttention>(u, device, mesh.cp_ulysses(u.u),
                                                            mesh.cp_ring(u.u), engine, cfg.seed,

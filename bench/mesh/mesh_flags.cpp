@@ -31,26 +31,13 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
                  "E: expert-parallel degrees (list) for the MoE part, each dividing C D (an expert "
                  "group holds ranks of one TP index); 0 = C D")
       ->capture_default_str();
-  app.add_option("--order", f.order,
-                 "axis orders, inner to outer, separated by '/': each lists tp, cp, ep, dp once "
-                 "(the first varies fastest over consecutive ranks, so it lands inside a node); "
-                 "Megatron's default tp,cp,ep,dp; ep goes next to cp and dp (its groups fold them)")
-      ->capture_default_str();
-  sp_tp::add_layer_shape_flags(app, f.shape, " (tokens per sequence; the CP group splits them)",
-                               " (sequences per DP rank: the global batch is D b)");
+  add_mesh_order_flag(app, f.order);
+  sp_tp::add_layer_shape_flags(app, f.shape);
   add_causal_flag(app, f.causal);
-  ring::add_kv_heads_flag(app, f.kv_heads, " (at least T: each TP rank holds whole K/V heads)");
-  app.add_option("--cp-method", f.cp_method,
-                 "attention over the CP group (list): ring (ring_attention's ring, overlapped), "
-                 "allgather (K/V gathered once, Llama 3's), ulysses (all-to-all to head sharding), "
-                 "hybrid:U (Ulysses inside groups of U CP ranks, the ring across them)")
-      ->capture_default_str();
-  ring::add_layout_flag(app, f.layout, "; the ring's (or the hybrid's ring part's)");
-  moe::add_moe_layer_flags(app, f.moe,
-                           " of the MoE that replaces the MLP (moe's layer, each of width "
-                           "--ffn-hidden, dropless, no auxiliary loss); 0 = a dense MLP",
-                           " (recorded; --dispatch hierarchical groups each expert group's ranks "
-                           "by it); 0 = not given");
+  ring::add_kv_heads_flag(app, f.kv_heads);
+  add_cp_method_flag(app, f.cp_method);
+  ring::add_layout_flag(app, f.layout);
+  moe::add_moe_layer_flags(app, f.moe);
   sp_tp::add_tp_overlap_flag(app, f.tp_overlap);
   app.add_option("--grad-bucket", f.grad_bucket,
                  "MB (list): the gradient sums in buckets of about this many MB, each started "
@@ -58,7 +45,7 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
                  "moves while the rest of the backward computes, as DDP and Megatron do; 0 = one "
                  "all-reduce per group after the backward")
       ->capture_default_str();
-  add_pass_flag(app, f.pass, "; fwd_bwd ends with the gradient sums");
+  add_pass_flag(app, f.pass);
   add_attn_kernel_flag(app, f.attn_kernel);
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bench/mesh/mesh_config.hpp"
-#include "bench/moe/moe_flags.hpp"
+#include "bench/moe/moe_layer_flags.hpp"
 #include "bench/sp_tp/layer_flags.hpp"
 #include "common/harness/context.hpp"
 

@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/ring_attention/sweep_flags.hpp"
+#include "common/formulas/cp_method.hpp"
+#include "common/harness/shared_flags.hpp"
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite::model_cli {
 
@@ -21,20 +24,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember(
           {"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh", "plan"}))
       ->capture_default_str();
-  app.add_option("--docs", f.varlen.docs,
-                 "varlen: document lengths of the packed sequence, as ring_attention --docs "
-                 "takes them (fixed:L, uniform:MIN:MAX, lognormal:MEDIAN:SIGMA, pareto:MIN:ALPHA, "
-                 "file:PATH)");
+  ring::add_docs_flag(app, f.varlen.docs);
   app.add_option("--cp-sweep", f.cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
   app.add_option("--tokens-per-rank", f.tokens_per_rank,
                  "varlen: c, tokens per rank: s = c N_c for every N_c of the sweep (default: "
                  "s / N_c)");
-  app.add_option("--layout", f.layouts, "varlen: ring layouts, a list")->capture_default_str();
-  ring::add_balanced_chunk_flag(app, f.varlen.balanced_chunk,
-                                " (varlen: as ring_attention takes it)");
-  app.add_option("--seed", f.varlen.seed,
-                 "varlen: the seed the documents are drawn with (the benchmarks' --seed)")
-      ->capture_default_str();
+  ring::add_layout_flag(app, f.layouts);
+  ring::add_balanced_chunk_flag(app, f.varlen.balanced_chunk);
+  add_seed_flag(app, f.varlen.seed);
   app.add_option("--csv", f.varlen.csv, "varlen: also write the table's rows to this CSV file");
   app.add_option("--seq,-s", f.p.s, "s: sequence length")->capture_default_str();
   app.add_option("--batch,-b", f.p.b, "b: micro-batch")->capture_default_str();
@@ -87,15 +84,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--capacity-factor", f.p.capacity_factor, "CF: expert capacity factor")
       ->capture_default_str();
   app.add_option("--dp", f.mesh.dp, "mesh: D, the data-parallel degree")->capture_default_str();
-  app.add_option("--order", f.mesh.order,
-                 "mesh: axis orders inner to outer, separated by '/' (as the mesh benchmark takes "
-                 "them)")
-      ->capture_default_str();
-  app.add_option("--ranks-per-node", f.mesh.ranks_per_node,
-                 "mesh: consecutive ranks that share a node (its links: --bw, --lat)")
-      ->capture_default_str();
-  app.add_option("--cp-method", f.mesh.cp_method, "mesh: ring, allgather, ulysses or hybrid:U")
-      ->capture_default_str();
+  add_mesh_order_flag(app, f.mesh.order);
+  add_ranks_per_node_flag(app, f.mesh.ranks_per_node);
+  add_cp_method_flag(app, f.mesh.cp_method);
   app.add_option("--bw-inter", f.mesh.bw_inter, "mesh: bytes/s per rank across nodes (its NIC)")
       ->capture_default_str();
   app.add_option("--lat", f.mesh.lat, "mesh: seconds per message inside a node")

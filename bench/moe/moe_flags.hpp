@@ -1,11 +1,15 @@
-// The MoE layer's flags, declared once here: moe's main and the mesh's block (its MLP an MoE)
-// add them, each with its own defaults (set before adding) and a word on what they mean there.
+// moe's flags as one section: what they hold, how they are added to the command line and the
+// cases they name in each mode (the MoE layer's own flags are moe_layer_flags.hpp's, shared
+// with the mesh).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "bench/moe/moe_config.hpp"
+#include "bench/moe/moe_layer_flags.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
 
 namespace CLI {
 class App;
@@ -13,22 +17,19 @@ class App;
 
 namespace suite::moe {
 
-struct MoeLayerFlags {
-  std::string experts = "8";  // a list
-  int top_k = 2;
-  std::string mlp = "swiglu";
-  std::string dispatch = "flat";  // a list
-  int ranks_per_node = 0;
+struct MoeFlags {
+  MoeLayerFlags layer;
+  std::string tokens = "1024", skew = "none", alpha = "1.0", hot = "", capacity = "0", pass = "fwd",
+              max_nodes = "0", mode = "layer", traffic = "uniform", bytes = "1M", redundant = "0",
+              a2a_algo = "flat,pairwise,hierarchical";
+  std::int64_t hidden = 512, ffn_hidden = 1024;
+  int balance_steps = 0, ep = 0;
+  double balance_rate = 0.05;
 };
 
-// --experts, --top-k, --mlp, --dispatch, --ranks-per-node; the notes end --experts' and
-// --ranks-per-node's help.
-void add_moe_layer_flags(CLI::App& app, MoeLayerFlags& f, const std::string& experts_note,
-                         const std::string& ranks_per_node_note);
-
-// "swiglu" or "gelu"; UsageError naming --mlp otherwise.
-Mlp parse_mlp(const std::string& text);
-// "flat,hierarchical" -> the dispatches; UsageError naming --dispatch otherwise.
-std::vector<Dispatch> parse_dispatch_list(const std::string& text);
+void add_moe_flags(CLI::App& app, MoeFlags& f);
+// Every case the flags name in their --mode (layer or a2a); the layer's flags are checked in
+// both, so a typo never passes silently. UsageError naming the flag otherwise.
+std::vector<CaseSpec> moe_flag_cases(BenchContext& ctx, const MoeFlags& f);
 
 }  // namespace suite::moe

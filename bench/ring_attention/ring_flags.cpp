@@ -5,16 +5,16 @@
 #include "common/device/attention_select.hpp"
 #include "common/harness/errors.hpp"
 #include "common/harness/pass_list.hpp"
+#include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::ring {
 
 void add_attention_shape_flags(CLI::App& app, AttentionShape& shape) {
-  app.add_option("--heads", shape.heads, "a: query heads")->capture_default_str();
+  add_heads_flag(app, shape.heads);
   add_kv_heads_flag(app, shape.kv_heads);
   add_head_dim_flag(app, shape.head_dim);
-  app.add_option("--batch", shape.batch, "b: sequences, each split over the CP group")
-      ->capture_default_str();
+  add_batch_flag(app, shape.batch);
 }
 
 AttentionShape resolved(AttentionShape shape) {

@@ -15,13 +15,13 @@ namespace suite::ring {
 
 // "contiguous,zigzag" -> layouts; UsageError naming `flag` and the allowed values otherwise.
 std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text);
-// --layout (a list of layouts), --docs (packed documents),
-// --kv-heads (0 = heads), --head-dim; `note` ends their help where given.
-void add_layout_flag(CLI::App& app, std::string& layouts, const std::string& note = "");
-void add_docs_flag(CLI::App& app, std::string& docs, const std::string& note = "");
-void add_kv_heads_flag(CLI::App& app, int& kv_heads, const std::string& note = "");
+// --layout (a list of layouts), --docs (packed documents), --kv-heads (0 = heads), --head-dim,
+// --balanced-chunk: one help text each for ring_attention, ulysses, mesh and model (each with
+// its own default).
+void add_layout_flag(CLI::App& app, std::string& layouts);
+void add_docs_flag(CLI::App& app, std::string& docs);
+void add_kv_heads_flag(CLI::App& app, int& kv_heads);
 void add_head_dim_flag(CLI::App& app, int& head_dim);
-// --balanced-chunk (ring_attention, ulysses, model --section varlen): `note` ends its help.
-void add_balanced_chunk_flag(CLI::App& app, std::int64_t& chunk, const std::string& note = "");
+void add_balanced_chunk_flag(CLI::App& app, std::int64_t& chunk);
 
 }  // namespace suite::ring

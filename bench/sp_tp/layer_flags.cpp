@@ -5,19 +5,18 @@
 #include <algorithm>
 
 #include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::sp_tp {
 
-void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f, const std::string& seq_note,
-                           const std::string& batch_note) {
-  app.add_option("--seq", f.seq, "s: sequence length" + seq_note)->capture_default_str();
-  app.add_option("--batch", f.batch, "b: micro-batch" + batch_note)->capture_default_str();
-  app.add_option("--hidden", f.hidden, "h: hidden size")->capture_default_str();
-  app.add_option("--heads", f.heads, "a: attention heads (h/a must be 64 or 128)")
+void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f) {
+  app.add_option("--seq", f.seq, "s: sequence length, tokens per sequence (a CP group splits them)")
       ->capture_default_str();
-  app.add_option("--ffn-hidden", f.ffn_hidden, "d_ff of the layer's GeLU MLP; 0 = 4h")
-      ->capture_default_str();
+  add_batch_flag(app, f.batch);
+  add_hidden_flag(app, f.hidden);
+  add_heads_flag(app, f.heads);
+  add_ffn_hidden_flag(app, f.ffn_hidden);
 }
 
 void add_tp_overlap_flag(CLI::App& app, std::string& modes) {

@@ -1,6 +1,5 @@
 // The transformer layer's flags, declared once here: sp_tp's layer mode and the mesh's block add
-// them (each with its own defaults, set before adding, and a word on what --seq and --batch
-// count there).
+// them (each with its own defaults, set before adding).
 #pragma once
 
 #include <cstdint>
@@ -19,11 +18,9 @@ struct LayerShapeFlags {
   std::int64_t seq = 1024, batch = 1, hidden = 1024, heads = 16, ffn_hidden = 0;
 };
 
-// --seq, --batch, --hidden, --heads, --ffn-hidden (--causal is attention's:
-// common/device/attention_select.hpp); seq_note and batch_note end their
-// help ("(activation-sized case and layer)", "per DP rank").
-void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f, const std::string& seq_note,
-                           const std::string& batch_note);
+// --seq, then --batch, --hidden, --heads, --ffn-hidden (common/harness/shared_flags.hpp; --causal
+// is attention's: common/device/attention_select.hpp).
+void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f);
 
 // --tp-overlap: none, ring, chunks:K (a list).
 void add_tp_overlap_flag(CLI::App& app, std::string& modes);

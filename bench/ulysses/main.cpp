@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
       "consecutive ranks, ring attention across the N_c/u groups; u = 1 is plain ring attention,\n"
       "so a sweep over u compares the three on the same inputs. Per case: time of packing, each\n"
       "all-to-all, attention (with the ring part) and unpacking; bytes per rank of each part\n"
-      "against METHODS.md; a2a algbw/busbw; the output checked against full attention.";
+      "against METHODS.md; a2a algbw/busbw; the output checked against full attention.\n"
+      "--pass fwd_bwd adds the backward: dO's all-to-all, attention backward (hybrids: the\n"
+      "ring's), dQ, dK, dV back.";
   def.add_options = [&](CLI::App& app) { suite::ulysses::add_ulysses_flags(app, o); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ulysses::ulysses_cases(ctx, suite::ulysses::ulysses_sweep(o, ctx.dtype));

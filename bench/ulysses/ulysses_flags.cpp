@@ -24,24 +24,17 @@ void add_ulysses_flags(CLI::App& app, UlyssesFlags& f) {
                  "u: Ulysses group sizes, list (must divide N_c); all = every degree the head "
                  "counts allow (1 = ring only, N_c = Ulysses only)")
       ->capture_default_str();
-  ring::add_layout_flag(app, f.layouts,
-                        "; of the ring across Ulysses groups, ignored "
-                        "when u = N_c");
+  ring::add_layout_flag(app, f.layouts);
   app.add_option("--ring-variant", f.ring_variants,
                  "how a hybrid's ring part moves K/V, list: ring (the blocks travel around) "
                  "and/or groupcast (each rank's rows only to the ranks whose queries see them, as "
                  "ring_attention --variant groupcast); ignored when u = N_c")
       ->capture_default_str();
-  ring::add_docs_flag(app, f.docs,
-                      ". Plain Ulysses attends over the whole pack for its heads (equal "
-                      "work on every rank); a hybrid's ring part lays the pack out by "
-                      "--layout.");
-  ring::add_balanced_chunk_flag(app, f.balanced_chunk, " (c: the ring part's tokens per rank)");
+  ring::add_docs_flag(app, f.docs);
+  ring::add_balanced_chunk_flag(app, f.balanced_chunk);
   add_causal_flag(app, f.causal);
   ring::add_attention_shape_flags(app, f.shape);
-  add_pass_flag(app, f.passes,
-                "; the backward: dO's all-to-all, attention backward (hybrids: the "
-                "ring's), dQ, dK, dV back");
+  add_pass_flag(app, f.passes);
   app.add_option("--grad-dtype", f.grad_dtype, kGradDtypeHelp)->capture_default_str();
   app.add_flag("--kv-replicate", f.kv_replicate,
                "allow u > n_kv by replicating K/V heads (u a multiple of n_kv); the extra bytes "

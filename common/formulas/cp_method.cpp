@@ -1,5 +1,7 @@
 #include "common/formulas/cp_method.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include "common/harness/errors.hpp"
 
 namespace suite {
@@ -30,6 +32,15 @@ CpChoice parse_cp_method(const std::string& text) {
   }
   throw UsageError("--cp-method: unknown method '" + text +
                    "' (ring, allgather, ulysses, hybrid:U with U >= 1 the Ulysses degree)");
+}
+
+void add_cp_method_flag(CLI::App& app, std::string& methods) {
+  app.add_option("--cp-method", methods,
+                 "attention over the CP group: ring (ring_attention's ring, overlapped), "
+                 "allgather (K/V gathered once, Llama 3's), ulysses (all-to-all to head sharding), "
+                 "hybrid:U (Ulysses inside groups of U CP ranks, the ring across them); the mesh "
+                 "benchmark takes a list")
+      ->capture_default_str();
 }
 
 }  // namespace suite

@@ -4,6 +4,10 @@
 
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace suite {
 
 // The ring (K/V blocks travel, overlapped), the all-gather variant (K/V gathered once), Ulysses
@@ -21,5 +25,8 @@ struct CpChoice {
 
 // "ring", "allgather", "ulysses", "hybrid:2" -> the choice; UsageError naming --cp-method.
 CpChoice parse_cp_method(const std::string& text);
+
+// --cp-method, declared once for the mesh benchmark (a list it sweeps) and model (one method).
+void add_cp_method_flag(CLI::App& app, std::string& methods);
 
 }  // namespace suite

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
 
 namespace suite {
 
@@ -31,8 +32,7 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   app.add_option("--out", o.out, "Results file (HDF5); default results/<bench>_<UTC time>.h5");
-  app.add_option("--seed", o.seed, "Seed for generated inputs and dropout masks")
-      ->capture_default_str();
+  add_seed_flag(app, o.seed);
   app.add_option("--check", o.check, "1: verify every case's result against a reference; 0: skip")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();

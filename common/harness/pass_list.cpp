@@ -36,8 +36,8 @@ DType parse_grad_dtype_flag(const std::string& text, DType storage) {
   return *t;
 }
 
-void add_pass_flag(CLI::App& app, std::string& passes, const std::string& note) {
-  app.add_option("--pass", passes, std::string(kPassHelp) + note)->capture_default_str();
+void add_pass_flag(CLI::App& app, std::string& passes) {
+  app.add_option("--pass", passes, kPassHelp)->capture_default_str();
 }
 
 }  // namespace suite

@@ -27,11 +27,11 @@ std::vector<Pass> parse_pass_list(const std::string& flag, const std::string& te
 constexpr const char* kPassHelp =
     "passes of a training step, comma-separated: fwd (forward only) and/or fwd_bwd (forward "
     "then backward on the same inputs, each pass timed and predicted, and their sum); each "
-    "case runs once per pass";
+    "case runs once per pass, a fwd_bwd case named as its forward case with _fwd_bwd at the end";
 
-// --pass, declared once for every benchmark: kPassHelp, then `note` (what the backward means
-// for the benchmark).
-void add_pass_flag(CLI::App& app, std::string& passes, const std::string& note = "");
+// --pass, declared once for every benchmark (kPassHelp); what the backward covers is in each
+// benchmark's description.
+void add_pass_flag(CLI::App& app, std::string& passes);
 
 // --grad-dtype: the element type of gradient partial sums a method sends (the ring's dK/dV).
 // "auto": fp64 for fp64 runs, else fp32 (as ring-flash-attention sends them). Throws

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <CLI/CLI.hpp>
+
 #include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
 
@@ -19,6 +21,14 @@ const char* mesh_axis_name(MeshAxis a) {
       return "dp";
   }
   return "?";
+}
+
+void add_mesh_order_flag(CLI::App& app, std::string& orders) {
+  app.add_option("--order", orders,
+                 "axis orders, inner to outer, separated by '/': each lists tp, cp, ep, dp once "
+                 "(the first varies fastest over consecutive ranks, so it lands inside a node); "
+                 "Megatron's default tp,cp,ep,dp; ep goes next to cp and dp (its groups fold them)")
+      ->capture_default_str();
 }
 
 std::array<MeshAxis, 4> parse_mesh_order(const std::string& text) {

@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace suite {
 
 enum class MeshAxis { tp, cp, ep, dp };
@@ -31,6 +35,9 @@ struct MeshShape {
 // or missing.
 std::array<MeshAxis, 4> parse_mesh_order(const std::string& text);
 std::string mesh_order_name(const std::array<MeshAxis, 4>& order);
+// --order: axis orders separated by '/' (the mesh benchmark sweeps them, model's mesh section
+// predicts each), declared once for both.
+void add_mesh_order_flag(CLI::App& app, std::string& orders);
 
 class MeshLayout {
  public:
