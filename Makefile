@@ -1,6 +1,6 @@
 # Thin wrapper over CMake. `make run`: set up, build, run the suite on the CPU backend with
 # 4 local MPI ranks, write results and plots. `make test`: set up, build, pass the tests.
-# `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/simulate.py).
+# `make sim`: the SMPI build of the MPI benchmarks (SimGrid, build-sim/; scripts/envs/simulate.py).
 # Each target sets up only what it needs (scripts/setup.sh: apt-get as root, otherwise a check
 # and the ways to get what is missing without root; docs/CLUSTER.md). `make build TARGETS=sp_tp`
 # builds only the executables named.
@@ -52,7 +52,7 @@ baseline:
 	@run="$${RUN:-$$(ls -d results/[0-9]*Z/ 2>/dev/null | tail -n 1)}"; \
 	if [ -z "$$run" ]; then echo "make baseline: no run under results/ (make run makes one)" >&2; exit 2; fi; \
 	echo "filing $$run as the baselines of this machine:"; \
-	.venv/bin/python scripts/baselines.py add "$$run" --force
+	.venv/bin/suite baselines add "$$run" --force
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
 # skipped and why (from ctest's JUnit report), and what each failed test printed last. A failed
@@ -62,15 +62,15 @@ test: build sim
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
 	status=$$?; \
 	if [ $$status -ne 0 ]; then $(CTEST) --test-dir $(BUILD) --rerun-failed >$(BUILD)/ctest-rerun.log 2>&1; fi; \
-	.venv/bin/python scripts/test_counts.py $(BUILD)/ctest-junit.xml; \
+	.venv/bin/suite test-counts $(BUILD)/ctest-junit.xml; \
 	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
 	exit $$status
 
 # Reruns the simulations behind the tables of simulated figures in docs/ and
-# fails when a published figure drifted (scripts/docs_check.py; about 2 minutes on 2 cores).
+# fails when a published figure drifted (scripts/studies/docs_check.py; about 2 minutes on 2 cores).
 docs-check: build sim
-	.venv/bin/python scripts/docs_check.py --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
+	.venv/bin/suite docs-check --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i

@@ -2,7 +2,7 @@
 # found (where, which version), the backends and transports that are on, and what each piece
 # that is off means for a user. What the build has also goes, as key=value lines, into
 # bin/suite_features.txt, from which the Slurm driver (slurm/lib/run_bench.sh) and
-# scripts/sweep.py pick a transport the build has. Lines carry their semicolons as
+# scripts/envs/sweep.py pick a transport the build has. Lines carry their semicolons as
 # SUITE_SEMICOLON (cmake/dependency_report.cmake) until printed.
 
 function(suite_pad text width out)
@@ -83,7 +83,7 @@ function(suite_build_summary)
   suite_on_off("${SUITE_HAVE_NCCL}" nccl)
   string(REPLACE ", " "," transport_list "${transports}")
   set(features "# What this build has (cmake/build_summary.cmake, at every configure), read by\n"
-               "# slurm/lib/run_bench.sh and scripts/sweep.py to pick a transport the build has.\n"
+               "# slurm/lib/run_bench.sh and scripts/envs/sweep.py to pick a transport the build has.\n"
                "cuda=${cuda}\ncuda_archs=${archs}\nnccl=${nccl}\ncudnn=${cudnn}\n"
                "mpi_cuda_aware=${SUITE_MPI_CUDA_AWARE}\ntransports=${transport_list}\n")
   if(NOT SUITE_HAVE_CUDA)

@@ -166,7 +166,7 @@ if(NOT SUITE_SMPI)
     suite_found("SimGrid (make sim)" "${_simgrid_version}" "${SUITE_SMPICXX}")
   else()
     suite_ways(simgrid _ways)
-    suite_off("no SimGrid: make sim and the simulated clusters (scripts/simulate.py, sweep.py "
+    suite_off("no SimGrid: make sim and the simulated clusters (suite simulate, suite sweep "
               "--simulate) are unavailable: ${_ways}")
   endif()
 endif()

@@ -1,5 +1,5 @@
 # SimGrid SMPI build (`make sim`, build-sim/): the MPI benchmarks' CPU backend compiled with
-# smpicxx, run by smpirun on a simulated platform (scripts/simulate.py). No CUDA, no NCCL, no
+# smpicxx, run by smpirun on a simulated platform (scripts/envs/simulate.py). No CUDA, no NCCL, no
 # tests. Configure with CC=smpicc CXX=smpicxx -DSUITE_SMPI=ON (the Makefile's `sim` target).
 option(SUITE_SMPI "Build for SimGrid's SMPI: simulated clock (MPI_Wtime), executed or modeled compute" OFF)
 if(SUITE_SMPI)

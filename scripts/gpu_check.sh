@@ -17,6 +17,8 @@ mkdir -p "$out_dir" "$R"
 log=$out_dir/gpu_check.log
 budget_end=$((SECONDS + ${GPU_CHECK_BUDGET:-540}))
 PY=${PYTHON:-python3}
+# The suite's Python tools run as modules of this checkout (python -m scripts.<folder>.<module>).
+export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}
 # The kit travels packed (xz); unpacked once, and again whenever a newer kit is copied in.
 kit=$B/kit.tar.xz
 if [ -f "$kit" ] && { [ ! -f "$B/.unpacked" ] || [ "$kit" -nt "$B/.unpacked" ]; }; then
@@ -78,7 +80,7 @@ step comm_tests_2ranks 60 "${run[@]}" -np 2 "$B/bin/comm_tests"
 step kernel_bench 210 "$B/bin/kernel_bench" --benchmark_filter='cuda' --out="$R/kernel_bench.h5" \
   --benchmark_out="$R/kernel_bench.json" --benchmark_out_format=json
 # PyTorch on the same shapes in the same run (skipped with a message where PyTorch is absent).
-step torch_peer 150 "$PY" "$root/scripts/torch_peer.py" --out "$R/torch_peer.json"
+step torch_peer 150 "$PY" -m scripts.peers.torch_peer --out "$R/torch_peer.json"
 # The layer in bf16 at Megatron-like width on one rank (its attention kernel: auto).
 step layer_bf16_1rank 180 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --mode layer --dtype bf16 --seq 4096 \
   --batch 1 --hidden 4096 --heads 32 --attention fused,unfused --pass fwd,fwd_bwd --iters 10 --out "$R/layer1.h5"
@@ -173,7 +175,7 @@ if [ "$ngpu" -ge 2 ]; then
     --seq 8192 --batch 1 --hidden 8192 --heads 64 --attention fused --pass fwd --tp-overlap none,ring,chunks:4 \
     --iters 10 --out "$R/layer_overlap.h5"
   step torch_async_tp 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
-    "$root/scripts/torch_async_tp_peer.py" --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
+    --module scripts.peers.torch_async_tp_peer --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
 else
   status+=("$(printf '%-22s skipped: %s GPU here, async TP needs two' torch_async_tp "$ngpu")")
 fi
@@ -201,9 +203,9 @@ echo "== summary" | tee -a "$log"
 printf '%s\n' "${status[@]}" | tee -a "$log"
 shopt -s nullglob
 files=("$R"/*.h5)
-if [ ${#files[@]} -gt 0 ]; then $PY "$root/scripts/summary.py" "${files[@]}" 2>&1 | tee -a "$log"; fi
+if [ ${#files[@]} -gt 0 ]; then $PY -m scripts.results.summary "${files[@]}" 2>&1 | tee -a "$log"; fi
 if [ -f "$R/torch_peer.json" ]; then
-  $PY "$root/scripts/peer_ratios.py" "$R/kernel_bench.json" "$R/torch_peer.json" \
+  $PY -m scripts.peers.peer_ratios "$R/kernel_bench.json" "$R/torch_peer.json" \
     --layer "$R/layer1.h5" "$R/layer1_suite.h5" 2>&1 | tee -a "$log"
 fi
 tar czf "$out_dir/gpu_results.tgz" -C "$out_dir" results && rm -rf "$R"

@@ -6,9 +6,9 @@
 # set in the environment, STRICT=1 makes a regression fail the run (exit 1), and LINK: unset (or
 # `loopback`) runs over Open MPI's shared memory as always; LINK=shaped-1g, shaped-10g or
 # shaped:RATE runs every MPI benchmark over a real slow link, Open MPI over TCP on a network
-# namespace's shaped loopback (scripts/shaped_link.py: root and tc; refused up front otherwise);
+# namespace's shaped loopback (suite shaped-link: root and tc; refused up front otherwise);
 # LINK=emulated-<nodes>x<ranks per node>-<rate> (NP their product) on a cluster emulated on this
-# machine, shared memory inside a node and a shaped NIC between them (scripts/emulated_cluster.py).
+# machine, shared memory inside a node and a shaped NIC between them (suite emulated-cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-4}
@@ -23,17 +23,17 @@ if [ "$LINK" != loopback ]; then
   # root, no ip or tc, a kernel without tbf (one error line, exit 2).
   case "$LINK" in
     shaped*)
-      label=$(python3 scripts/shaped_link.py "$LINK" --label) || exit 2
-      python3 scripts/shaped_link.py "$LINK" --check >/dev/null || exit 2 ;;
+      label=$(python3 -m scripts shaped-link "$LINK" --label) || exit 2
+      python3 -m scripts shaped-link "$LINK" --check >/dev/null || exit 2 ;;
     emulated-*)
-      label=$(python3 scripts/emulated_cluster.py --link "$LINK" --label) || exit 2
+      label=$(python3 -m scripts emulated-cluster --link "$LINK" --label) || exit 2
       # emulated-<nodes>x<ranks per node>-...: NP must be the cluster's ranks.
       dims=${label#emulated-}; dims=${dims%%-*}
       if [ "$NP" -ne $((${dims%x*} * ${dims#*x})) ]; then
         echo "error: LINK=$LINK has $((${dims%x*} * ${dims#*x})) ranks; NP=$NP (set NP to match)" >&2
         exit 2
       fi
-      python3 scripts/emulated_cluster.py --link "$LINK" --check >/dev/null || exit 2 ;;
+      python3 -m scripts emulated-cluster --link "$LINK" --check >/dev/null || exit 2 ;;
     *) echo "error: LINK=$LINK: run_suite.sh takes loopback (the default), shaped-1g, shaped-10g," \
          "shaped:RATE or emulated-<nodes>x<ranks per node>-<rate> (e.g. emulated-2x2-1g)" >&2; exit 2 ;;
   esac
@@ -47,20 +47,23 @@ launch=("$MPIRUN" -np "$NP" --oversubscribe)
 case "$LINK" in
   shaped*)
     # Each benchmark in a namespace of its own, removed when it ends; NP ranks share the rate.
-    launch=(python3 scripts/shaped_link.py "$LINK" -- "${launch[@]}")
-    echo "== link $label: each MPI benchmark over TCP on a shaped loopback (scripts/shaped_link.py) ==" ;;
+    launch=(python3 -m scripts shaped-link "$LINK" -- "${launch[@]}")
+    echo "== link $label: each MPI benchmark over TCP on a shaped loopback (suite shaped-link) ==" ;;
   emulated-*)
     # Each benchmark on a cluster of namespaces built for it (it starts mpirun itself).
-    launch=(python3 scripts/emulated_cluster.py --link "$LINK" --)
-    echo "== link $label: each MPI benchmark on an emulated cluster (scripts/emulated_cluster.py) ==" ;;
+    launch=(python3 -m scripts emulated-cluster --link "$LINK" --)
+    echo "== link $label: each MPI benchmark on an emulated cluster (suite emulated-cluster) ==" ;;
 esac
 common=(--backend cpu --link "$label")
+
+# The suite's tools in .venv, from this checkout (the same as .venv/bin/suite COMMAND).
+suite() { .venv/bin/python -m scripts "$@"; }
 
 # measured OUTPUT_FILE COMMAND...: runs the command and records in its results file how many
 # cores other processes took meanwhile (a busy machine's slowdowns are not judged regressions).
 measured() {
   local out=$1; shift
-  .venv/bin/python scripts/host_load.py --out "$out" -- "$@"
+  suite host-load --out "$out" -- "$@"
 }
 
 # run OUTPUT_NAME BINARY FLAGS...: one benchmark, results in $dir/OUTPUT_NAME.h5
@@ -122,11 +125,11 @@ fi
 # Bytes on the wire: Open MPI's own count for every sp_tp collective case (two extra, monitored
 # runs per case; the timed figures above are untouched), beside the payload and 2(t-1)/t n.
 echo "== bytes on the wire (Open MPI monitoring) =="
-.venv/bin/python scripts/wire_bytes.py "$dir/sp_tp.h5" --mpirun "$MPIRUN" ||
-  echo "warning: wire_bytes.py failed"
+suite wire-bytes "$dir/sp_tp.h5" --mpirun "$MPIRUN" ||
+  echo "warning: suite wire-bytes failed"
 
 for f in "$dir"/*.h5; do
-  .venv/bin/python scripts/plot.py "$f" --out "$dir/plots/$(basename "$f" .h5)"
+  suite plot "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
 
 # Packed documents beyond this machine: the model's exact counts for the same lengths at N_c up to
@@ -134,7 +137,7 @@ done
 echo "== packed documents against N_c (model --section varlen) =="
 "$BUILD/bin/model" --section varlen --docs lognormal:96:1 --cp-sweep 2:256:x2 --tokens-per-rank 256 --causal \
   --hidden 512 --heads 8 --kv-heads 8 --dtype fp32 --csv "$dir/varlen_lognormal.csv" >"$dir/varlen_lognormal.txt"
-.venv/bin/python scripts/plot_varlen.py "$dir/varlen_lognormal.csv" --measured "$dir/ring_docs.h5" \
+suite plot-varlen "$dir/varlen_lognormal.csv" --measured "$dir/ring_docs.h5" \
   --out "$dir/plots/varlen"
 
 # A simulated cluster (SimGrid's SMPI, `make sim`): the ring on 4 flat hosts with 50 MB/s links,
@@ -144,7 +147,7 @@ echo "== packed documents against N_c (model --section varlen) =="
 # sizes.
 if [ -x "$SIM_BUILD/bin/ring_attention" ]; then
   echo "== ring_attention on a simulated cluster (4 flat hosts, 50 MB/s links, executed compute) =="
-  .venv/bin/python scripts/sim_ring_demo.py --build "$SIM_BUILD" --out-dir "$dir/sim"
+  suite sim-ring-demo --build "$SIM_BUILD" --out-dir "$dir/sim"
 else
   echo "(no $SIM_BUILD: make sim builds the SMPI variant for the simulated ring sweep)"
 fi
@@ -153,18 +156,18 @@ fi
 # page of the whole run; the verdict's lines are the last the run prints.
 echo "== summary, verdict and page =="
 mapfile -t files < <(find "$dir" -name '*.h5' | sort)
-.venv/bin/python scripts/summary.py "${files[@]}" --csv "$dir/summary.csv" --json "$dir/summary.json" ||
+suite summary "${files[@]}" --csv "$dir/summary.csv" --json "$dir/summary.json" ||
   echo "warning: a check failed (summary.csv, column check)"
 strict=()
 if [ "${STRICT:-0}" != 0 ]; then strict=(--strict); fi
 verdict=0
-.venv/bin/python scripts/run_verdict.py "$dir" "${strict[@]}" >"$dir/verdict.txt" || verdict=$?
-.venv/bin/python scripts/report_page.py "$dir" >/dev/null || echo "warning: report_page.py failed"
+suite run-verdict "$dir" "${strict[@]}" >"$dir/verdict.txt" || verdict=$?
+suite report-page "$dir" >/dev/null || echo "warning: suite report-page failed"
 echo "results and plots: $dir; all of it on one page: $dir/index.html"
 cat "$dir/verdict.txt"
 if [ "$verdict" = 1 ] && [ ${#strict[@]} -gt 0 ]; then
   echo "STRICT=1: a regression or a newly failing check fails this run"
 elif [ "$verdict" != 0 ]; then
-  echo "warning: scripts/run_verdict.py failed (exit $verdict)"
+  echo "warning: suite run-verdict failed (exit $verdict)"
 fi
 exit "$verdict"

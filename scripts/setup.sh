@@ -114,14 +114,18 @@ fi
 # SimGrid's compiler wrappers: `make sim` configures with them.
 needs sim && ! probe simgrid && missing simgrid "smpicc, smpicxx and smpirun are not all on PATH"
 
-# The venv with scripts/requirements.txt (pinned): the tests and the plot / compare scripts.
+# The venv with scripts/requirements.txt (pinned) and the suite's tools (pyproject.toml: the
+# package scripts/ and its program .venv/bin/suite, installed editable: the checkout's code runs).
+# Prepared again whenever either file changed since (the stamp holds both as installed).
 stamp=.venv/.requirements
-if needs scripts && { [ ! -x .venv/bin/python ] || ! cmp -s scripts/requirements.txt "$stamp"; }; then
-  echo "setup: creating .venv from scripts/requirements.txt"
-  if make_venv && .venv/bin/python -m pip install -q -r scripts/requirements.txt; then
-    cp scripts/requirements.txt "$stamp"
+installed() { cat scripts/requirements.txt pyproject.toml; }
+if needs scripts && { [ ! -x .venv/bin/python ] || ! installed | cmp -s - "$stamp"; }; then
+  echo "setup: preparing .venv from scripts/requirements.txt and pyproject.toml"
+  if make_venv && .venv/bin/python -m pip install -q -r scripts/requirements.txt &&
+     .venv/bin/python -m pip install -q --no-deps -e .; then
+    installed >"$stamp"
   else
-    missing python "$python -m venv .venv, then pip install -r scripts/requirements.txt, failed"
+    missing python "$python -m venv .venv, then pip install -r scripts/requirements.txt and pip install -e ., failed"
   fi
 fi
 

@@ -211,7 +211,7 @@ std::string register_cuda_cases(const std::vector<std::string>& attn_kernels) {
         gemm_case(s, t, n, peak);
       })->Unit(benchmark::kMillisecond);
     }
-    // The shapes of the comparison with PyTorch (scripts/torch_peer.py uses the same).
+    // The shapes of the comparison with PyTorch (scripts/peers/torch_peer.py uses the same).
     const AttentionCase cases[] = {{4096, 32, 32, 128, false},
                                    {4096, 32, 32, 128, true},
                                    {4096, 32, 8, 128, true},

@@ -94,7 +94,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--lat-inter", f.mesh.lat_inter, "mesh: seconds per message across nodes")
       ->capture_default_str();
   app.add_option("--calibration", f.mesh_plan.calibration,
-                 "plan: rates measured by scripts/calibrate.py (JSON); without it -F, -W, --lat, "
+                 "plan: rates measured by suite calibrate (JSON); without it -F, -W, --lat, "
                  "--bw-inter, --lat-inter and --ranks-per-node");
   app.add_option("--gpus", f.mesh_plan.gpus, "plan: GPUs of the job")->capture_default_str();
   app.add_option("--memory-gb", f.mesh_plan.memory_gb, "plan: memory per GPU, GB")

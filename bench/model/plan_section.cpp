@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/harness/errors.hpp"
 #include "common/formulas/mesh_plan.hpp"
+#include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::model_cli {
@@ -46,7 +46,7 @@ model::Cluster read_calibration(const std::string& file, const std::string& dtyp
   }
   if (!doc.is_object() || doc.value("format", "") != kFormat)
     throw UsageError("--calibration " + file + ": not a calibration of this suite (no format \"" +
-                     kFormat + "\"; scripts/calibrate.py writes one)");
+                     kFormat + "\"; suite calibrate writes one)");
   if (doc.value("dtype", "") != dtype)
     throw UsageError("--calibration " + file + ": measured in " + doc.value("dtype", "?") +
                      ", the plan is in --dtype " + dtype + "; calibrate in " + dtype);

@@ -19,7 +19,7 @@ void header(const char* section, const Inputs& in) {
               in.bw, in.layers);
 }
 
-// The stable line scripts/sweep.py parses: section, predicted forward time of the whole model
+// The stable line scripts/envs/sweep.py parses: section, predicted forward time of the whole model
 // per rank, bytes per rank per forward step, activation / working memory per rank.
 void prediction(const char* section, double step_s, double bytes, double memory) {
   std::printf("prediction: section=%s step_s=%.6g bytes_per_rank=%.6g memory_bytes=%.6g\n", section,

@@ -1,6 +1,6 @@
 // The model as a planning tool: times at the given F (FLOP/s) and W (bytes/s) for every
 // section, whole-model totals over --layers L, and one machine-readable `prediction:` line per
-// section (scripts/sweep.py reads it in its dry-run; it stays the forward pass). Forward pass
+// section (scripts/envs/sweep.py reads it in its dry-run; it stays the forward pass). Forward pass
 // unless said otherwise; sp, ring and ulysses also print the backward and fwd+bwd figures.
 #pragma once
 

@@ -198,8 +198,8 @@ void print_ring_table(const std::vector<CaseRecord>& records, bool shared_memory
         "note: CPU ranks on one host exchange through shared memory: the copy is done by the "
         "cores that compute,\n      so the transfer has nothing to hide behind (eff here is "
         "noise, not overlap). Overlap is real on a link: a shaped one\n      "
-        "(scripts/shaped_link.py, --link "
-        "shaped-1g), a simulated one (scripts/simulate.py) or a GPU's.\n");
+        "(suite shaped-link, --link "
+        "shaped-1g), a simulated one (suite simulate) or a GPU's.\n");
   print_efficiency_factors(records);
   print_documents_table(records);
   print_group_cast_table(records);

@@ -75,7 +75,7 @@ class LayerCase final : public BenchCase {
                       "pieces of each block's GEMM. Ranks on one host exchange through shared "
                       "memory, where the cores that run the GEMMs also copy the blocks, so the "
                       "ring cannot hide its transfers there; over a network (e.g. "
-                      "scripts/shaped_link.py) the kernel and NIC move them and part hides"));
+                      "suite shaped-link) the kernel and NIC move them and part hides"));
   }
 
   // Input and output rows of this rank; every weight as the whole global tensor (the same on

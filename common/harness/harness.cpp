@@ -175,7 +175,7 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   watchdog_.kick(label + " (report)");
   c->report(m, rec);
   // The whole case's payload (set-up, warm-up, timed steps, check, report's own runs): what a
-  // library-side count of the same run (scripts/wire_bytes.py, MPI monitoring) compares with.
+  // library-side count of the same run (scripts/envs/wire_bytes.py, MPI monitoring) compares with.
   const std::int64_t payload =
       ctx_.comm.lifetime_bytes().sent + c->own_comm_bytes().sent - payload_start;
   rec.attrs.emplace_back("payload_bytes_sent_case", static_cast<double>(payload));

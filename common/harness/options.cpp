@@ -41,7 +41,7 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
                  "doing (the stuck one is not 'waiting for the other ranks'); 0 = off")
       ->check(CLI::Range(0.0, 1e9))  // also refuses nan, which would silently disable it
       ->capture_default_str();
-  // Under scripts/shaped_link.py or emulated_cluster.py the label of the link they built.
+  // Under scripts/envs/shaped_link.py or emulated_cluster.py the label of the link they built.
   if (const char* label = std::getenv("SUITE_LINK_LABEL"); label && *label) o.link = label;
   app.add_option("--link", o.link,
                  "Free-form label of the interconnect (nvlink, ib-400g...), stored with results; "

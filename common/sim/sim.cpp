@@ -84,7 +84,7 @@ void add_options(CLI::App& app) {
 
 std::string help_footer() {
   if (!kSmpiBuild) return "";
-  return "\nSMPI build (simulated cluster, scripts/simulate.py): every time is the simulated "
+  return "\nSMPI build (simulated cluster, suite simulate): every time is the simulated "
          "clock (MPI_Wtime);\n"
          "compute is executed on the host and injected (default) or modeled (--sim-flops F); "
          "--timeout is\n"
@@ -105,7 +105,7 @@ void validate(const std::string& backend, const std::string& transport, const st
 #if defined(SUITE_SMPI)
   if (modeled() && computation_simulated())
     throw UsageError(
-        "--sim-flops needs smpirun --cfg=smpi/simulate-computation:no (scripts/simulate.py sets "
+        "--sim-flops needs smpirun --cfg=smpi/simulate-computation:no (suite simulate sets "
         "it); otherwise the host's own time between MPI calls would be injected as well");
   if (!modeled() && !computation_simulated())
     throw UsageError(

@@ -1,11 +1,11 @@
 # shellcheck shell=bash disable=SC2154  # suite_* globals: set by run_bench.sh's suite_prepare
-# The calibration job (slurm/calibrate.sbatch): scripts/calibrate.py --slurm in the job's
+# The calibration job (slurm/calibrate.sbatch): scripts/planner/calibrate.py --slurm in the job's
 # allocation, its file where model --section plan reads it. Needs run_bench.sh (sourced first)
 # for the mode, the link preset and the job folder's name.
 #
 # Variables (sbatch --export=ALL,NAME=value,...): SUITE_MODE, LINK, TRANSPORT, DTYPE, BIN_DIR,
 # RESULTS_ROOT, PYTHON as for every job (slurm/README.md); CALIBRATE_ARGS: extra calibrate.py
-# flags (e.g. --sizes 1M:256M:x4); PLAN_CHECK_ARGS: when set, scripts/plan_check.py runs after
+# flags (e.g. --sizes 1M:256M:x4); PLAN_CHECK_ARGS: when set, scripts/planner/plan_check.py runs after
 # the calibration in the same allocation, with these flags (e.g. `--gpus 16 -- --seq 32768
 # --hidden 4096 --heads 32 --layers 32 --causal`): the planner's meshes run on the job's nodes,
 # predicted against measured, into plan_check.txt. The batch node's Python needs h5py and numpy
@@ -21,7 +21,7 @@ suite_calibrate() {
   mkdir -p "$dir"
   local out="$dir/calibration.json"
   export SUITE_LINK_LABEL=$suite_link  # the benchmarks record the preset as their --link
-  local -a cmd=("$suite_python" scripts/calibrate.py --slurm --out "$out" --backend "$suite_backend"
+  local -a cmd=("$suite_python" -m scripts calibrate --slurm --out "$out" --backend "$suite_backend"
                 --dtype "$suite_dtype" --bin-dir "${BIN_DIR:-build/bin}"
                 --srun "srun --mpi=${SRUN_MPI:-pmix}")
   [[ $suite_mode == gpu ]] && cmd+=(--transport "$suite_transport")
@@ -39,7 +39,7 @@ suite_calibrate() {
   echo "calibration exit status: $rc" | tee -a "$dir/job.txt"
   if [[ $rc -eq 0 && -n ${PLAN_CHECK_ARGS:-} ]]; then
     # shellcheck disable=SC2206  # a flag string meant to split on spaces
-    local -a check=("$suite_python" scripts/plan_check.py --calibration "$out" --bin-dir "${BIN_DIR:-build/bin}"
+    local -a check=("$suite_python" -m scripts plan-check --calibration "$out" --bin-dir "${BIN_DIR:-build/bin}"
                     --model "${BIN_DIR:-build/bin}/model" --srun "srun --mpi=${SRUN_MPI:-pmix}"
                     --csv "$dir/plan_check.csv" ${PLAN_CHECK_ARGS})
     echo "+ ${check[*]}" | tee -a "$dir/job.txt"

@@ -7,7 +7,7 @@
 # then (optionally) compare it with the matching baseline and leave the verdict beside it.
 #
 # Variables (sbatch --export=ALL,NAME=value,...):
-#   SUITE_SWEEP_CELLS  (set by scripts/sweep.py --array) file whose line N holds the variables
+#   SUITE_SWEEP_CELLS  (set by scripts/envs/sweep.py --array) file whose line N holds the variables
 #                 of array task N, e.g. `LINK=net BLOCK=4096`
 #   SUITE_MODE    gpu (default) or cpu: the CPU backend with small sizes (CI, laptops)
 #   LINK          link preset of slurm/link_presets.json (default: the script's); an unknown
@@ -111,7 +111,7 @@ suite_case_args() {
 suite_prepare() {
   local default_link=$1
   cd "${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}"
-  # A job array from scripts/sweep.py --array: line N of the cells file holds task N's variables.
+  # A job array from scripts/envs/sweep.py --array: line N of the cells file holds task N's variables.
   if [[ -n ${SUITE_SWEEP_CELLS:-} && -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
     local cell kv
     cell=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$SUITE_SWEEP_CELLS")
@@ -130,8 +130,8 @@ suite_prepare() {
   fi
   suite_link=${LINK:-$default_link}
   local preset
-  preset=$("$suite_python" scripts/link_presets.py "$suite_link" --transport "$suite_transport" --shell) ||
-    suite_die "link preset '$suite_link' (see: python3 scripts/link_presets.py --list)"
+  preset=$("$suite_python" -m scripts link-presets "$suite_link" --transport "$suite_transport" --shell) ||
+    suite_die "link preset '$suite_link' (see: python3 -m scripts link-presets --list)"
   eval "$preset"  # exports the preset's variables and SUITE_LINK_ENV (recorded in the results)
   suite_job=${SLURM_JOB_ID:-local$$}
   [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && suite_job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
@@ -189,7 +189,7 @@ suite_main() {
   if [[ $rc -eq 0 ]] && ! "$python" -c 'import h5py, numpy' 2>/dev/null; then
     py_ok=0
     echo "note: $python has no h5py here: wire bytes, plots and the compare step are left for" \
-         "the login node (.venv/bin/python scripts/compare.py $out)" | tee -a "$dir/job.txt"
+         "the login node (.venv/bin/suite compare $out)" | tee -a "$dir/job.txt"
     [[ ${COMPARE:-auto} == 1 ]] && { echo "error: COMPARE=1 needs h5py in $python" >&2; rc=2; }
   fi
 
@@ -200,16 +200,16 @@ suite_main() {
   local wire_default=0
   [[ $set == sp_tp ]] && wire_default=1
   if [[ $rc -eq 0 && $py_ok == 1 && ${WIRE:-$wire_default} == 1 && $transport == mpi ]]; then
-    "$python" scripts/wire_bytes.py "$out" --cases "${WIRE_CASES:-}" |
+    "$python" -m scripts wire-bytes "$out" --cases "${WIRE_CASES:-}" |
       tee -a "$dir/job.txt" || echo "warning: wire_bytes.py failed" | tee -a "$dir/job.txt"
   fi
 
   if [[ $rc -eq 0 && $py_ok == 1 && ${PLOT:-$([[ $mode == gpu ]] && echo 1 || echo 0)} == 1 ]]; then
-    "$python" scripts/plot.py "$out" --out "$dir/plots" || echo "warning: plotting failed"
+    "$python" -m scripts plot "$out" --out "$dir/plots" || echo "warning: plotting failed"
   fi
   local compare=${COMPARE:-auto}
   if [[ $rc -eq 0 && $py_ok == 1 && $compare != 0 ]]; then
-    local -a cmp=("$python" scripts/compare.py "$out" --registry "${BASELINES:-results/baselines}"
+    local -a cmp=("$python" -m scripts compare "$out" --registry "${BASELINES:-results/baselines}"
                   --verdict "$dir/$set.compare.json")
     [[ $compare == 1 ]] && cmp+=(--require-baseline)
     # shellcheck disable=SC2206

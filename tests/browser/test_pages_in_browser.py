@@ -28,11 +28,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "tests" / "scripts"))
 
-from page_check import Unavailable, ensure_chromium, problems, screenshot, start_driver  # noqa: E402
-from synthetic_results import NEW_CASE, SLOWED_CASE, write_run  # noqa: E402
+from scripts.cli import command_line
+from page_check import Unavailable, ensure_chromium, problems, screenshot, start_driver
+from tests.scripts.synthetic_results import NEW_CASE, SLOWED_CASE, write_run
 
 SKIP = 77
 
@@ -42,7 +41,7 @@ class Failure(AssertionError):
 
 
 def script(python: Path, name: str, *args: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(python), str(REPO / "scripts" / name), *map(str, args)],
+    proc = subprocess.run([*command_line(name, str(python)), *map(str, args)],
                           capture_output=True, text=True, timeout=120)
     if proc.returncode not in (0, 1):
         raise Failure(f"{name} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")

@@ -11,9 +11,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect  # noqa: E402
-from run_scenario import run_cli  # noqa: E402
+from run_scenario import Env, expect
+from run_scenario import run_cli
 
 LAYER = ["--mode", "layer", "--seq", "32", "--hidden", "128", "--heads", "2", "--iters", "2"]
 

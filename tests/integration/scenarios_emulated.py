@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration scenarios of the cluster emulated on one machine (scripts/emulated_cluster.py):
+"""Integration scenarios of the cluster emulated on one machine (scripts/envs/emulated_cluster.py):
 nodes as network namespaces, shared memory inside a node, a tc-shaped NIC between them.
 
 The links are measured with link_probe, the tests' own plain MPI_Sendrecv exchange, and which
@@ -26,7 +26,7 @@ from run_scenario import Env, expect, run_cli  # noqa: E402
 from scenarios_shaped import attr_str, check_refused_as_nobody  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "emulated_cluster.py"
+SCRIPT = REPO / "scripts" / "envs" / "emulated_cluster.py"
 SKIP = 77
 NIC_MBPS = 125.0  # 1 Gbit/s, each way
 PROBE_BYTES = 1 << 20
@@ -137,7 +137,7 @@ def scenario_bad_input(env: Env) -> None:
         proc = emulated("--nodes", "2", *base, "--", "true", timeout=60)
         expect(proc.returncode == 2 and "needs root" in proc.stderr, "not root: not refused", proc)
         return
-    check_refused_as_nobody((SCRIPT, REPO / "scripts" / "shaped_link.py"),
+    check_refused_as_nobody((SCRIPT, REPO / "scripts" / "envs" / "shaped_link.py"),
                             ("--nodes", "2", *base, "--", "true"))
     if shutil.which("ip") and shutil.which("tc") and shutil.which("unshare"):
         proc = emulated("--nodes", "2", *base, "--nic-latency", "50us", "--", "true", timeout=60)
@@ -260,7 +260,7 @@ def scenario_two_tier_table(env: Env) -> None:
         print(f"SKIP: no SMPI build at {sim_build} (make sim)")
         raise SystemExit(SKIP)
     out = env.workdir / "two_tier"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "two_tier_table.py"), "--only", "sp_tp",
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "studies" / "two_tier_table.py"), "--only", "sp_tp",
                            "--out-dir", str(out), "--build", str(env.bin_dir.parent), "--sim-build", str(sim_build),
                            "--sim-flops", "1e10"],
                           capture_output=True, text=True, timeout=600)

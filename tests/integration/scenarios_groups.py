@@ -6,14 +6,12 @@ Usage like run_scenario.py: scenarios_groups.py SCENARIO --bin-dir DIR --mpiexec
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_scenario  # noqa: E402
-from run_scenario import Env, expect  # noqa: E402
+import run_scenario
+from run_scenario import Env, expect
 
 
 def scenario_sp_tp_groups(env: Env) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layer_numpy import reference, shapes  # noqa: E402
-from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from scripts.cli import command_line
+from layer_numpy import reference, shapes
+from run_scenario import Env, expect, expect_refused, run_cli
 
 SHAPE = ["--seq", "32", "--batch", "2", "--hidden", "256", "--heads", "4", "--ffn-hidden", "512"]
 S, B, H, A, FF = 32, 2, 256, 4, 512
@@ -179,10 +179,8 @@ def scenario_scripts(env: Env) -> None:
     base, _ = run_layer(env, 2, "base", "--dtype", "fp32")
     cand, _ = run_layer(env, 2, "cand", "--dtype", "fp32", "--pass", "fwd,fwd_bwd", "--bwd-overlap", "1,0")
     again, _ = run_layer(env, 2, "again", "--dtype", "fp32", "--pass", "fwd_bwd,fwd", "--bwd-overlap", "0,1")
-    scripts = Path(__file__).resolve().parents[2] / "scripts"
-
     def script(name: str, *xs: Path | str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, str(scripts / name), *map(str, xs)], capture_output=True,
+        proc = subprocess.run([*command_line(name), *map(str, xs)], capture_output=True,
                               text=True, timeout=180)
         expect(proc.returncode in (0, 1), f"{name} failed", proc)
         return proc

@@ -2,11 +2,7 @@
 """Integration scenarios of the model executable: its backward and training-step figures."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, model_lines, model_run, run_cli  # noqa: E402
+from run_scenario import Env, expect, model_lines, model_run, run_cli
 
 
 def scenario_model_backward(env: Env) -> None:

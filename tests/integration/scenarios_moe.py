@@ -21,8 +21,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from scripts.cli import command_line
+from run_scenario import Env, expect, run_cli
 
 SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
          "--backend", "cpu"]
@@ -426,10 +426,8 @@ def scenario_scripts(env: Env) -> None:
     base = run_moe(env, 2, "base", *args)
     cand = run_moe(env, 2, "cand", *args, "--pass", "fwd,fwd_bwd")
     again = run_moe(env, 2, "again", *args, "--pass", "fwd_bwd,fwd")
-    scripts = Path(__file__).resolve().parents[2] / "scripts"
-
     def script(name: str, *xs: Path | str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, str(scripts / name), *map(str, xs)], capture_output=True, text=True,
+        proc = subprocess.run([*command_line(name), *map(str, xs)], capture_output=True, text=True,
                               timeout=120)
         expect(proc.returncode in (0, 1), f"{name} failed", proc)
         return proc

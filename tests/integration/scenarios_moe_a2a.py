@@ -11,14 +11,12 @@ for each other rank of the node.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from run_scenario import Env, expect, run_cli
 
 N, P, ELEM = 4, 2, 4  # ranks, ranks per node, fp32
 BYTES = 4096

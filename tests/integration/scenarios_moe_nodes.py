@@ -15,14 +15,10 @@ backward the same plus 4 bytes per copy's gate gradient coming home.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from run_scenario import Env, expect, expect_refused, run_cli
 
 SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
          "--backend", "cpu", "--dtype", "fp64", "--pass", "fwd_bwd", "--save-tensors"]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Integration scenarios of the planner (scripts/calibrate.py, model --section plan,
-scripts/plan_check.py), one per ctest test.
+"""Integration scenarios of the planner (scripts/planner/calibrate.py, model --section plan,
+scripts/planner/plan_check.py), one per ctest test.
 
 A calibration on a simulated two-tier cluster must recover the platform's own link rates
-(scripts/sim_platform.py's, read here independently of the fit); one on this machine (2 CPU
+(scripts/envs/sim_platform.py's, read here independently of the fit); one on this machine (2 CPU
 ranks, one node) has its inside level and compute rates and no across-nodes level; the planner's
 ranking on a 16-GPU cluster small enough to run its meshes through the mesh benchmark must meet
 the planner's targets (median error within 10%, the first pick within 5% of the best measured:
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-from sim_platform import LINKS  # noqa: E402
+from scripts import module_command  # noqa: E402
+from scripts.envs.sim_platform import LINKS  # noqa: E402
 
 SIM_BIN = ROOT / "build-sim" / "bin"
 PY = sys.executable
@@ -44,7 +44,7 @@ def need_sim() -> None:
 
 def calibrate_sim(env: Env, gpus_per_node: int) -> Path:
     out = env.workdir / "calib_sim.json"
-    proc = subprocess.run([PY, str(ROOT / "scripts" / "calibrate.py"), "--simulate", "--gpus-per-node",
+    proc = subprocess.run([*module_command("planner.calibrate", PY), "--simulate", "--gpus-per-node",
                            str(gpus_per_node),
                            "--nodes", "2", "--sizes", "1M,16M", "--out", str(out)],
                           capture_output=True, text=True, env=env_vars(), timeout=280)
@@ -68,7 +68,7 @@ def scenario_calibrate_sim(env: Env) -> None:
 
 def scenario_calibrate_cpu(env: Env) -> None:
     out = env.workdir / "calib_cpu.json"
-    proc = subprocess.run([PY, str(ROOT / "scripts" / "calibrate.py"), "--np", "2", "--dtype", "fp32",
+    proc = subprocess.run([*module_command("planner.calibrate", PY), "--np", "2", "--dtype", "fp32",
                            "--sizes", "1M,4M", "--blocks", "256,1K", "--build", str(env.bin_dir.parent),
                            "--out", str(out)], capture_output=True, text=True, env=env_vars(), timeout=280)
     expect(proc.returncode == 0, "calibrate.py on this machine", proc)
@@ -88,7 +88,7 @@ def scenario_calibrate_cpu(env: Env) -> None:
 def scenario_ranking(env: Env) -> None:
     need_sim()
     calib = calibrate_sim(env, 8)  # plan_check's fattree has nodes of 8
-    proc = subprocess.run([PY, str(ROOT / "scripts" / "plan_check.py"), "--calibration", str(calib), "--gpus", "16",
+    proc = subprocess.run([*module_command("planner.plan_check", PY), "--calibration", str(calib), "--gpus", "16",
                            "--top", "3", "--middle", "2", "--bottom", "2", "--model", str(env.bin_dir / "model"),
                            "--plot", str(env.workdir / "plan.png"),
                            "--", *MODEL], capture_output=True, text=True, env=env_vars(), timeout=280)
@@ -139,7 +139,7 @@ def scenario_emulated(env: Env) -> None:
         print("SKIP: an emulated cluster needs root")
         sys.exit(77)
     out = env.workdir / "calib_emulated.json"
-    proc = subprocess.run([PY, str(ROOT / "scripts" / "calibrate.py"), "--emulated", "1gbit", "--nodes", "2",
+    proc = subprocess.run([*module_command("planner.calibrate", PY), "--emulated", "1gbit", "--nodes", "2",
                            "--gpus-per-node", "2", "--dtype", "fp32", "--sizes", "256K,4M", "--blocks", "256,1K",
                            "--build", str(env.bin_dir.parent), "--out", str(out)],
                           capture_output=True, text=True, env=env_vars(), timeout=280)
@@ -154,7 +154,7 @@ def scenario_emulated(env: Env) -> None:
         got = doc["levels"]["inter"][kind]["bw"]
         expect(0 < got <= 1.15 * nic, f"across nodes {kind}: {got:.4g} B/s, above the 1 Gbit/s NIC")
     expect(doc["levels"]["intra"]["p2p"]["bw"] > nic, "inside a node: point to point not above the NIC")
-    proc = subprocess.run([PY, str(ROOT / "scripts" / "plan_check.py"), "--calibration", str(out), "--gpus", "4",
+    proc = subprocess.run([*module_command("planner.plan_check", PY), "--calibration", str(out), "--gpus", "4",
                            "--top", "2", "--middle", "1", "--bottom", "1", "--model", str(env.bin_dir / "model"),
                            "--", "--seq", "1024", "--hidden", "512", "--heads", "8", "--kv-heads", "8", "--d-ff",
                            "2048", "--layers", "1", "--dtype", "fp32", "--causal"],

@@ -14,9 +14,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, model_lines, model_prediction, run_cli  # noqa: E402
-from run_scenario import model_run as run_model  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, expect_refused, model_lines, model_prediction, run_cli
+from run_scenario import model_run as run_model
 
 BIN = "ring_attention"
 
@@ -238,8 +238,7 @@ def scenario_ring_plots(env: Env) -> None:
     run_ok(env, 2, out, "--block", "4,8", "--layout", "contiguous,zigzag", "--causal", "1", "--pass", "fwd,fwd_bwd")
     plots = env.workdir / "plots"
     python = sys.executable
-    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
-    proc = subprocess.run([python, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
+    proc = subprocess.run([*module_command("plots.plot", python), str(out), "--out", str(plots)], capture_output=True, text=True)
     expect(proc.returncode == 0, f"plot.py failed: {proc.stderr}")
     names = sorted(p.name for p in plots.glob("*.png"))
     expect(any(n.startswith("ring_sweep") for n in names), f"no sweep plot in {names}")

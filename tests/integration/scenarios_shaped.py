@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Integration scenarios on a real slow link: the mpirun build's benchmarks run by
-scripts/shaped_link.py inside a network namespace whose loopback tc shapes (Open MPI over TCP on
+scripts/envs/shaped_link.py inside a network namespace whose loopback tc shapes (Open MPI over TCP on
 it), one scenario per ctest test.
 
 Shaping needs root, ip and tc and a kernel with tbf: where any is missing the scenarios that
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import h5py
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-SHAPED = REPO / "scripts" / "shaped_link.py"
+SHAPED = REPO / "scripts" / "envs" / "shaped_link.py"
 SKIP = 77
 
 
@@ -123,7 +123,7 @@ def scenario_bad_input(env: Env) -> None:
             expect(not proc.left, f"no tc: namespaces left: {proc.left}")
             shutil.rmtree(bin_dir)
             print("  ok: no tc")
-    sweep = subprocess.run([sys.executable, str(REPO / "scripts" / "sweep.py"), "ring_attention",
+    sweep = subprocess.run([*module_command("envs.sweep"), "ring_attention",
                             "--values", "64", "--link", "shaped:0mbit", "--cpu", "--sweep-dir",
                             str(env.workdir / "sweep")], capture_output=True, text=True, timeout=60)
     expect(sweep.returncode == 2 and sweep.stderr.count("error:") == 1, "sweep: bad rate", sweep)
@@ -134,9 +134,9 @@ def check_refused_as_nobody(scripts: tuple[Path, ...] = (SHAPED,),
                             args: tuple[str, ...] = ("shaped-1g", "--", "true")) -> None:
     """scripts[0] (shaped_link.py by default) run by an unprivileged user: one `needs root`
     error, exit 2. The clone (and its .venv) may sit where that user cannot read (CI clones under
-    /root, mode 700), so the scripts (standard library only; the rest are what the first imports)
-    are copied to a world-readable folder and run by a python3 that user can start; where none
-    can be, this case says so and is left out."""
+    /root, mode 700), so the modules (standard library only; the rest are what the first imports)
+    are copied to a world-readable folder, in their package, and run by a python3 that user can
+    start; where none can be, this case says so and is left out."""
     if not shutil.which("setpriv"):
         print("  (not root: no setpriv here; left out)")
         return
@@ -150,9 +150,14 @@ def check_refused_as_nobody(scripts: tuple[Path, ...] = (SHAPED,),
     with tempfile.TemporaryDirectory(prefix="shaped-nobody-") as tmp:
         os.chmod(tmp, 0o755)
         for source in scripts:
-            shutil.copy(source, Path(tmp) / source.name)
-            os.chmod(Path(tmp) / source.name, 0o644)
-        proc = subprocess.run([*as_nobody, python, str(Path(tmp) / scripts[0].name), *args],
+            # each module with the package's __init__.py files above it, at its place in the tree
+            for file in (source, *(d / "__init__.py" for d in source.parents if d.is_relative_to(REPO / "scripts"))):
+                copy = Path(tmp) / file.relative_to(REPO)
+                copy.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                shutil.copy(file, copy)
+                os.chmod(copy, 0o644)
+        module = ".".join(scripts[0].relative_to(REPO).with_suffix("").parts)
+        proc = subprocess.run([*as_nobody, python, "-m", module, *args],
                               capture_output=True, text=True, timeout=60, cwd=tmp)
     expect(proc.returncode == 2 and proc.stderr.count("error:") == 1 and
            "needs root" in proc.stderr, "run as nobody: not refused", proc)
@@ -373,7 +378,7 @@ def scenario_sweep(env: Env) -> None:
     file per cell, labelled with the link, its link_env recorded, the model's W the rate / ranks."""
     require_shaping()
     out = env.workdir / "sweep"
-    cmd = [sys.executable, str(REPO / "scripts" / "sweep.py"), "ring_attention", "--values", "64",
+    cmd = [*module_command("envs.sweep"), "ring_attention", "--values", "64",
            "--link", "shaped:1000mbit", "--cpu", "--tasks-per-node", "2", "--sweep-dir", str(out),
            "--model", str(env.bin_dir / "model"), "--bin-dir", str(env.bin_dir),
            "--mpirun", env.mpiexec]

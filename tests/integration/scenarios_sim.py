@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Integration scenarios on simulated clusters: the SMPI build (`make sim`, build-sim/bin) run by
-scripts/simulate.py under SimGrid's smpirun, one scenario per ctest test.
+scripts/envs/simulate.py under SimGrid's smpirun, one scenario per ctest test.
 
 --bin-dir is the SMPI build's bin folder; a missing SMPI build skips (exit 77) with a message.
 """
@@ -17,13 +17,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-from ring_crossing import crossing, sweeps  # noqa: E402
-from suite_results import read_results  # noqa: E402
+from scripts.studies.ring_crossing import crossing, sweeps
+from scripts.results.suite_results import read_results
 
 SKIP = 77
 
@@ -33,7 +32,7 @@ def simulate(env: Env, bench: str, *args: str, flags: list[str] = (), timeout: f
     if not (env.bin_dir / bench).exists():
         print(f"SKIP: {env.bin_dir / bench} is not built (make sim builds the SMPI variant)")
         raise SystemExit(SKIP)
-    cmd = [sys.executable, str(REPO / "scripts" / "simulate.py"), bench, *args,
+    cmd = [*module_command("envs.simulate"), bench, *args,
            "--build", str(env.bin_dir.parent), "--no-plot", "--", *flags]
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=env.workdir)
@@ -203,7 +202,7 @@ def scenario_ring_crossing(env: Env) -> None:
     expect(abs(sweep.cross / sweep.c_star_at_cross - 1) <= 0.15,
            f"crossing {sweep.cross:.0f} not within 15% of c* {sweep.c_star_at_cross:.0f}")
     plots = env.workdir / "plots"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "plot.py"), str(out), "--out", str(plots)],
+    proc = subprocess.run([*module_command("plots.plot"), str(out), "--out", str(plots)],
                           capture_output=True, text=True, timeout=120)
     expect(proc.returncode == 0 and (plots / "ring_sweep_ring_zigzag_causal.png").exists(), "sweep plot", proc)
 
@@ -465,7 +464,7 @@ def scenario_sweep(env: Env) -> None:
         print(f"SKIP: {env.bin_dir} has no SMPI build (make sim)")
         raise SystemExit(SKIP)
     out = env.workdir / "sweep"
-    cmd = [sys.executable, str(REPO / "scripts" / "sweep.py"), "ring_attention", "--values", "32",
+    cmd = [*module_command("envs.sweep"), "ring_attention", "--values", "32",
            "--link", "nvlink", "--nodes", "1", "--tasks-per-node", "4", "--simulate",
            "--sweep-dir", str(out), "--model", str(env.bin_dir / "none")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=env.workdir,

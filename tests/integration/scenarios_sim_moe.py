@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """MoE on simulated clusters with modeled compute: the SMPI build (`make sim`, build-sim/bin) run
-by scripts/simulate.py under SimGrid's smpirun, one scenario per ctest test (helpers from
+by scripts/envs/simulate.py under SimGrid's smpirun, one scenario per ctest test (helpers from
 scenarios_sim.py).
 
 --bin-dir is the SMPI build's bin folder; a missing SMPI build skips (exit 77) with a message.
@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
-from scenarios_sim import check_sim_attrs, run_ok, sampled_memory  # noqa: E402
+from run_scenario import Env, expect, run_cli
+from scenarios_sim import check_sim_attrs, run_ok, sampled_memory
 
 M64 = (1 << 64) - 1
 

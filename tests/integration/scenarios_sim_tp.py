@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """TP+SP's collective matmul on a simulated node with modeled compute: the SMPI build
-(`make sim`, build-sim/bin) run through scripts/tp_overlap_crossing.py; the model executable
+(`make sim`, build-sim/bin) run through scripts/studies/tp_overlap_crossing.py; the model executable
 (the CPU build's) comes from $SUITE_MODEL.
 
 --bin-dir is the SMPI build's bin folder; a missing SMPI build skips (exit 77) with a message.
@@ -13,12 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-from tp_overlap_crossing import Point, crossing  # noqa: E402
+from scripts.studies.tp_overlap_crossing import Point, crossing
 
 SKIP = 77
 
@@ -37,7 +36,7 @@ def scenario_crossing(env: Env) -> None:
     model = Path(os.environ.get("SUITE_MODEL", REPO / "build" / "bin" / "model"))
     expect(model.exists(), f"no model executable at {model} (SUITE_MODEL)")
     out = env.workdir / "crossing.csv"
-    cmd = [sys.executable, str(REPO / "scripts" / "tp_overlap_crossing.py"), "--tp", "4", "--seq", "32768",
+    cmd = [*module_command("studies.tp_overlap_crossing"), "--tp", "4", "--seq", "32768",
            "--sim-flops", "2.7e14", "--h-over-t", "64,128,192,256,512,576,640,768", "--model", str(model),
            "--build", str(env.bin_dir.parent), "--csv", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=env.workdir)

@@ -13,14 +13,10 @@ every op's (phases <op>_exposed, <op>_gemm) in blocking and overlapped cases ali
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from run_scenario import Env, expect, expect_refused, run_cli
 
 
 def scenario_ring(env: Env, ranks: int) -> None:

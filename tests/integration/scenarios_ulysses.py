@@ -14,9 +14,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, model_prediction, expect_refused, run_cli  # noqa: E402
-from scenarios_ring import Pack, attention, attention_backward  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, model_prediction, expect_refused, run_cli
+from scenarios_ring import Pack, attention, attention_backward
 
 BIN = "ulysses"
 
@@ -136,8 +136,7 @@ def scenario_plots(env: Env) -> None:
     out = env.workdir / "p.h5"
     run_ok(env, 4, out, "--seq", "16,32", "--pass", "fwd,fwd_bwd")
     plots = env.workdir / "plots"
-    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
-    proc = subprocess.run([sys.executable, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
+    proc = subprocess.run([*module_command("plots.plot"), str(out), "--out", str(plots)], capture_output=True, text=True)
     expect(proc.returncode == 0, f"plot.py failed: {proc.stderr}")
     names = sorted(p.name for p in plots.glob("*.png"))
     for want in ("ulysses_bytes.png", "ulysses_time_causal.png", "ulysses_phases_causal_s32.png",

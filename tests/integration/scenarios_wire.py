@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bytes on the wire (scripts/wire_bytes.py): what Open MPI's own monitoring says each rank sent,
+"""Bytes on the wire (scripts/envs/wire_bytes.py): what Open MPI's own monitoring says each rank sent,
 against the formula where the algorithm is known (the ring's point-to-point exchange: every
 byte to the next rank; all-to-all: each block once) and against the payload elsewhere (the
 library chooses the all-reduce's algorithm). One ctest test per scenario, CPU backend.
@@ -13,17 +13,16 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_scenario import Env, expect, run_cli  # noqa: E402
+from scripts import module_command
+from run_scenario import Env, expect, run_cli
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "wire_bytes.py"
 # The harness's own per-step bookkeeping on the wire (an 8-byte all-reduce of the step time,
 # a barrier), which the library counts beside the case's traffic.
 BOOKKEEPING = 256
 
 
 def measure(env: Env, path: Path, *extra: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(path), "--mpirun", env.mpiexec, *extra],
+    proc = subprocess.run([*module_command("envs.wire_bytes"), str(path), "--mpirun", env.mpiexec, *extra],
                           capture_output=True, text=True, timeout=600)
     print(proc.stdout + proc.stderr)
     expect(proc.returncode == 0, "wire_bytes.py failed", proc)
@@ -62,8 +61,7 @@ def scenario_collectives(env: Env) -> None:
                    f"{name}: attributes")
             expect(a["wire_monitoring_time_ratio"] > 0, f"{name}: monitoring cost not recorded")
     plots = env.workdir / "plots"
-    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
-    proc = subprocess.run([sys.executable, str(script), str(out), "--out", str(plots)], capture_output=True, text=True)
+    proc = subprocess.run([*module_command("plots.plot"), str(out), "--out", str(plots)], capture_output=True, text=True)
     expect(proc.returncode == 0 and (plots / "sp_tp_wire.png").exists(), f"no wire figure: {proc.stderr}")
 
 
@@ -99,7 +97,7 @@ def scenario_not_open_mpi(env: Env) -> None:
     fake = env.workdir / "mpirun_other"
     fake.write_text("#!/bin/sh\necho 'HYDRA build details: MPICH 4.1'\n")
     fake.chmod(0o755)
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--mpirun", str(fake)],
+    proc = subprocess.run([*module_command("envs.wire_bytes"), str(out), "--mpirun", str(fake)],
                           capture_output=True, text=True, timeout=60)
     expect(proc.returncode == 0, "wire_bytes.py failed on another MPI", proc)
     with h5py.File(out) as f:

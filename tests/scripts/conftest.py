@@ -1,19 +1,15 @@
-"""pytest setup for the scripts/ tests: import path, the results-file fixture and the sp_tp
+"""pytest setup for the scripts/ tests: the results-file fixture and the sp_tp
 figures plot.py makes of one."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from synthetic_results import SCRIPTS, CaseSpec, write_results  # noqa: E402
+from synthetic_results import SCRIPTS, CaseSpec, write_results
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,8 +28,8 @@ def results_writer(tmp_path: Path) -> Callable[..., Path]:
 
 @pytest.fixture
 def plot_module():
-    """A fresh copy of scripts/plot.py, whose functions a test may patch."""
-    spec = importlib.util.spec_from_file_location("suite_plot", SCRIPTS / "plot.py")
+    """A fresh copy of scripts/plots/plot.py, whose functions a test may patch."""
+    spec = importlib.util.spec_from_file_location("suite_plot", SCRIPTS / "plots" / "plot.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -44,7 +40,7 @@ def sp_tp_figures(results_writer, tmp_path: Path, plot_module, monkeypatch) -> C
     """`sp_tp_figures(filename, cases)` writes a synthetic sp_tp results file and returns it as
     read and plot.py's sp_tp figures of it ({file name: figure}; nothing saved)."""
     def plot(filename: str, cases: list[CaseSpec]) -> tuple:
-        import suite_results as sr
+        from scripts.results import suite_results as sr
         captured = {}
         monkeypatch.setattr(plot_module, "_save",
                             lambda fig, path, written: captured.setdefault(path.name, fig))

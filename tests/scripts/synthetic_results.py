@@ -8,12 +8,13 @@ per case `/<bench>/<case>` with typed parameters, the step-time statistics (comp
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
+
+from scripts.cli import command_line
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -286,8 +287,9 @@ def ring_cases(n_c: int, world_size: int = 2, scale: float = 1.0, check: int = 1
 
 
 def run_script(name: str, *args: Any, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """Run `python scripts/<name> args...` from the repo root, as a user would."""
-    return subprocess.run([sys.executable, f"scripts/{name}", *map(str, args)], cwd=cwd,
+    """Run `suite <name> args...` (name: the tool's file name, `compare.py`) from the repo root,
+    as a user would."""
+    return subprocess.run([*command_line(name), *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

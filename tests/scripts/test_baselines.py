@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import baselines
-from suite_results import read_results
+from scripts.results import baselines
+from scripts.results.suite_results import read_results
 from synthetic_results import group_attrs, ring_cases, run_script, sp_tp_cases
 
 

@@ -8,12 +8,12 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import calibrate
+from scripts import module_command
+from scripts.planner import calibrate
 from synthetic_results import REPO
 
 
@@ -56,7 +56,7 @@ def test_slurm_steps_place_the_levels():
 def test_calibrate_refuses_with_one_line_and_no_file(tmp_path, args, needle):
     out = tmp_path / "c.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    proc = subprocess.run([sys.executable, "scripts/calibrate.py", *args, "--out", str(out)], cwd=REPO, env=env,
+    proc = subprocess.run([*module_command("planner.calibrate"), *args, "--out", str(out)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1 and needle in proc.stderr, proc.stderr
     assert not out.exists()
@@ -78,14 +78,14 @@ def test_plan_check_runs_where_the_calibration_was_measured(tmp_path, where, env
     calib = _calibration(tmp_path, where)
     gpus = "2" if where.get("nodes") == 1 else "6"
     base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    proc = subprocess.run([sys.executable, "scripts/plan_check.py", "--calibration", str(calib), "--gpus", gpus,
+    proc = subprocess.run([*module_command("planner.plan_check"), "--calibration", str(calib), "--gpus", gpus,
                            "--", "--seq", "1024"], cwd=REPO, env={**base, **env}, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
 
 
 def test_plan_check_splits_a_run_into_compute_and_each_axis():
-    import plan_check
+    from scripts.planner import plan_check
     attrs = {"time_median_s": 1.0, "exposed_comm_s": 0.25, "tp_exposed_s": 0.1, "cp_exposed_s": 0.05,
              "ep_exposed_s": 0.0, "dp_exposed_s": 0.1}
     got = plan_check.block_times(attrs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import docs_check
+from scripts.studies import docs_check
 
 OUTPUT = """
        op  predicted h/t  simulated crossing  ratio
@@ -51,7 +51,7 @@ def test_a_drifted_figure_is_named_with_both_values(tmp_path):
 def test_the_quick_grid_holds_the_points_around_each_published_crossing():
     """--quick reproduces the README's crossings only if, for each, it has the full grid's
     last exposed point and first hidden one (the README's figures: 527, 1506, 409)."""
-    from tp_overlap_crossing import h_over_t_values
+    from scripts.studies.tp_overlap_crossing import h_over_t_values
 
     full = h_over_t_values(docs_check.TP_OVERLAP_GRID)
     quick = h_over_t_values(docs_check.TP_OVERLAP_QUICK_GRID)

@@ -1,11 +1,13 @@
 """Every command the README and docs/ show in a shell block runs as written.
 
 A reader copies these lines. Each line that starts a suite command (`make`, `sbatch`,
-`build/bin/...`, `scripts/...`, or a script through `.venv/bin/python` / `python3`) is checked
-the way it would fail a reader: the make target exists, the job script exists and parses, the
-executable or script starts and answers `--help` (the line's own arguments may name files a
-fresh clone does not have yet), and every `--flag` the line uses is one that `--help` lists.
-A script called without an interpreter must be executable and start with a shebang.
+`build/bin/...`, `scripts/...`, the tools' program `.venv/bin/suite COMMAND`, or
+`python3 -m scripts COMMAND`) is checked the way it would fail a reader: the make target exists,
+the job script exists and parses, the executable or sub-command starts and answers `--help`
+(the line's own arguments may name files a fresh clone does not have yet), and every `--flag`
+the line uses is one that `--help` lists. A script called without an interpreter must be
+executable and start with a shebang. `suite`'s sub-commands run here as `python -m scripts`,
+the same program as the one pyproject.toml installs into .venv (checked below too).
 """
 
 from __future__ import annotations
@@ -14,17 +16,22 @@ import os
 import re
 import shlex
 import subprocess
+import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from scripts.cli import COMMANDS as SUB_COMMANDS
+
 REPO = Path(__file__).resolve().parents[2]
 BIN_DIR = Path(os.environ.get("SUITE_BIN_DIR", REPO / "build" / "bin"))
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 INTERPRETERS = {".venv/bin/python", "python3", "python"}
-# Scripts whose words after `--` always go to one executable (plan_check.py: the planner's).
-PASSES_ON_TO = {"mesh_orders.py": "mesh", "plan_check.py": "model"}
+SUITE = ".venv/bin/suite"
+# Sub-commands whose words after `--` always go to one executable (plan-check: the planner's).
+PASSES_ON_TO = {"mesh-orders": "mesh", "plan-check": "model"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,8 @@ def suite_commands() -> list[Documented]:
             if not words:
                 continue
             head = words[1] if words[0] in INTERPRETERS and len(words) > 1 else words[0]
-            if head in ("make", "sbatch") or head.startswith(("scripts/", "build/bin/")):
+            if head in ("make", "sbatch", SUITE) or words[1:3] == ["-m", "scripts"] \
+                    or head.startswith(("scripts/", "build/bin/")):
                 commands.append(Documented(f"{path.relative_to(REPO)}:{number}", tuple(words)))
     return commands
 
@@ -104,7 +112,14 @@ def check_flags(cmd: Documented, words: tuple[str, ...], text: str) -> None:
 def test_the_docs_show_commands() -> None:
     heads = {c.words[0] for c in COMMANDS}
     # A parser that silently found nothing would pass every check below.
-    assert len(COMMANDS) >= 20 and {"make", "sbatch"} <= heads, [str(c) for c in COMMANDS]
+    assert len(COMMANDS) >= 20 and {"make", "sbatch", SUITE} <= heads, [str(c) for c in COMMANDS]
+
+
+def test_suite_is_the_program_the_package_installs() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"suite": "scripts.cli:main"}
+    listing = help_text([sys.executable, "-m", "scripts"])
+    assert all(re.search(rf"^  {name} +\S", listing, re.M) for name in SUB_COMMANDS), listing
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=str)
@@ -121,6 +136,9 @@ def test_documented_command_runs(cmd: Documented) -> None:
         syntax = subprocess.run(["bash", "-n", str(REPO / job)], capture_output=True, text=True)
         assert syntax.returncode == 0, f"{cmd}: {syntax.stderr}"
         return
+    if words[0] == SUITE or words[1:3] == ("-m", "scripts"):
+        check_sub_command(cmd, words[1:] if words[0] == SUITE else words[3:])
+        return
     interpreter = words[0] if words[0] in INTERPRETERS else None
     target = words[1] if interpreter else words[0]
     rest = words[2:] if interpreter else words[1:]
@@ -135,13 +153,17 @@ def test_documented_command_runs(cmd: Documented) -> None:
     if interpreter is None:
         assert os.access(script, os.X_OK), f"{cmd}: {target} is not executable"
         assert script.read_text().startswith("#!"), f"{cmd}: {target} has no shebang"
-    if script.suffix != ".py":
-        return  # shell entry points (setup.sh, gpu_check.sh) do their work when run; existence is the check
-    if interpreter is None:
-        argv = [str(script)]  # as written: its shebang picks the interpreter
-    else:
-        argv = [str(REPO / interpreter) if interpreter == ".venv/bin/python" else interpreter, str(script)]
-    # A sub-command (`baselines.py add DIR`) has a --help of its own.
+    assert script.suffix != ".py", f"{cmd}: the tools run as `{SUITE} COMMAND`, not as files"
+    # shell entry points (setup.sh, gpu_check.sh) do their work when run; existence is the check
+
+
+def check_sub_command(cmd: Documented, words: tuple[str, ...]) -> None:
+    """`suite NAME ARGS...`: NAME is one of its sub-commands, and ARGS' flags are NAME's (or,
+    after `--`, those of the benchmark it starts)."""
+    assert words and words[0] in SUB_COMMANDS, f"{cmd}: no suite command {words[:1]}"
+    name, rest = words[0], words[1:]
+    argv = [sys.executable, "-m", "scripts", name]
+    # A sub-command's own sub-command (`baselines add DIR`) has a --help of its own.
     if rest and re.match(r"^[a-z][a-z-]*$", rest[0]) and not Path(REPO / rest[0]).exists():
         argv.append(rest[0])
     ours, passed_on = split_passed_on(rest)
@@ -154,10 +176,10 @@ def test_documented_command_runs(cmd: Documented) -> None:
             pytest.skip(f"{binary} not built")
         check_flags(cmd, passed_on[launched[0] + 1 :], help_text([str(binary)]))
     elif passed_on and passed_on[0].startswith("--"):
-        # After `--`: the flags of the benchmark the line names (simulate.py ring_attention ...),
+        # After `--`: the flags of the benchmark the line names (simulate ring_attention ...),
         # or of the one the script always hands them to.
         named = [w for w in ours if (BIN_DIR / w).is_file()]
-        binary = BIN_DIR / (named[0] if named else PASSES_ON_TO.get(script.name, "model"))
+        binary = BIN_DIR / (named[0] if named else PASSES_ON_TO.get(name, "model"))
         if not binary.exists():
             pytest.skip(f"{binary} not built")
         check_flags(cmd, passed_on, help_text([str(binary)]))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import emulated_cluster as ec
-from shaped_link import LinkError
+from scripts.envs import emulated_cluster as ec
+from scripts.envs.shaped_link import LinkError
 from synthetic_results import run_script
 
 

@@ -36,9 +36,11 @@ def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "", gpus: int = 2) -
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, root / "scripts")
-    for name in ("summary.py", "peer_ratios.py", "torch_peer.py", "torch_async_tp_peer.py",
-                 "suite_results.py"):
-        shutil.copy(ROOT / "scripts" / name, root / "scripts")
+    for name in ("__init__.py", "results/__init__.py", "results/summary.py", "results/suite_results.py",
+                 "peers/__init__.py", "peers/peer_ratios.py", "peers/torch_peer.py",
+                 "peers/torch_async_tp_peer.py"):
+        (root / "scripts" / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / "scripts" / name, root / "scripts" / name)
     bundle = root / ".gpu"
     (bundle / "bin").mkdir(parents=True)
     (bundle / "lib").mkdir()
@@ -58,8 +60,9 @@ def _kit(tmp_path: Path, sleep_in: str = "", fail_in: str = "", gpus: int = 2) -
     _executable(tools / "mpirun", wrapper)
     _executable(tools / "compute-sanitizer", wrapper)
     _executable(tools / "nvidia-smi", f"#!/bin/bash\nfor i in $(seq 0 {gpus - 1}); do echo \"GPU $i: stub\"; done\n")
-    # python: pip installs nothing, module lookups fail (no nvidia.* packages), scripts run.
-    _executable(tools / "python", f"#!/bin/bash\ncase \"$1\" in -m) exit 0;; -c) exit 1;; esac\n"
+    # python: pip and torchrun do nothing, module lookups fail (no nvidia.* packages), the suite's
+    # modules run.
+    _executable(tools / "python", f"#!/bin/bash\ncase \"$1 $2\" in '-m scripts.'*) ;; -m*) exit 0;; -c*) exit 1;; esac\n"
                 f"exec {sys.executable} \"$@\"\n")
     return root
 

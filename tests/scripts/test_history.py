@@ -127,8 +127,8 @@ def test_group_and_params_split_the_lines(results_writer, tmp_path):
 # compare step flagged them, commit and date on the axis, software changes marked.
 
 def _figures(tmp_path, case_regex=None):
-    import history
-    from suite_results import cli_warnings
+    from scripts.results import history
+    from scripts.results.suite_results import cli_warnings
 
     cli_warnings()
     runs = history.load_runs([str(tmp_path)], include_partial=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-import host_load
-from suite_results import read_results
+from scripts.results import host_load
+from scripts.results.suite_results import read_results
 from synthetic_results import run_script, sp_tp_cases, write_results
 
 

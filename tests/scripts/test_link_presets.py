@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-import link_presets
+from scripts.envs import link_presets
 from synthetic_results import run_script
 
 DOCUMENTED = ("nvlink", "pcie-host", "shm-off", "net", "ib", "tcp")

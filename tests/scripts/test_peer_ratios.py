@@ -1,4 +1,4 @@
-"""scripts/peer_ratios.py and scripts/torch_peer.py without a GPU: ratios from synthetic
+"""scripts/peers/peer_ratios.py and scripts/peers/torch_peer.py without a GPU: ratios from synthetic
 kernel_bench / peer JSON and an sp_tp layer file, and the peer's shapes and FLOP counts
 matching kernel_bench's."""
 
@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import peer_ratios
-import torch_peer
+from scripts.peers import peer_ratios
+from scripts.peers import torch_peer
 from synthetic_results import run_script
 
 

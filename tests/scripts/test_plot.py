@@ -95,7 +95,7 @@ def test_sp_tp_lines_are_named_in_their_legends(results_writer, monkeypatch):
     """Each line of the collectives figures is named by its op (the activation-sized case as
     such); the time figure's p10-p90 bands share one entry, and the bytes figure pairs each
     line's measured markers with its predicted dashes in one entry."""
-    import plot
+    from scripts.plots import plot
     from synthetic_results import rank_times
 
     cases = sp_tp_cases(mode="collectives")
@@ -130,7 +130,7 @@ def test_sp_tp_lines_are_named_in_their_legends(results_writer, monkeypatch):
 def test_ulysses_step_bytes_add_the_backward():
     """The bytes above a training step's bar are both passes': 131072 per rank, as the transport
     counted them (bytes_sent) in a 2-rank u=2 fwd_bwd run at s=128, a=2, d=64, fp32."""
-    import plot_ulysses
+    from scripts.plots import plot_ulysses
 
     step = SimpleNamespace(attrs={"pass": "fwd_bwd", "bytes_sent_per_rank": 65536.0,
                                   "bwd_bytes_sent_per_rank": 65536.0})

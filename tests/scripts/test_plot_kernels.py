@@ -11,9 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
-from plot import make_plots  # noqa: E402
-from plot_kernels import kernel_figures  # noqa: E402
-from suite_results import read_results  # noqa: E402
+from scripts.plots.plot import make_plots  # noqa: E402
+from scripts.plots.plot_kernels import kernel_figures  # noqa: E402
+from scripts.results.suite_results import read_results  # noqa: E402
 from synthetic_results import rank_times  # noqa: E402
 
 

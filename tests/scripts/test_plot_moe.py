@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from plot_moe import moe_figures  # noqa: E402
-from suite_results import read_results  # noqa: E402
+from scripts.plots.plot_moe import moe_figures  # noqa: E402
+from scripts.results.suite_results import read_results  # noqa: E402
 from synthetic_results import rank_times, run_script  # noqa: E402
 from test_plot import _written  # noqa: E402
 

@@ -63,7 +63,7 @@ def test_a_file_that_is_not_the_model_s_csv_is_refused(tmp_path: Path) -> None:
 
 def test_measured_points_keep_only_cases_of_the_csv_s_curves(tmp_path: Path) -> None:
     """A ring case with the other mask or another c is no point of the CSV's curves."""
-    from plot_varlen import measured_points, read_rows
+    from scripts.plots.plot_varlen import measured_points, read_rows
     from synthetic_results import rank_times, write_results
 
     csv_path = tmp_path / "lognormal.csv"

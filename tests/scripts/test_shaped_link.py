@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import shaped_link
+from scripts import module_command
+from scripts.envs import shaped_link
 from synthetic_results import REPO, run_script
 
 
@@ -184,7 +184,7 @@ def test_bad_input_one_error_exit_2_nothing_left(args, needle, tmp_path):
     # Other tests that shape may run meanwhile: only this invocation's namespace (named by its
     # pid) must not be left. Refusals as nobody and without tc are the integration test's
     # (integration_shaped_bad_input).
-    popen = subprocess.Popen([sys.executable, str(REPO / "scripts" / "shaped_link.py"), *args],
+    popen = subprocess.Popen([*module_command("envs.shaped_link"), *args],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = popen.communicate(timeout=60)
     assert popen.returncode == 2, err

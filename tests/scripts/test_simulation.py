@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import baselines
-import sim_platform as sp
-from ring_crossing import crossing
-from suite_results import read_results
+from scripts.results import baselines
+from scripts.envs import sim_platform as sp
+from scripts.studies.ring_crossing import crossing
+from scripts.results.suite_results import read_results
 from synthetic_results import ring_cases, run_script, sp_tp_cases
 
 SIM_ATTRS = {"simulated": 1, "sim_platform": "flat", "sim_compute_mode": "executed",
@@ -183,7 +183,7 @@ def test_sweep_simulate_plans_one_simulation_per_cell(tmp_path):
                       "--nodes", "1,2", "--simulate", "--dry-run", "--model", tmp_path / "none",
                       "--sweep-dir", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    lines = [l for l in proc.stdout.splitlines() if "simulate.py" in l]
+    lines = [l for l in proc.stdout.splitlines() if "scripts.envs.simulate" in l]
     assert len(lines) == 8 and "8 simulation(s)" in proc.stdout and "executed compute" in proc.stdout
     one = next(l for l in lines if "--nodes 2" in l and "--link ib" in l and "block32" in l)
     assert "--platform fattree" in one and "--ranks 16" in one and "-- --block 32" in one
@@ -193,7 +193,7 @@ def test_sweep_simulate_plans_one_simulation_per_cell(tmp_path):
     modeled = run_script("sweep.py", "moe", "--values", "4K", "--nodes", "2", "--simulate",
                          "--dry-run", "-F", "4e14", "--model", tmp_path / "none")
     assert modeled.returncode == 0, modeled.stderr
-    line = next(l for l in modeled.stdout.splitlines() if "simulate.py" in l)
+    line = next(l for l in modeled.stdout.splitlines() if "scripts.envs.simulate" in l)
     assert "--sim-flops 400000000000000.0" in line and "--hidden 4096" in line  # GPU sizes
     assert not (tmp_path / "out").exists()
     bad = run_script("sweep.py", "ring_attention", "--values", "32", "--link", "pcie-host,nope",
@@ -202,7 +202,7 @@ def test_sweep_simulate_plans_one_simulation_per_cell(tmp_path):
 
 
 def test_alpha_beta_pairs_near_ranks_for_the_all_reduce_and_far_ones_for_sp():
-    import sim_alpha_beta as ab
+    from scripts.envs import sim_alpha_beta as ab
     p = sp.make_platform("fattree", nodes=2)
     lk = p.links()
     n = 16e6
@@ -232,7 +232,7 @@ def test_history_gives_a_simulated_run_its_own_line(results_writer, tmp_path):
 
 
 def test_the_demo_sweeps_from_a_quarter_to_four_times_c_star():
-    import sim_ring_demo
+    from scripts.envs import sim_ring_demo
     for c_star in (137.0, 215.0, 469.0, 2000.0):
         blocks = sim_ring_demo.blocks_around(c_star, 8)
         assert blocks == sorted(set(blocks)) and all(b % 16 == 0 and b >= 16 for b in blocks)
@@ -245,7 +245,7 @@ def test_peak_memory_counts_shared_pages_once_in_pss(tmp_path):
     times, PSS once (what modeled compute's placeholders look like to the kernel)."""
     import subprocess
     import sys
-    import process_memory
+    from scripts.results import process_memory
     code = ("import mmap,os,sys,time\n"
             "fd=os.open(sys.argv[1],os.O_RDWR|os.O_CREAT); os.ftruncate(fd,64<<20)\n"
             "maps=[mmap.mmap(fd,64<<20) for _ in range(4)]\n"
@@ -269,7 +269,7 @@ def test_peak_memory_skips_a_process_number_taken_by_another(tmp_path):
     import os
     import subprocess
     import sys
-    import process_memory
+    from scripts.results import process_memory
     code = ("import subprocess,sys,time\n"
             "open('/proc/self/comm','w').write('a) b (c')\n"
             "c=subprocess.Popen([sys.executable,'-c','import time; b=bytearray(32<<20); print(1,flush=True); time.sleep(30)'],"
@@ -297,7 +297,7 @@ def test_peak_memory_survives_children_that_end_while_it_reads():
     and the sampler thread keeps sampling, first 0.05 s apart."""
     import subprocess
     import time
-    import process_memory
+    from scripts.results import process_memory
     with subprocess.Popen(["sh", "-c", "while :; do x=$(true); done"]) as proc:
         try:
             end, listings = time.monotonic() + 2, 0

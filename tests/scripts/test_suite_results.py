@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-import suite_results as sr
+from scripts.results import suite_results as sr
 from synthetic_results import group_attrs, ring_cases, sp_tp_cases
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import sweep
+from scripts.envs import sweep
 from synthetic_results import run_script
 
 FAKE_MODEL = """#!/bin/sh
@@ -193,7 +193,7 @@ def test_a_build_without_a_record_keeps_nccl(fakes, tmp_path):
 
 
 def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
-    """A shaped link (scripts/shaped_link.py) is this machine's loopback: its cells run here under
+    """A shaped link (scripts/envs/shaped_link.py) is this machine's loopback: its cells run here under
     shaped_link.py and mpirun with the job script's flags, labelled with the canonical name, and
     the model's W is the rate shared by the ranks."""
     model, model_log, sbatch_cmd, sbatch_log = fakes
@@ -203,7 +203,7 @@ def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "4 run(s) on this machine (a shaped loopback or an emulated cluster) (dry run: nothing runs)" \
         in proc.stdout
-    runs = [line.split() for line in proc.stdout.splitlines() if "shaped_link.py" in line]
+    runs = [line.split() for line in proc.stdout.splitlines() if "scripts.envs.shaped_link" in line]
     assert len(runs) == 4
     first = runs[0]
     assert first[first.index("--") - 1] == "shaped-1g"
@@ -222,7 +222,7 @@ def test_shaped_link_cells_run_here_through_shaped_link(fakes, tmp_path):
 
 
 def test_emulated_cluster_cells_run_here_through_emulated_cluster(fakes, tmp_path):
-    """An emulated cluster (scripts/emulated_cluster.py) runs its cells here, on the nodes and
+    """An emulated cluster (scripts/envs/emulated_cluster.py) runs its cells here, on the nodes and
     ranks its label names (mpirun is the script's own), and the model's W is the NIC's rate over
     the ranks of a node."""
     model, model_log, sbatch_cmd, sbatch_log = fakes
@@ -230,7 +230,7 @@ def test_emulated_cluster_cells_run_here_through_emulated_cluster(fakes, tmp_pat
                       "--cpu", "--model", model, "--sbatch", sbatch_cmd, "--sweep-dir", tmp_path / "sw",
                       "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    runs = [line.split() for line in proc.stdout.splitlines() if "emulated_cluster.py" in line]
+    runs = [line.split() for line in proc.stdout.splitlines() if "scripts.envs.emulated_cluster" in line]
     assert len(runs) == 1
     ours, bench = runs[0][:runs[0].index("--")], runs[0][runs[0].index("--") + 1:]
     assert ours[ours.index("--link") + 1] == "emulated-2x2-1g" and "mpirun" not in bench[0]

@@ -29,9 +29,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "scripts"))
+from scripts import module_command  # noqa: E402
 
-from link_presets import env_string, resolve  # noqa: E402
+from scripts.envs.link_presets import env_string, resolve  # noqa: E402
 from local_slurm import LocalSlurm, Unavailable, ensure_packages  # noqa: E402
 
 SKIP = 77
@@ -210,7 +210,7 @@ def scenario(run: Run) -> None:
 
     # 2. Registries built from the first run: the run itself, and one 1000x faster.
     same, fast = tmp / "registry-same", tmp / "registry-fast"
-    add = [python, str(REPO / "scripts" / "baselines.py"), "add", str(base), "--registry"]
+    add = [*module_command("results.baselines", python), "add", str(base), "--registry"]
     stored = subprocess.run(add + [str(same)], capture_output=True, text=True, check=True).stdout.strip()
     fast_run = tmp / "fast.h5"
     scaled_copy(base, fast_run, 1e-3)
@@ -232,7 +232,7 @@ def scenario(run: Run) -> None:
         print(f"  skip: {line}")
     # A sweep through the launcher as a job array: 2 sizes x 2 presets, CPU mode.
     sweep = subprocess.run(
-        [python, str(REPO / "scripts" / "sweep.py"), "sp_tp", "--values", "32,64", "--link",
+        [*module_command("envs.sweep", python), "sp_tp", "--values", "32,64", "--link",
          "nvlink,tcp", "--cpu", "--array", f"--tasks-per-node={RANKS}", "--sweep-dir",
          str(tmp / "sweep"), "--model", str(run.bin_dir / "model"),
          "--sbatch-args", f"--time={JOB_TIME_MIN} --output={tmp}/out/%x-%A_%a.out"],

@@ -321,7 +321,7 @@ Params with(void (*set)(Params&)) {
 TEST(ModelInputs, DefaultsAndSweepSizesPass) {
   for (const char* section : {"all", "sp", "ring", "ulysses", "moe"})
     EXPECT_EQ(params_error(Params{}, section), "") << section;
-  // scripts/sweep.py's GPU ring cell: h=8192 a=64 n_kv=8 causal, s = 4K x 16 over N_c = 16.
+  // scripts/envs/sweep.py's GPU ring cell: h=8192 a=64 n_kv=8 causal, s = 4K x 16 over N_c = 16.
   Params ring = with(
       [](Params& p) { p.h = 8192, p.a = 64, p.kv = 8, p.causal = true, p.s = 65536, p.n_c = 16; });
   EXPECT_EQ(params_error(ring, "ring"), "");

@@ -1,0 +1,1 @@
+"""The figures of a results file, one module per benchmark."""

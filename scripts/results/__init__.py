@@ -1,0 +1,1 @@
+"""Results files, their verdicts against baselines, summaries and HTML pages."""

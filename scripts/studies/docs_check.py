@@ -1,0 +1,205 @@
+"""Rerun the simulations behind the tables of simulated figures in README.md and docs/, and fail
+when a published figure has drifted from what its command prints now.
+
+    suite docs-check [--sim-build build-sim] [--model build/bin/model] [--only NAME ...]
+
+Simulated figures with modeled compute are deterministic (SMPI's clock, FLOPs injected at a
+fixed rate), so a table of them must come out of the command it names, to the digit. Each check
+below names the document, the heading its table follows, the command (the one the document
+gives, grid included) and how the command's output maps onto the table's cells; every cell is
+compared as printed. `make docs-check` runs them all (2 to 5 minutes on 2 cores, as other work
+allows). `--quick` runs the TP-overlap sweep on the grid points on either side of each
+published crossing only, which reproduces the crossings exactly while they stay between those
+points (a crossing is interpolated between its two neighbours): that is the test
+`docs_check_tp_overlap`.
+
+Exit status: 0 when every figure matches, 1 when one drifted (each named, the document's value
+beside the command's), 2 when a command failed or a table was not found, 77 without an SMPI
+build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from scripts import ROOT, module_command
+
+SKIP = 77  # ctest's skip code: no SMPI build to rerun the simulations with
+
+Row = list[str]
+
+
+def table_after(doc: Path, heading: str) -> list[Row]:
+    """The cells of the first markdown table from the line that starts with `heading` (the
+    table's header line itself, or a line above it), header and separator left out."""
+    lines = doc.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        raise LookupError(f"{doc.name}: no line starting with {heading!r}")
+    rows: list[Row] = []
+    for line in lines[start:]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    if len(rows) < 3:
+        raise LookupError(f"{doc.name}: no table after {heading!r}")
+    return rows[2:]
+
+
+@functools.lru_cache(maxsize=None)
+def run(command: tuple[str, ...]) -> str:
+    """The command's stdout (each command runs once however many tables it makes)."""
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(command)}` exited {proc.returncode}:\n"
+                           f"{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}")
+    return proc.stdout
+
+
+@dataclass
+class Check:
+    """One published table: where it is, the command that makes it, and `expected(output)`:
+    {row key: {column: the cells it may say}} (one cell, or the forms a document may use)."""
+
+    name: str
+    doc: str
+    heading: str
+    command: Callable[[argparse.Namespace], list[str]]
+    expected: Callable[[str], dict[str, dict[int, tuple[str, ...]]]]
+    key_columns: tuple[int, ...]
+
+    def drifts(self, args: argparse.Namespace) -> list[str]:
+        """`<doc> <row> column N: published X, the command prints Y` for each mismatch."""
+        rows = table_after(ROOT / self.doc, self.heading)
+        want = self.expected(run(tuple(self.command(args))))
+        found = []
+        for row in rows:
+            key = " | ".join(row[c] for c in self.key_columns)
+            if key not in want:
+                found.append(f"{self.doc} row `{key}`: the command prints no such row")
+                continue
+            for column, cells in want.pop(key).items():
+                if row[column] not in cells:
+                    found.append(f"{self.doc} row `{key}` column {column + 1}: published "
+                                 f"{row[column]!r}, the command prints {cells[0]!r}")
+        return found
+
+
+# README.md, TP+SP with its collectives beside the GEMMs: op | c | predicted | crossing | ratio.
+TP_OVERLAP_GRID = "256:2048:64"
+# The points of that grid on either side of each published crossing (fc1 and fc2, qkv,
+# out_proj): the same crossings from 6 simulations instead of 29.
+TP_OVERLAP_QUICK_GRID = "384,448,512,576,1472,1536"
+
+
+def tp_overlap_command(args: argparse.Namespace) -> list[str]:
+    grid = TP_OVERLAP_QUICK_GRID if args.quick else TP_OVERLAP_GRID
+    return [*module_command("studies.tp_overlap_crossing"), "--seq", "8192", "--h-over-t", grid,
+            "--build", str(args.sim_build), "--model", str(args.model)]
+
+
+TP_OVERLAP_OPS = {"qkv": "qkv (all-gather)", "out_proj": "out_proj (reduce-scatter)",
+                  "fc1": "fc1 (all-gather)", "fc2": "fc2 (reduce-scatter)"}
+
+
+def tp_overlap_expected(output: str) -> dict[str, dict[int, str]]:
+    """The crossing table tp_overlap_crossing.py ends with: op, predicted, crossing, ratio."""
+    want = {}
+    for line in output.splitlines():
+        m = re.match(r"\s*(qkv|out_proj|fc1|fc2)\s+(\d+)\s+(\d+)\s+([0-9.]+)\s*$", line)
+        if m:
+            want[TP_OVERLAP_OPS[m.group(1)]] = {2: (m.group(2),), 3: (m.group(3),),
+                                                4: (m.group(4),)}
+    return want
+
+
+# docs/MOE_ACROSS_NODES.md prints moe_node_study.py's rows as they are; README.md quotes some of
+# their columns: EP | dispatch | node limit | dispatch ms | across MB/rank | rows/token (pred.) |
+# across GB/s.
+MOE_RANKS = "8,16,32,64,128"
+
+
+def moe_command(args: argparse.Namespace) -> list[str]:
+    return [*module_command("studies.moe_node_study"), "--ranks", MOE_RANKS,
+            "--build", str(args.sim_build)]
+
+
+def moe_rows(output: str) -> list[Row]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in output.splitlines() if re.match(r"\|\s*\d", line)]
+
+
+def moe_doc_expected(output: str) -> dict[str, dict[int, str]]:
+    """Every cell of every row, keyed by EP, max nodes and dispatch."""
+    return {" | ".join((r[0], r[2], r[3])): {i: (cell,) for i, cell in enumerate(r)}
+            for r in moe_rows(output)}
+
+
+def moe_readme_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+    """The README's columns of the same rows; its rows/token cell gives the prediction in
+    parentheses (the study's `(4.00 if unlimited)`) or leaves it out, and its GB/s is the
+    dispatch's (the study's first)."""
+    want = {}
+    for r in moe_rows(output):
+        count, _, predicted = r[9].partition(" (")
+        predicted = predicted.replace(" if unlimited)", ")")
+        want[" | ".join((r[0], r[3], r[2]))] = {
+            3: (r[5],), 4: (r[7],), 5: (f"{count} ({predicted}" if predicted else count, count),
+            6: (r[10].split(" / ")[0],)}
+    return want
+
+
+CHECKS = (
+    Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
+          tp_overlap_expected, (0,)),
+    Check("moe_nodes", "docs/MOE_ACROSS_NODES.md", "from 64.", moe_command, moe_doc_expected,
+          (0, 2, 3)),
+    Check("moe_nodes_readme", "docs/FINDINGS.md", "DeepEP's configuration", moe_command,
+          moe_readme_expected, (0, 1, 2)),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sim-build", type=Path, default=ROOT / "build-sim",
+                        help="the SMPI build (make sim)")
+    parser.add_argument("--model", type=Path, default=ROOT / "build" / "bin" / "model",
+                        help="the CPU build's model executable")
+    parser.add_argument("--only", action="append", choices=[c.name for c in CHECKS],
+                        help="run only this check (repeatable)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the TP-overlap sweep on the points around its crossings only")
+    args = parser.parse_args(argv)
+    if not (args.sim_build / "bin").is_dir():
+        print(f"SKIP: no SMPI build in {args.sim_build} (make sim builds it)")
+        return SKIP
+    status = 0
+    for check in CHECKS:
+        if args.only and check.name not in args.only:
+            continue
+        try:
+            drifts = check.drifts(args)
+        except (LookupError, RuntimeError) as err:
+            print(f"ERROR {check.name}: {err}")
+            status = 2
+            continue
+        for drift in drifts:
+            print(f"DRIFT {check.name}: {drift}")
+        if drifts:
+            status = max(status, 1)
+        else:
+            print(f"ok {check.name}: {check.doc}, every figure as `{' '.join(check.command(args)[1:])}` prints it")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
