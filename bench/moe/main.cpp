@@ -11,7 +11,6 @@
 #include "bench/moe/moe_report.hpp"
 #include "common/harness/bench_main.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/group_comm.hpp"
 #include "common/harness/pass_list.hpp"
 #include "common/results/record_access.hpp"
 #include "common/harness/size_list.hpp"
@@ -192,7 +191,7 @@ int main(int argc, char** argv) {
                    "groups run the case at once, step time is the max over all ranks")
         ->capture_default_str();
   };
-  def.group_size = [&](int world) { return suite::resolve_group_size(o.ep, world, "--ep"); };
+  def.mesh = [&](int world) { return suite::axis_mesh(suite::MeshAxis::ep, o.ep, world, "--ep"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     // The layer's flags are parsed in every mode, so a typo never passes silently.
     const suite::moe::MoeSweep layer = make_sweep(o);

@@ -13,7 +13,6 @@
 #include "common/harness/pass_list.hpp"
 #include "common/harness/size_list.hpp"
 #include "common/sim/sim.hpp"
-#include "common/transport/group_comm.hpp"
 
 namespace {
 
@@ -211,9 +210,7 @@ int main(int argc, char** argv) {
     }
     return specs;
   };
-  def.group_size = [&](int world_size) {
-    return suite::resolve_group_size(o.tp, world_size, "--tp");
-  };
+  def.mesh = [&](int world) { return suite::axis_mesh(suite::MeshAxis::tp, o.tp, world, "--tp"); };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::sp_tp::print_collective_table(records);
     suite::sp_tp::print_layer_table(records);
