@@ -5,7 +5,6 @@
 #include <string>
 
 #include "common/harness/errors.hpp"
-#include "common/transport/group_comm.hpp"
 
 namespace suite::mesh {
 namespace {
@@ -23,30 +22,6 @@ std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg)
 bool omitted(const char* phase) {
   const char* omit = std::getenv("SUITE_TEST_OMIT_GRAD_SUM");
   return omit && std::string(omit) == phase;
-}
-
-// Hierarchical dispatch's node and rail groups inside the expert group: its members on this
-// rank's node (consecutive world ranks of --ranks-per-node), and the members of the same index
-// on the other nodes. Every node must hold as many of them.
-moe::NodeComms node_comms(BenchContext& ctx, DeviceMesh& mesh, int ranks_per_node,
-                          std::unique_ptr<Comm>& node, std::unique_ptr<Comm>& rail, int& per_node) {
-  const std::vector<int> group = mesh.layout().group(MeshAxis::ep, mesh.rank());
-  const int my_node = mesh.rank() / ranks_per_node;
-  per_node = 0;
-  for (int r : group)
-    per_node += r / ranks_per_node == my_node ? 1 : 0;
-  for (std::size_t i = 0; i < group.size(); ++i)
-    if (group[i] / ranks_per_node !=
-        group[i - i % static_cast<std::size_t>(per_node)] / ranks_per_node)
-      throw UsageError(
-          "--dispatch hierarchical: the expert group's ranks are not spread evenly "
-          "over nodes of --ranks-per-node " +
-          std::to_string(ranks_per_node) + " (" + std::to_string(per_node) +
-          " on this rank's node)");
-  Comm& ep = mesh.axis(MeshAxis::ep);
-  node = make_split_comm(ctx, ep.mpi_comm(), ep.rank() / per_node);
-  rail = make_split_comm(ctx, ep.mpi_comm(), ep.rank() % per_node);
-  return {node.get(), rail.get()};
 }
 
 }  // namespace
@@ -78,8 +53,10 @@ ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMes
   if (cfg.moe()) {
     moe::MoeConfig m = cfg.moe_layer();
     moe::NodeComms comms;
-    if (m.dispatch == moe::Dispatch::hierarchical)
-      comms = node_comms(ctx, mesh, cfg.ranks_per_node, moe_node_, moe_rail_, m.ranks_per_node);
+    if (m.dispatch == moe::Dispatch::hierarchical) {
+      m.ranks_per_node = mesh.layout().ep_ranks_per_node(mesh.rank(), cfg.ranks_per_node);
+      comms = {&mesh.ep_node(cfg.ranks_per_node), &mesh.ep_rail(cfg.ranks_per_node)};
+    }
     moe_ = std::make_unique<MoeFfn>(m, ctx.device, mesh.axis(MeshAxis::ep), comms,
                                     static_cast<std::int64_t>(mesh.rank()) * L);
     parts.ffn = moe_.get();
@@ -137,30 +114,6 @@ void ComposedBlock::add_sums() {
   });
   if (cfg_.shape.cp * cfg_.shape.dp > 1 && !omitted(kSumDense))
     sums_.add(kSumDense, mesh_.dense_replicas(), dense);
-}
-
-ByteCounts ComposedBlock::axis_bytes(MeshAxis a) const {
-  DeviceMesh& m = mesh_;
-  switch (a) {
-    case MeshAxis::tp:
-      return m.axis(MeshAxis::tp).lifetime_bytes();
-    case MeshAxis::cp: {
-      std::vector<const Comm*> cp = m.cp_sub_groups();
-      cp.push_back(&m.axis(MeshAxis::cp));
-      return lifetime_bytes_of(cp);
-    }
-    case MeshAxis::ep:
-      return lifetime_bytes_of({&m.axis(MeshAxis::ep), moe_node_.get(), moe_rail_.get()});
-    case MeshAxis::dp:
-      return lifetime_bytes_of({&m.dense_replicas(), &m.expert_replicas()});
-  }
-  return {};
-}
-
-std::vector<const Comm*> ComposedBlock::comms() const {
-  std::vector<const Comm*> all = mesh_.comms();
-  if (moe_node_) all.insert(all.end(), {moe_node_.get(), moe_rail_.get()});
-  return all;
 }
 
 ReferenceBlock run_reference(const MeshConfig& cfg, BenchContext& ctx) {

@@ -46,12 +46,6 @@ class ComposedBlock {
   // The global row (position p, global batch index g: p D b + g) of each of this rank's
   // token-wise rows: where its input, output and their gradients sit in the single-rank block.
   const std::vector<std::int64_t>& global_rows() const { return global_rows_; }
-  // Bytes each axis's communicators moved since they were made: tp (the layer's collectives,
-  // and the router's sum), cp (the ring's or Ulysses' groups), ep (the MoE's, with its node and
-  // rail groups), dp (the dense and expert replica groups' gradient sums).
-  ByteCounts axis_bytes(MeshAxis a) const;
-  // Every communicator of the block (the mesh's and the MoE's node and rail groups).
-  std::vector<const Comm*> comms() const;
   const DeviceMesh& mesh() const { return mesh_; }
 
  private:
@@ -61,7 +55,6 @@ class ComposedBlock {
   std::unique_ptr<sp_tp::LayerOps> ops_;
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<CpAttention> attention_;
-  std::unique_ptr<Comm> moe_node_, moe_rail_;
   std::unique_ptr<MoeFfn> moe_;
   std::unique_ptr<sp_tp::TransformerLayer> layer_;
   std::vector<std::int64_t> global_rows_;

@@ -150,7 +150,7 @@ std::vector<SavedTensor> MeshCase::tensors() {
 std::array<std::int64_t, 4> MeshCase::axis_sent() const {
   std::array<std::int64_t, 4> s{};
   for (std::size_t i = 0; i < kAxes.size(); ++i)
-    s[i] = block_->axis_bytes(kAxes[i]).sent;
+    s[i] = mesh_->axis_bytes(kAxes[i]).sent;
   return s;
 }
 

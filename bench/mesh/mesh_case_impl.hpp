@@ -15,7 +15,7 @@
 #include "common/formulas/model.hpp"
 #include "common/harness/bench_case.hpp"
 #include "common/harness/context.hpp"
-#include "common/mesh/device_mesh.hpp"
+#include "common/mesh/device_meshes.hpp"
 
 namespace suite::mesh {
 
@@ -29,7 +29,7 @@ class MeshCase final : public BenchCase {
 
   void setup() override {
     ctx_.device.reset_allocation_peak();
-    mesh_ = std::make_unique<DeviceMesh>(ctx_, cfg_.shape);
+    mesh_ = &ctx_.meshes.case_mesh(cfg_.shape);
     block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
   }
 
@@ -43,10 +43,6 @@ class MeshCase final : public BenchCase {
   // single-rank block's row order (p D b + g), and every weight and its summed gradient whole:
   // the same on every rank.
   std::vector<SavedTensor> tensors() override;
-
-  ByteCounts own_comm_bytes() const override {
-    return block_ ? lifetime_bytes_of(block_->comms()) : ByteCounts{};
-  }
 
  private:
   std::array<std::int64_t, 4> axis_sent() const;
@@ -73,7 +69,7 @@ class MeshCase final : public BenchCase {
 
   BenchContext& ctx_;
   MeshConfig cfg_;
-  std::unique_ptr<DeviceMesh> mesh_;
+  DeviceMesh* mesh_ = nullptr;  // this case's (DeviceMeshes::case_mesh), dropped after it
   std::unique_ptr<ComposedBlock> block_;
   std::array<std::int64_t, 4> step_bytes_{};
   std::int64_t step_ep_implied_ = 0;

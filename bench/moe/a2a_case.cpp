@@ -8,13 +8,13 @@
 #include <stdexcept>
 #include <utility>
 
-#include "common/harness/errors.hpp"
-#include "common/transport/group_comm.hpp"
+#include "common/device/typed_host.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
+#include "common/mesh/device_meshes.hpp"
 #include "common/results/record_access.hpp"
 #include "common/sim/sim.hpp"
-#include "common/harness/size_list.hpp"
-#include "common/device/typed_host.hpp"
 
 namespace suite::moe {
 namespace {
@@ -227,10 +227,6 @@ class A2aCase final : public BenchCase {
     if (algo_ == A2aAlgo::pairwise) rec.tables.push_back(std::move(pair_time));
   }
 
-  ByteCounts own_comm_bytes() const override {
-    return lifetime_bytes_of({node_.get(), rail_.get()});
-  }
-
  private:
   std::int64_t at(int s, int d) const {
     return m_[static_cast<std::size_t>(s) * static_cast<std::size_t>(N_) +
@@ -254,9 +250,8 @@ class A2aCase final : public BenchCase {
   // its node, the parts of its rail peers' messages bound there; the receiver unpacks them into
   // flat's layout.
   void plan_hierarchy() {
-    const int world = ctx_.mpi.rank();
-    node_ = make_split_comm(ctx_, world / P_);
-    rail_ = make_split_comm(ctx_, (world / N_) * P_ + world % P_);
+    node_ = &ctx_.meshes.own().ep_node(P_);
+    rail_ = &ctx_.meshes.own().ep_rail(P_);
     const int M = N_ / P_, m = me_ / P_, l = me_ % P_;
     const auto Ms = static_cast<std::size_t>(M), Ps = static_cast<std::size_t>(P_);
     auto elems = [&](int s, int d) { return static_cast<std::size_t>(at(s, d) / e_); };
@@ -332,7 +327,8 @@ class A2aCase final : public BenchCase {
   std::vector<Block> pack_, unpack_;
   std::vector<std::pair<Split, Split>> steps_;  // pairwise: each step's send and receive splits
   Buffer sbuf_, rbuf_, rail_buf_, node_send_buf_, node_recv_buf_;
-  std::unique_ptr<Comm> node_, rail_;
+  Comm* node_ = nullptr;  // hierarchical: the EP mesh's node and rail groups
+  Comm* rail_ = nullptr;
   std::vector<std::unique_ptr<IntervalTimer>> timers_;
   std::vector<std::vector<double>> step_times_;
   std::int64_t want_inter_ = 0, want_intra_ = 0, want_hier_inter_ = 0, want_hier_intra_ = 0;

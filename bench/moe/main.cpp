@@ -8,7 +8,6 @@
 #include "bench/moe/moe_report.hpp"
 #include "common/harness/bench_main.hpp"
 #include "common/results/record_access.hpp"
-#include "common/transport/group_comm.hpp"
 
 int main(int argc, char** argv) {
   suite::moe::MoeFlags o;
@@ -42,7 +41,7 @@ int main(int argc, char** argv) {
       "drops are settled before timing by each expert's owner. Bytes, loads and drops are exact\n"
       "for that routing; --save-tensors writes the routing only.";
   def.add_options = [&](CLI::App& app) { suite::moe::add_moe_flags(app, o); };
-  def.group_size = [&](int world) { return suite::resolve_group_size(o.ep, world, "--ep"); };
+  def.mesh = [&](int world) { return suite::axis_mesh(suite::MeshAxis::ep, o.ep, world, "--ep"); };
   def.make_cases = [&](suite::BenchContext& ctx) { return suite::moe::moe_flag_cases(ctx, o); };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     std::vector<suite::CaseRecord> layer, a2a;

@@ -31,13 +31,6 @@ class MoeCase final : public BenchCase {
   void step(PhaseTimer& phases) override;
   // Bytes first (cheap, always), then the host reference of the layer (skipped when too large).
   CheckOutcome check() override;
-  // The node and rail communicators of hierarchical dispatch carry most of its traffic.
-  ByteCounts own_comm_bytes() const override {
-    std::vector<const Comm*> own = {node_comm_.get(), rail_comm_.get()};
-    for (const auto& c : replica_comms_)
-      own.push_back(c.get());
-    return lifetime_bytes_of(own);
-  }
 
   LayerGrads layer_grads() const;
   // What the transport counted must be exactly what the routing table implies, in each pass.
@@ -60,9 +53,7 @@ class MoeCase final : public BenchCase {
   MoeConfig cfg_;
   bool check_rows_ = false;
   std::unique_ptr<MoeOps> ops_;
-  std::unique_ptr<Comm> node_comm_, rail_comm_;       // hierarchical dispatch: its node and rail
-  std::vector<std::unique_ptr<Comm>> replica_comms_;  // redundant experts: one per replicated one
-  std::vector<double> group_load_;                    // redundant experts: the loads placed by
+  std::vector<double> group_load_;  // redundant experts: the loads placed by
   std::unique_ptr<MoeLayer> layer_;
   std::int64_t first_token_ = 0;
   std::vector<float> select_bias_;

@@ -11,8 +11,8 @@
 #include "bench/moe/moe_reference.hpp"
 #include "bench/moe/moe_replicas.hpp"
 #include "common/harness/errors.hpp"
+#include "common/mesh/device_meshes.hpp"
 #include "common/sim/sim.hpp"
-#include "common/transport/group_comm.hpp"
 #include "common/transport/mpi_env.hpp"
 
 namespace suite::moe {
@@ -23,16 +23,14 @@ constexpr std::int64_t kMaxSaved = 1 << 20;  // elements per rank and tensor, as
 }  // namespace
 
 void MoeCase::setup() {
-  Comm& group = ctx_.comm;  // the expert-parallel group (--ep, BenchDefinition::group_size)
+  DeviceMesh& mesh = ctx_.meshes.own();  // an EP mesh (--ep, BenchDefinition::mesh)
+  Comm& group = ctx_.comm;               // its expert-parallel group
   ops_ = make_moe_ops(ctx_.device, cfg_.dtype);
   first_token_ = static_cast<std::int64_t>(ctx_.mpi.rank()) * cfg_.tokens;
   NodeComms comms;
   if (cfg_.dispatch == Dispatch::hierarchical) {
     // Nodes are P consecutive ranks inside the group; a rail is one local index of a group.
-    const int rank = ctx_.mpi.rank(), P = cfg_.ranks_per_node;
-    node_comm_ = make_split_comm(ctx_, rank / P);
-    rail_comm_ = make_split_comm(ctx_, (rank / cfg_.n_e) * P + rank % P);
-    comms = {node_comm_.get(), rail_comm_.get()};
+    comms = {&mesh.ep_node(cfg_.ranks_per_node), &mesh.ep_rail(cfg_.ranks_per_node)};
   }
   layer_ = std::make_unique<MoeLayer>(cfg_, ctx_.device, group, *ops_, first_token_, comms);
   select_bias_.assign(static_cast<std::size_t>(cfg_.experts), 0.0f);
@@ -40,7 +38,7 @@ void MoeCase::setup() {
   if (cfg_.redundant_experts > 0) {
     layer_->route();
     group_load_ = layer_->group_sum(local_loads().second);
-    replica_comms_ = place_replicas(ctx_, cfg_, *layer_, group_load_);
+    place_replicas(mesh, cfg_, *layer_, group_load_);
   }
   // The timed steps' routing, settled before them: modeled drops (MoeLayer::settle_drops)
   // and the rows of the largest exchange where only the routing tells them. The routing is

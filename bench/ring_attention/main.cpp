@@ -5,7 +5,6 @@
 #include "bench/ring_attention/ring_flags.hpp"
 #include "common/harness/bench_main.hpp"
 #include "common/sim/sim.hpp"
-#include "common/transport/group_comm.hpp"
 
 int main(int argc, char** argv) {
   suite::ring::RingFlags o;
@@ -24,7 +23,7 @@ int main(int argc, char** argv) {
       "bytes per rank against (N_c-1) 4ch/g, memory against six blocks, and checks the output\n"
       "against full attention over the whole sequence.";
   def.add_options = [&](CLI::App& app) { suite::ring::add_ring_flags(app, o); };
-  def.group_size = [&](int world) { return suite::resolve_group_size(o.cp, world, "--cp"); };
+  def.mesh = [&](int world) { return suite::axis_mesh(suite::MeshAxis::cp, o.cp, world, "--cp"); };
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ring::ring_cases(ctx, suite::ring::ring_sweep(o, ctx.dtype));
   };

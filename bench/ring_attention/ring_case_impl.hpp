@@ -100,7 +100,7 @@ class RingCase final : public BenchCase {
   std::string overlap_mechanism() const;
 
   BenchContext& ctx_;
-  Comm& cp_;  // the context-parallel group: ctx.comm (BenchDefinition::group_size)
+  Comm& cp_;  // the context-parallel group: ctx.comm (BenchDefinition::mesh)
   RingConfig cfg_;
   kernels::AttnKernelChoice choice_;
   std::unique_ptr<kernels::AttentionEngine> engine_;

@@ -28,7 +28,7 @@ struct RingSweep : AttentionShape {
 };
 
 // Validates every case for this job (UsageError) and builds them; ctx.comm is the
-// context-parallel group (the job, or --cp consecutive ranks: BenchDefinition::group_size).
+// context-parallel group (the job, or --cp consecutive ranks: BenchDefinition::mesh).
 std::vector<CaseSpec> ring_cases(BenchContext& ctx, const RingSweep& sweep);
 
 // shared_memory_cpu: CPU ranks exchanging through the host's memory (no simulator, no real

@@ -5,7 +5,6 @@
 #include "bench/sp_tp/layer_cases.hpp"
 #include "bench/sp_tp/sp_tp_flags.hpp"
 #include "common/harness/bench_main.hpp"
-#include "common/transport/group_comm.hpp"
 
 int main(int argc, char** argv) {
   suite::sp_tp::SpTpFlags o;
@@ -36,9 +35,7 @@ int main(int argc, char** argv) {
       "a finite-difference directional derivative of the whole layer.";
   def.add_options = [&](CLI::App& app) { suite::sp_tp::add_sp_tp_flags(app, o); };
   def.make_cases = [&](suite::BenchContext& ctx) { return suite::sp_tp::sp_tp_flag_cases(ctx, o); };
-  def.group_size = [&](int world_size) {
-    return suite::resolve_group_size(o.tp, world_size, "--tp");
-  };
+  def.mesh = [&](int world) { return suite::axis_mesh(suite::MeshAxis::tp, o.tp, world, "--tp"); };
   def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
     suite::sp_tp::print_collective_table(records);
     suite::sp_tp::print_layer_table(records);

@@ -17,9 +17,11 @@
 
 namespace suite::ulysses {
 
-// The communicators one (N_c, u) needs: the Ulysses group and the ring across groups.
+// The communicators one (N_c, u) needs: the Ulysses group and the ring across groups (its CP
+// mesh's, kept for the run).
 struct Groups {
-  std::shared_ptr<Comm> ulysses, ring;
+  Comm* ulysses;
+  Comm* ring;
 };
 
 class UlyssesCase final : public BenchCase {
@@ -53,17 +55,6 @@ class UlyssesCase final : public BenchCase {
   // rank's in a forward (its rows, e bytes an element), or in a backward (its rows again and
   // the partial sums of the rows it received, e_g bytes an element).
   double group_cast_bytes(bool backward, double e, double e_g) const;
-  // The Ulysses group and the ring across groups, where they are not the job's communicator
-  // (the harness counts that one), each once.
-  ByteCounts own_comm_bytes() const override {
-    ByteCounts total;
-    for (const Comm* c : {groups_.ulysses.get(), groups_.ring.get()}) {
-      if (c == &ctx_.comm || (c == groups_.ring.get() && c == groups_.ulysses.get())) continue;
-      total.sent += c->bytes().sent;
-      total.recv += c->bytes().recv;
-    }
-    return total;
-  }
 
   // The backward: dO's all-to-all carries what Q's did, dQ, dK and dV what the output, K and V
   // did (in the types they travel in); the hybrid's ring moves K/V and the dK/dV partial sums.

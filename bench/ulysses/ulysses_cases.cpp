@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <string>
 
 #include "bench/ring_attention/attention_inputs.hpp"
@@ -17,9 +16,9 @@
 #include "bench/ulysses/ulysses_case_impl.hpp"
 #include "common/device/attention_select.hpp"
 #include "common/harness/errors.hpp"
+#include "common/mesh/device_meshes.hpp"
 #include "common/results/record_access.hpp"
 #include "common/sim/sim.hpp"
-#include "common/transport/group_comm.hpp"
 #include "common/transport/mpi_env.hpp"
 
 namespace suite::ulysses {
@@ -119,10 +118,6 @@ std::vector<SavedTensor> UlyssesCase::tensors() {
 
 namespace {
 
-std::shared_ptr<Comm> borrow(Comm& c) {
-  return std::shared_ptr<Comm>(&c, [](Comm*) {});
-}
-
 // Every degree that divides N_c and the head counts (with replication: any multiple of n_kv).
 std::vector<int> allowed_degrees(int n_c, const UlyssesSweep& s) {
   std::vector<int> out;
@@ -166,7 +161,7 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
             "partial sums in fp32 or bf16");
   std::vector<UlyssesConfig> configs;
   for (int cp_flag : sweep.cp) {
-    const int n_c = resolve_group_size(cp_flag, world, "--cp");
+    const int n_c = axis_mesh(MeshAxis::cp, cp_flag, world, "--cp").shape.cp;
     const std::vector<int> degrees =
         sweep.degrees.empty() ? allowed_degrees(n_c, sweep) : sweep.degrees;
     if (sweep.degrees.empty() && rank == 0) note_skipped_degrees(n_c, sweep, degrees);
@@ -219,25 +214,12 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
                 configs.push_back(cfg);
               }
   }
-  // Communicators per (N_c, u), created once and shared by the cases (collective: every rank
-  // walks the same configurations in the same order).
-  std::map<std::pair<int, int>, Groups> groups;
-  std::map<int, std::shared_ptr<Comm>> by_size;
+  // Each N_c's CP mesh, its Ulysses and ring sub-groups per u made before the cases, once
+  // (collective: every rank walks the same configurations in the same order).
   std::vector<CaseSpec> specs;
   for (const UlyssesConfig& cfg : configs) {
-    auto key = std::make_pair(cfg.n_c, cfg.u);
-    if (!groups.count(key)) {
-      Groups g;
-      if (!by_size.count(cfg.u))
-        by_size[cfg.u] =
-            cfg.u == world ? borrow(ctx.comm) : std::shared_ptr<Comm>(make_group_comm(ctx, cfg.u));
-      g.ulysses = by_size[cfg.u];
-      // The ring joins the members with the same index in every Ulysses group of this N_c group.
-      g.ring = cfg.u == 1 && cfg.n_c == world ? borrow(ctx.comm)
-                                              : std::shared_ptr<Comm>(make_split_comm(
-                                                    ctx, (rank / cfg.n_c) * cfg.u + rank % cfg.u));
-      groups[key] = g;
-    }
+    DeviceMesh& mesh = ctx.meshes.get(axis_mesh(MeshAxis::cp, cfg.n_c, world, "--cp").shape);
+    const Groups groups{&mesh.cp_ulysses(cfg.u), &mesh.cp_ring(cfg.u)};
     CaseSpec spec;
     spec.name = cfg.case_name();
     spec.params = {
@@ -259,8 +241,8 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
         {"head_dim", std::int64_t{cfg.head_dim}},
         {"batch", cfg.batch},
         {"attn_kernel_choice", std::string(kernels::attn_kernel_choice_name(sweep.attn_kernel))}};
-    spec.make = [&ctx, g = groups[key], cfg, k = sweep.attn_kernel] {
-      return std::make_unique<UlyssesCase>(ctx, g, cfg, k);
+    spec.make = [&ctx, groups, cfg, k = sweep.attn_kernel] {
+      return std::make_unique<UlyssesCase>(ctx, groups, cfg, k);
     };
     if (cfg.docs) {
       spec.params.emplace_back("docs", cfg.docs_spec);

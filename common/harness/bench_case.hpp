@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/transport/comm.hpp"
 #include "common/harness/phase_timer.hpp"
-#include "common/results/results.hpp"
 #include "common/harness/stats.hpp"
+#include "common/results/results.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite {
 
@@ -54,10 +54,6 @@ class BenchCase {
   virtual void report(const Measurement&, CaseRecord& rec) { (void)rec; }
   // Inputs/outputs of this rank for --save-tensors (empty when the case is too large).
   virtual std::vector<SavedTensor> tensors() { return {}; }
-  // Cumulative bytes this rank moved on communicators the case made itself (sub-groups other
-  // than ctx.comm, which the harness counts already). The harness adds the timed iterations'
-  // share to bytes_sent / bytes_recv, so those datasets hold all of the step's traffic.
-  virtual ByteCounts own_comm_bytes() const { return {}; }
 };
 
 struct CaseSpec {

@@ -12,14 +12,14 @@
 #include <unistd.h>
 
 #include "common/harness/benchmark_flags.hpp"
-#include "common/transport/comm.hpp"
 #include "common/harness/display_reporter.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/group_comm.hpp"
 #include "common/harness/harness.hpp"
+#include "common/harness/watchdog.hpp"
+#include "common/mesh/device_meshes.hpp"
 #include "common/results/run_info.hpp"
 #include "common/sim/sim.hpp"
-#include "common/harness/watchdog.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite {
 namespace {
@@ -250,17 +250,18 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   if (!agreed_ok(comm_error, rank)) return 2;
   comm->set_wait_observer(&watchdog);
 
-  // The benchmark's group (--tp, --cp, --ep): its own communicator when smaller than the job.
-  BenchContext world_ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *comm};
-  std::unique_ptr<Comm> group;
-  if (def.group_size) {
-    auto group_error = capture([&] {
-      const int size = def.group_size(mpi.size());
-      if (size != mpi.size()) group = make_group_comm(world_ctx, size);
+  // The benchmark's group (--tp, --cp, --ep): its own mesh's axis.
+  DeviceMeshes meshes(*device, *comm);
+  Comm* group = comm.get();
+  if (def.mesh) {
+    auto mesh_error = capture([&] {
+      const AxisMesh own = def.mesh(mpi.size());
+      meshes.set_own(own.shape);
+      group = &meshes.own().axis(own.axis);
     });
-    if (!agreed_ok(group_error, rank)) return 2;
+    if (!agreed_ok(mesh_error, rank)) return 2;
   }
-  BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, group ? *group : *comm};
+  BenchContext ctx{mpi, opts, def.name, r.backend, r.dtype, *device, *group, meshes};
   std::vector<CaseSpec> cases;
   if (!agreed_ok(capture([&] { cases = def.make_cases(ctx); }), rank)) return 2;
   // A value listed twice (--layout zigzag,zigzag) names one case twice: it runs once. The name
@@ -280,7 +281,6 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
       harness.register_cases(cases);
       run_registered(rank);
       benchmark::Shutdown();
-      group.reset();
       comm.reset();
       return 0;
     }
@@ -312,7 +312,6 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
         std::fprintf(stderr, "error: --benchmark_filter matches none of the %zu cases\n",
                      cases.size());
       }
-      group.reset();
       comm.reset();
       return 2;
     }
@@ -329,7 +328,6 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     }
     exit_code = harness.any_check_failed() ? 1 : 0;
   }
-  group.reset();
   comm.reset();  // frees its MPI communicator before MPI_Finalize
   return exit_code;
 }

@@ -10,6 +10,7 @@
 #include "common/harness/bench_case.hpp"
 #include "common/harness/context.hpp"
 #include "common/harness/options.hpp"  // CLI::App, declared
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite {
 
@@ -24,11 +25,12 @@ struct BenchDefinition {
   std::function<std::vector<CaseSpec>(BenchContext&)> make_cases;
   // Rank 0, after the run: a readable table of the cases written.
   std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize;
-  // Optional: the size of each rank's process group from the flags and the job's rank count,
-  // e.g. resolve_group_size(tp, world_size, "--tp") (common/transport/group_comm.hpp). ctx.comm is then
-  // the communicator of this rank's group of consecutive ranks (all groups run each case at
-  // once); barriers, step times and checks stay job-wide. Unset: one group of all ranks.
-  std::function<int(int world_size)> group_size;
+  // Optional: the benchmark's own mesh and axis from the flags and the job's rank count, e.g.
+  // axis_mesh(MeshAxis::tp, tp, world_size, "--tp") (common/mesh/mesh_layout.hpp). ctx.comm is
+  // then this rank's group along that axis (all groups run each case at once), and
+  // ctx.meshes.own() the mesh; barriers, step times and checks stay job-wide. Unset: one group
+  // of all ranks.
+  std::function<AxisMesh(int world_size)> mesh;
 };
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def);

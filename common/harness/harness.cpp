@@ -10,9 +10,10 @@
 #include <thread>
 
 #include "common/harness/errors.hpp"
-#include "common/transport/rank_gather.hpp"
+#include "common/mesh/device_meshes.hpp"
 #include "common/results/record_access.hpp"
 #include "common/sim/sim.hpp"
+#include "common/transport/rank_gather.hpp"
 
 namespace suite {
 namespace {
@@ -55,6 +56,12 @@ std::vector<std::pair<std::string, double>> phase_medians(const PhaseTimer& phas
 
 Harness::Harness(BenchContext& ctx, ResultsWriter* writer, Watchdog& watchdog)
     : ctx_(ctx), writer_(writer), watchdog_(watchdog) {}
+
+ByteCounts Harness::comm_bytes() const {
+  std::vector<const Comm*> all = ctx_.meshes.comms();
+  if (std::find(all.begin(), all.end(), &ctx_.comm) == all.end()) all.push_back(&ctx_.comm);
+  return lifetime_bytes_of(all);
+}
 
 void Harness::register_cases(const std::vector<CaseSpec>& specs) {
   total_cases_ += specs.size();
@@ -104,12 +111,17 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   dev.reset_allocation_peak();
   const bool on_gpu = ctx_.backend == Backend::cuda;
   const double free_before = on_gpu ? static_cast<double>(dev.memory_available()) : 0.0;
+  // What the case made for itself in the meshes (DeviceMesh::case_group) goes after the case.
+  struct EndCase {
+    DeviceMeshes& meshes;
+    ~EndCase() { meshes.end_case(); }
+  } end_case{ctx_.meshes};
   std::unique_ptr<BenchCase> c;
   std::optional<std::string> error;
   std::int64_t payload_start = 0;  // bytes this rank hands its transports over the whole case
   try {
     c = spec.make();
-    payload_start = ctx_.comm.lifetime_bytes().sent + c->own_comm_bytes().sent;
+    payload_start = comm_bytes().sent;
     c->setup();
   } catch (const std::exception& e) {
     error = e.what();
@@ -127,18 +139,18 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
 
   PhaseTimer phases(ctx_.device);
   std::vector<double> step_times;
-  ByteCounts own_at_start;
-  std::vector<double> local_times = timed_loop(state, *c, phases, label, step_times, own_at_start);
+  ByteCounts bytes_at_start;
+  std::vector<double> local_times =
+      timed_loop(state, *c, phases, label, step_times, bytes_at_start);
 
   dev.synchronize();
   const AllocationCounters after = dev.allocation_counters();
   const double free_drop =
       on_gpu ? free_before - static_cast<double>(dev.memory_available()) : std::nan("");
   // Snapshot before the check, whose own collectives must not count as the step's traffic.
-  ByteCounts timed_bytes = ctx_.comm.bytes();
-  const ByteCounts own_at_end = c->own_comm_bytes();
-  timed_bytes.sent += own_at_end.sent - own_at_start.sent;
-  timed_bytes.recv += own_at_end.recv - own_at_start.recv;
+  ByteCounts timed_bytes = comm_bytes();
+  timed_bytes.sent -= bytes_at_start.sent;
+  timed_bytes.recv -= bytes_at_start.recv;
   CaseRecord rec{ctx_.bench, spec.name, spec.params, {}, {}, {}, {}};
   Measurement m;
   m.step = summarize(step_times);
@@ -176,8 +188,7 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
   c->report(m, rec);
   // The whole case's payload (set-up, warm-up, timed steps, check, report's own runs): what a
   // library-side count of the same run (scripts/envs/wire_bytes.py, MPI monitoring) compares with.
-  const std::int64_t payload =
-      ctx_.comm.lifetime_bytes().sent + c->own_comm_bytes().sent - payload_start;
+  const std::int64_t payload = comm_bytes().sent - payload_start;
   rec.attrs.emplace_back("payload_bytes_sent_case", static_cast<double>(payload));
   rec.int_tables.push_back({"case_payload_bytes_sent", 1, static_cast<std::size_t>(ranks),
                             gather_int(payload, ranks, rank)});
@@ -187,7 +198,7 @@ void Harness::run_case(benchmark::State& state, const CaseSpec& spec) {
 
 std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
                                         const std::string& label, std::vector<double>& step_times,
-                                        ByteCounts& own_at_start) {
+                                        ByteCounts& bytes_at_start) {
   Device& dev = ctx_.device;
   try {
     for (int i = 0; i < ctx_.opts.warmup; ++i) {
@@ -197,8 +208,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
       phases.end_step(false);
     }
     dev.synchronize();
-    ctx_.comm.reset_bytes();
-    own_at_start = c.own_comm_bytes();
+    bytes_at_start = comm_bytes();
     auto timer = dev.make_timer();
     std::vector<double> local;
     int i = 0;

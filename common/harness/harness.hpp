@@ -10,8 +10,8 @@
 
 #include "common/harness/bench_case.hpp"
 #include "common/harness/context.hpp"
-#include "common/results/results.hpp"
 #include "common/harness/watchdog.hpp"
+#include "common/results/results.hpp"
 
 namespace suite {
 
@@ -34,11 +34,14 @@ class Harness {
 
  private:
   void run_case(benchmark::State& state, const CaseSpec& spec);
-  // Warm-up, then the timed iterations; own_at_start: the case's own_comm_bytes() when the
-  // timed iterations began.
+  // Lifetime bytes this rank moved on ctx.comm and on every communicator of the run's meshes:
+  // all of a case's traffic, whichever groups it runs on.
+  ByteCounts comm_bytes() const;
+  // Warm-up, then the timed iterations; bytes_at_start: comm_bytes() when the timed iterations
+  // began.
   std::vector<double> timed_loop(benchmark::State& state, BenchCase& c, PhaseTimer& phases,
                                  const std::string& label, std::vector<double>& step_times,
-                                 ByteCounts& own_at_start);
+                                 ByteCounts& bytes_at_start);
   CheckOutcome agreed_check(BenchCase& c, const std::string& label);
   void fill_tables(BenchCase& c, const std::vector<double>& local_times, const PhaseTimer& phases,
                    const ByteCounts& timed_bytes, CaseRecord& rec);

@@ -1,7 +1,8 @@
-// The communicators of a device mesh (mesh_layout.hpp), built once per mesh and handed to each
-// part of a composed step: the TP group to the layer, the CP group to the attention, the expert
-// group to the MoE dispatch, and the replica groups to the gradient sums. Collective over the
-// job: every rank builds the same mesh at the same time.
+// The communicators of a device mesh (mesh_layout.hpp), handed to each part of a composed step
+// (the TP group to the layer, the CP group to the attention, the expert group to the MoE
+// dispatch, the replica groups to the gradient sums) and to each standalone method (its own
+// axis). Each is made on first use, collective over the job (every rank asks for the same ones
+// in the same order), then kept; the harness counts the bytes of all of them (comms()).
 #pragma once
 
 #include <map>
@@ -9,41 +10,63 @@
 #include <utility>
 #include <vector>
 
-#include "common/transport/comm.hpp"
-#include "common/harness/context.hpp"
+#include "common/device/device.hpp"
 #include "common/mesh/mesh_layout.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite {
 
 class DeviceMesh {
  public:
-  DeviceMesh(BenchContext& ctx, const MeshShape& shape);
+  // world: the job's communicator, which the groups are split from.
+  DeviceMesh(Device& device, const Comm& world, const MeshShape& shape);
 
   const MeshLayout& layout() const { return layout_; }
   int rank() const { return rank_; }
   int coord(MeshAxis a) const { return layout_.coord(a, rank_); }
   // This rank's group along the axis (tp, cp, dp: the dense mesh; ep: the expert group).
-  Comm& axis(MeshAxis a) { return *axes_.at(a); }
+  Comm& axis(MeshAxis a);
   // The C D ranks holding this rank's dense weights (DP x CP), and the T C D / E holding its
   // experts: the groups their gradients are summed over.
-  Comm& dense_replicas() { return *dense_replicas_; }
-  Comm& expert_replicas() { return *expert_replicas_; }
+  Comm& dense_replicas();
+  Comm& expert_replicas();
   // Inside the CP group, for Ulysses of degree u: this rank's u consecutive CP ranks, and the
-  // ring across those groups (the members of the same index). Made on first use (collective
-  // over the CP group), then kept.
+  // ring across those groups (the members of the same index).
   Comm& cp_ulysses(int u);
   Comm& cp_ring(int u);
-  // Every communicator made so far, for the step's bytes; the CP group's sub-groups alone.
+  // Inside the expert group, for hierarchical dispatch over nodes of ranks_per_node consecutive
+  // world ranks: its members on this rank's node, and the rail across nodes (the members of
+  // the same index on each node). layout().ep_ranks_per_node says how many share a node.
+  Comm& ep_node(int ranks_per_node);
+  Comm& ep_rail(int ranks_per_node);
+  // A group the running case alone needs inside this rank's group along an axis (EPLB's pair
+  // per replicated expert): the members passing the same color. Made now (collective over the
+  // axis group), counted like the others, dropped by drop_case_groups when the case ends.
+  Comm& case_group(MeshAxis a, int color);
+  void drop_case_groups();
+
+  // Bytes each axis's communicators moved since they were made: tp; cp with its Ulysses and
+  // ring sub-groups; ep with its node and rail groups and the case's groups; dp: the dense and
+  // expert replica groups. Made ones only (asking makes nothing).
+  ByteCounts axis_bytes(MeshAxis a) const;
+  // Every communicator made so far.
   std::vector<const Comm*> comms() const;
-  std::vector<const Comm*> cp_sub_groups() const;
 
  private:
-  BenchContext& ctx_;
+  using Split = std::pair<std::unique_ptr<Comm>, std::unique_ptr<Comm>>;
+  // The pair of sub-groups of `parent` whose colors are index / width and index % width.
+  static void split_grid(Split& into, Device& device, const Comm& parent, int width);
+  Comm& made(std::unique_ptr<Comm>& slot, int color);
+
+  Device& device_;
+  const Comm& world_;
   MeshLayout layout_;
   int rank_ = 0;
   std::map<MeshAxis, std::unique_ptr<Comm>> axes_;
   std::unique_ptr<Comm> dense_replicas_, expert_replicas_;
-  std::map<int, std::pair<std::unique_ptr<Comm>, std::unique_ptr<Comm>>> cp_splits_;
+  std::map<int, Split> cp_splits_;  // by u
+  std::map<int, Split> ep_splits_;  // by ranks per node
+  std::vector<std::pair<MeshAxis, std::unique_ptr<Comm>>> case_groups_;
 };
 
 }  // namespace suite

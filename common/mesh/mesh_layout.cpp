@@ -63,6 +63,24 @@ std::string mesh_order_name(const std::array<MeshAxis, 4>& order) {
   return s;
 }
 
+AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag) {
+  if (degree < 0 || (degree > 0 && world % degree != 0))
+    throw UsageError(std::string(flag) + " " + std::to_string(degree) +
+                     " must be a positive divisor of the job's " + std::to_string(world) +
+                     " ranks (0 = all ranks)");
+  const int size = degree == 0 ? world : degree;
+  AxisMesh m{{}, axis};
+  m.shape.dp = world / size;
+  if (axis == MeshAxis::tp) m.shape.tp = size;
+  if (axis == MeshAxis::cp) m.shape.cp = size;
+  m.shape.ep = 1;
+  if (axis == MeshAxis::ep) {  // the expert groups fold the data-parallel ranks
+    m.shape.dp = world;
+    m.shape.ep = size;
+  }
+  return m;
+}
+
 MeshLayout::MeshLayout(const MeshShape& shape, int world) : shape_(shape), world_(world) {
   auto n = [](int v) { return std::to_string(v); };
   if (shape.tp < 1 || shape.cp < 1 || shape.dp < 1 || shape.ep < 0)
@@ -145,6 +163,23 @@ std::vector<int> MeshLayout::group(MeshAxis a, int rank) const {
 
 int MeshLayout::group_color(MeshAxis a, int rank) const {
   return rank - coord(a, rank) * stride(a);  // the group's first rank
+}
+
+int MeshLayout::ep_ranks_per_node(int rank, int ranks_per_node) const {
+  const std::vector<int> members = group(MeshAxis::ep, rank);
+  const int my_node = rank / ranks_per_node;
+  int per_node = 0;
+  for (int r : members)
+    per_node += r / ranks_per_node == my_node ? 1 : 0;
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (members[i] / ranks_per_node !=
+        members[i - i % static_cast<std::size_t>(per_node)] / ranks_per_node)
+      throw UsageError(
+          "--dispatch hierarchical: the expert group's ranks are not spread evenly "
+          "over nodes of --ranks-per-node " +
+          std::to_string(ranks_per_node) + " (" + std::to_string(per_node) +
+          " on this rank's node)");
+  return per_node;
 }
 
 std::vector<int> MeshLayout::dense_replicas(int rank) const {

@@ -39,6 +39,15 @@ std::string mesh_order_name(const std::array<MeshAxis, 4>& order);
 // predicts each), declared once for both.
 void add_mesh_order_flag(CLI::App& app, std::string& orders);
 
+// A standalone method's mesh and the axis it runs on: groups of `degree` ranks along `axis`
+// (tp, cp or ep; 0: the whole job), the rest of the job data-parallel, in the default order (so a
+// group is consecutive ranks). Throws UsageError naming `flag` when degree does not divide the job.
+struct AxisMesh {
+  MeshShape shape;
+  MeshAxis axis = MeshAxis::dp;
+};
+AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag);
+
 class MeshLayout {
  public:
   // Throws UsageError (naming --tp, --cp, --dp, --ep or --order and the numbers) when T C D is
@@ -70,6 +79,10 @@ class MeshLayout {
   int group_color(MeshAxis a, int rank) const;
   int dense_replicas_color(int rank) const { return coord(MeshAxis::tp, rank); }
   int expert_replicas_color(int rank) const { return coord(MeshAxis::ep, rank); }
+  // How many members of `rank`'s expert group share its node (nodes: consecutive world ranks
+  // of ranks_per_node). Throws UsageError naming --dispatch hierarchical when the group is not
+  // spread evenly over its nodes (its node and rail groups would not be grids).
+  int ep_ranks_per_node(int rank, int ranks_per_node) const;
 
  private:
   // Rank strides of the dense (tp, cp, dp) and expert (tp, ep, edp) axes.

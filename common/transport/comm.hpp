@@ -174,7 +174,7 @@ class Comm {
 };
 
 // Lifetime bytes of several communicators summed (null ones skipped): the traffic of the
-// sub-groups a case makes itself (BenchCase::own_comm_bytes).
+// groups of a device mesh along one axis (DeviceMesh::axis_bytes).
 ByteCounts lifetime_bytes_of(const std::vector<const Comm*>& comms);
 
 // The MPI transport on `device`'s buffers: direct on host memory, CUDA-aware when the MPI

@@ -106,6 +106,39 @@ TEST(MeshLayout, RefusesWhatCannotBeAMesh) {
   }
 }
 
+TEST(MeshLayout, StandaloneAxisMeshIsConsecutiveGroups) {
+  // sp_tp --tp 2 on 8 ranks: TP groups of 2 consecutive ranks.
+  const AxisMesh tp = axis_mesh(MeshAxis::tp, 2, 8, "--tp");
+  EXPECT_EQ(tp.axis, MeshAxis::tp);
+  EXPECT_EQ(MeshLayout(tp.shape, 8).group(MeshAxis::tp, 5), (V{4, 5}));
+  // ring_attention --cp 0: one CP group of the whole job.
+  EXPECT_EQ(MeshLayout(axis_mesh(MeshAxis::cp, 0, 4, "--cp").shape, 4).group(MeshAxis::cp, 3),
+            (V{0, 1, 2, 3}));
+  // moe --ep 4 on 8 ranks: expert groups of 4 consecutive ranks.
+  const MeshLayout ep(axis_mesh(MeshAxis::ep, 4, 8, "--ep").shape, 8);
+  EXPECT_EQ(ep.group(MeshAxis::ep, 6), (V{4, 5, 6, 7}));
+  try {
+    axis_mesh(MeshAxis::tp, 3, 4, "--tp");
+    ADD_FAILURE() << "--tp 3 of 4 ranks accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tp 3 must be a positive divisor of the job's 4"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(axis_mesh(MeshAxis::ep, -1, 4, "--ep"), UsageError);
+}
+
+// Hierarchical dispatch: the expert group's members on this rank's node.
+TEST(MeshLayout, ExpertGroupMembersPerNode) {
+  // Megatron's order, T = C = D = 2: expert groups {0, 2, 4, 6} and {1, 3, 5, 7}.
+  const MeshLayout m(shape(2, 2, 2, 0), 8);
+  EXPECT_EQ(m.ep_ranks_per_node(0, 4), 2);  // nodes {0..3}, {4..7}: 0 and 2 share one
+  EXPECT_EQ(m.ep_ranks_per_node(7, 8), 4);
+  EXPECT_EQ(m.ep_ranks_per_node(3, 2), 1);
+  // Nodes of 3 ranks put 0 and 2 on node 0, 4 alone on node 1: not a grid.
+  EXPECT_THROW(m.ep_ranks_per_node(0, 3), UsageError);
+}
+
 TEST(MeshLayout, OrderFlag) {
   EXPECT_EQ(mesh_order_name(parse_mesh_order("dp,ep,cp,tp")), "dp,ep,cp,tp");
   EXPECT_THROW(parse_mesh_order("tp,cp,ep"), UsageError);
