@@ -70,6 +70,42 @@ def expected_bytes(a: dict) -> dict[str, float]:
     return {"tp": tp, "cp": cp, "dp": dp}
 
 
+def expert_groups(a: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Each world rank's index in its expert group and its group's number, as METHODS.md section 6
+    builds them: the expert ranks are the order without cp (first axis fastest), sizes T, E and
+    C D / E for dp."""
+    T, C, D, Ep = (int(a[k]) for k in ("tp", "cp", "dp", "ep"))
+    size = {"tp": T, "ep": Ep, "dp": C * D // Ep}
+    axes = [x for x in str(a["order"]).split(",") if x != "cp"]
+    index, group = np.zeros(T * C * D, np.int64), np.zeros(T * C * D, np.int64)
+    for r in range(T * C * D):
+        rest, coords = r, {}
+        for x in axes:
+            coords[x] = rest % size[x]
+            rest //= size[x]
+        index[r], group[r] = coords["ep"], coords["tp"] * size["dp"] + coords["dp"]
+    return index, group
+
+
+def ep_bytes_counted(a: dict, chosen: np.ndarray) -> np.ndarray:
+    """Each rank's EP bytes in one step from the router's choice ([N k, ranks]): expert j lives on
+    index j / (experts / E) of each expert group (the block placement); a token's copy for an
+    expert on another rank is one row of h elements out (dispatch) and one back (combine), both
+    again in the backward (the gradients retrace them); and the counts' all-to-all sends one
+    8-byte count per expert slot of each other rank of the group. Dropless: every copy goes."""
+    Ep, experts, h = int(a["ep"]), int(a["experts"]), int(a["h"])
+    index, group = expert_groups(a)
+    home = chosen // (experts // Ep)  # [N k, ranks]: the expert group index each copy goes to
+    ranks = chosen.shape[1]
+    rows = np.zeros(ranks, np.int64)
+    for r in range(ranks):
+        rows[r] = np.sum(home[:, r] != index[r])  # out
+        rows[r] += sum(np.sum(home[:, s] == index[r]) for s in range(ranks)
+                       if s != r and group[s] == group[r])  # in, and back
+    passes = 2 if a["pass"] == "fwd_bwd" else 1
+    return rows * h * E * passes + (Ep - 1) * (experts // Ep) * 8
+
+
 def check_cases(out: Path, count: int) -> list:
     with h5py.File(out) as f:
         cases = list(f["mesh"].values())
@@ -91,11 +127,14 @@ def check_cases(out: Path, count: int) -> list:
                 expect(a[f"{axis}_bytes_per_rank_min"] == got, f"{name}: {axis} bytes differ between ranks")
                 expect(abs(a[f"pred_{axis}_bytes_per_rank"] - value) <= 1e-9 * max(1.0, value),
                        f"{name}: pred_{axis} {a[f'pred_{axis}_bytes_per_rank']} != {value}")
-            if int(a["experts"]) > 0:
-                expect(a["ep_bytes_equal_routing"] == 1, f"{name}: EP bytes differ from the routing's")
-                expect(a["ep_bytes_per_rank"] > 0, f"{name}: no EP bytes")
             table = g["axis_bytes_sent"][()]
             expect(table.shape == (4, int(a["world"])), f"{name}: axis_bytes_sent {table.shape}")
+            if int(a["experts"]) > 0:
+                ep = ep_bytes_counted(a, g["router_chosen_experts"][()])
+                expect(np.array_equal(table[2], ep), f"{name}: EP bytes {table[2].tolist()} != {ep.tolist()} "
+                       "counted from the router's choice")
+                expect(a["ep_bytes_per_rank"] == ep.max() > 0 and a["ep_bytes_per_rank_min"] == ep.min(),
+                       f"{name}: EP bytes {a['ep_bytes_per_rank']}, counted {ep.tolist()}")
             seen.append(a)
         return seen
 
