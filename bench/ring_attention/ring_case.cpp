@@ -436,6 +436,10 @@ class RingCase final : public BenchCase {
                               gather_int(n.rows_received, ctx_.mpi.size(), ctx_.mpi.rank())});
     rec.int_tables.push_back({"groupcast_rows_sent", 1, ranks,
                               gather_int(n.rows_sent, ctx_.mpi.size(), ctx_.mpi.rank())});
+    rec.int_tables.push_back(
+        {"groupcast_allocated_bytes", 2, ranks,
+         gather_int_columns({n.allocated_forward, n.allocated_backward}, ctx_.mpi.size(),
+                            ctx_.mpi.rank())});
   }
 
   // One mode of one pass, timed over the same iteration count as the harness's loop (max over
