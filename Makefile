@@ -11,6 +11,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 TARGETS ?=
 
+# The suite's Python tools run as `.venv/bin/python -m scripts COMMAND` (the same as
+# .venv/bin/suite COMMAND): from this checkout, whichever checkout installed .venv/bin/suite.
 # What scripts/setup.sh prepares: the goals asked (`make setup` alone: everything).
 SETUP_FOR = $(or $(filter build sim run test,$(MAKECMDGOALS)),$(if $(filter setup,$(MAKECMDGOALS)),all,build))
 # The tests: built where GoogleTest is found (AUTO), required by `make test` (ON).
@@ -52,7 +54,7 @@ baseline:
 	@run="$${RUN:-$$(ls -d results/[0-9]*Z/ 2>/dev/null | tail -n 1)}"; \
 	if [ -z "$$run" ]; then echo "make baseline: no run under results/ (make run makes one)" >&2; exit 2; fi; \
 	echo "filing $$run as the baselines of this machine:"; \
-	.venv/bin/suite baselines add "$$run" --force
+	.venv/bin/python -m scripts baselines add "$$run" --force
 
 # ctest counts a skipped test as passed: test_counts.py then says how many ran, how many
 # skipped and why (from ctest's JUnit report), and what each failed test printed last. A failed
@@ -62,7 +64,7 @@ test: build sim
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; \
 	status=$$?; \
 	if [ $$status -ne 0 ]; then $(CTEST) --test-dir $(BUILD) --rerun-failed >$(BUILD)/ctest-rerun.log 2>&1; fi; \
-	.venv/bin/suite test-counts $(BUILD)/ctest-junit.xml; \
+	.venv/bin/python -m scripts test-counts $(BUILD)/ctest-junit.xml; \
 	if [ $$status -ne 0 ]; then echo "the failed tests, rerun alone: $$(grep -E 'tests passed' \
 	  $(BUILD)/ctest-rerun.log || echo 'no summary') ($(BUILD)/ctest-rerun.log; the first run decides)"; fi; \
 	exit $$status
@@ -70,7 +72,7 @@ test: build sim
 # Reruns the simulations behind the tables of simulated figures in docs/ and
 # fails when a published figure drifted (scripts/studies/docs_check.py; about 2 minutes on 2 cores).
 docs-check: build sim
-	.venv/bin/suite docs-check --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
+	.venv/bin/python -m scripts docs-check --sim-build $(SIM_BUILD) --model $(BUILD)/bin/model
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i

@@ -1,6 +1,10 @@
 #include "bench/mesh/cp_attention.hpp"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "common/harness/errors.hpp"
 
@@ -45,7 +49,15 @@ ulysses::UlyssesConfig ulysses_config(const MeshConfig& cfg, DType grad_type) {
 
 CpAttention::CpAttention(const MeshConfig& cfg, Device& device, DeviceMesh& mesh,
                          kernels::AttentionEngine& engine)
-    : cfg_(cfg), device_(device), engine_(engine) {
+    : cfg_(cfg), device_(device), world_rank_(mesh.rank()), engine_(engine) {
+  // A test hook: SUITE_TEST_FREEZE=R:cp stops world rank R (SIGSTOP, as a hung rank) in its first
+  // forward just before its CP exchange, R:tp just after the attention, before the output
+  // projection's TP reduce-scatter: the ranks that then wait on it are known in advance, so the
+  // watchdog test can ask each for the rank it names.
+  const char* freeze = std::getenv("SUITE_TEST_FREEZE");
+  const std::string spec = freeze ? freeze : "", me = std::to_string(mesh.rank());
+  if (spec == me + ":cp") freeze_ = Freeze::before_cp;
+  if (spec == me + ":tp") freeze_ = Freeze::before_tp;
   const int T = cfg.shape.tp;
   rows_ = cfg.rows();
   q_cols_ = cfg.heads / T * cfg.head_dim();
@@ -100,6 +112,16 @@ void CpAttention::to_layer(const void* method, DType src_type, std::int64_t cols
                               static_cast<std::size_t>(cols) * e_, static_cast<std::size_t>(rows_));
 }
 
+void CpAttention::maybe_freeze(Freeze at) {
+  if (freeze_ != at) return;
+  freeze_ = Freeze::none;
+  std::fprintf(stderr, "[rank %d] SUITE_TEST_FREEZE: stopped %s\n", world_rank_,
+               at == Freeze::before_cp ? "before its CP exchange"
+                                       : "before its TP exchange (after the attention)");
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
+}
+
 void CpAttention::forward(const void* qkv, void* out, PhaseTimer& phases) {
   const std::int64_t width = q_cols_ + 2 * kv_cols_;
   const std::size_t out_bytes = static_cast<std::size_t>(rows_ * q_cols_) * e_;
@@ -116,6 +138,7 @@ void CpAttention::forward(const void* qkv, void* out, PhaseTimer& phases) {
       to_method(qkv, width, q_cols_ + kv_cols_, kv_cols_, ulysses_->v_input());
     }
   });
+  maybe_freeze(Freeze::before_cp);
   if (ring_) {
     phases.time("cp_attention", [&] { ring_->step(ring::Mode::overlapped, true); });
     phases.time("cp_copy", [&] { device_.copy_on_device(out, ring_->o_buffer(), out_bytes); });
@@ -124,6 +147,7 @@ void CpAttention::forward(const void* qkv, void* out, PhaseTimer& phases) {
     phases.time("cp_copy",
                 [&] { device_.copy_on_device(out, ulysses_->output_buffer(), out_bytes); });
   }
+  maybe_freeze(Freeze::before_tp);
 }
 
 void CpAttention::backward(const void* d_out, void* d_qkv, PhaseTimer& phases) {

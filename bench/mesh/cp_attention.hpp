@@ -44,8 +44,14 @@ class CpAttention final : public sp_tp::AttentionPart {
   void to_layer(const void* method, DType src_type, std::int64_t cols, void* layer,
                 std::int64_t width, std::int64_t col);
 
+  // The test hook SUITE_TEST_FREEZE (cp_attention.cpp): where this rank stops itself, once.
+  enum class Freeze { none, before_cp, before_tp };
+  void maybe_freeze(Freeze at);
+
   MeshConfig cfg_;
   Device& device_;
+  Freeze freeze_ = Freeze::none;
+  int world_rank_ = 0;
   kernels::AttentionEngine& engine_;
   std::unique_ptr<ring::RingAttention> ring_;
   std::unique_ptr<ulysses::UlyssesAttention> ulysses_;

@@ -42,6 +42,14 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   }
   rec.int_tables.push_back(
       {"axis_bytes_sent", kAxes.size(), static_cast<std::size_t>(ranks), table});
+  if (MoeFfn* moe = block_->moe()) {
+    // The router's choice in the last step, [T k, ranks]: each of a rank's tokens' k experts
+    // (token-major), so that a reader counts the rows the EP bytes carry without the dispatch.
+    const std::vector<std::int32_t>& chosen = moe->layer().chosen();
+    const std::vector<std::int64_t> mine(chosen.begin(), chosen.end());
+    rec.int_tables.push_back({"router_chosen_experts", mine.size(), static_cast<std::size_t>(ranks),
+                              gather_int_columns(mine, ranks, rank)});
+  }
   report_times(m, rec);
   const GradientSums& sums = block_->sums();
   a.emplace_back("grad_buckets", std::int64_t{sums.buckets(kSumDense) + sums.buckets(kSumExpert)});

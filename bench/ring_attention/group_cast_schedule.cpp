@@ -135,10 +135,12 @@ void RingAttention::Impl::init_group_cast(bool backward) {
   // process do not map a copy of every row each of them sends (the counts stay the
   // algorithm's).
   const bool copies = !sim::modeled();
+  const std::int64_t live = dev.allocation_counters().live;
   gc.staging = alloc(copies ? gc.staged_rows * row : 0, e);
   gc.slot[0] = alloc(gc.slot_rows * row, e);
   gc.slot[1] = alloc(gc.slot_rows * row, e);
   gc.forward_bytes = (gc.staged_rows + 2 * gc.slot_rows) * row * se;
+  gc.forward_allocated = dev.allocation_counters().live - live;
   if (!backward) return;
   const std::size_t ge = dtype_size(engine.grad_type()), te = cfg.grad_elem();
   gc.part = alloc(gc.slot_rows * row, ge);
@@ -146,6 +148,7 @@ void RingAttention::Impl::init_group_cast(bool backward) {
   gc.travel[1] = alloc(gc.slot_rows * row, te);
   gc.arriving = alloc(copies ? gc.staged_rows * row : cfg.kv_block_elems(), te);
   gc.home = alloc(cfg.kv_block_elems(), te);
+  gc.backward_allocated = dev.allocation_counters().live - live - gc.forward_allocated;
   gc.backward_bytes = gc.slot_rows * row * static_cast<std::int64_t>(ge + 2 * te) +
                       gc.staged_rows * row * static_cast<std::int64_t>(te) +
                       cfg.kv_block_elems() * static_cast<std::int64_t>(te);

@@ -330,6 +330,8 @@ RingAttention::GroupCastCounts RingAttention::group_cast_counts() const {
   for (const auto& t : m.gc.targets)
     out.rows_sent += t.count, ++out.targets;
   out.batches = static_cast<int>(m.gc.batches.size());
+  out.allocated_forward = m.gc.forward_allocated;
+  out.allocated_backward = m.gc.backward_allocated;
   return out;
 }
 

@@ -121,6 +121,9 @@ class RingAttention {
   struct GroupCastCounts {
     std::int64_t rows_received = 0, rows_sent = 0;
     int sources = 0, targets = 0, batches = 0;
+    // Bytes of the group-cast's own buffers (slots, staging; the backward's beyond them), as
+    // the device's allocator counted them (0 where the ring's schedule runs).
+    std::int64_t allocated_forward = 0, allocated_backward = 0;
     std::vector<std::int64_t> rows_by_round;  // received from the source of ring round k
   };
   GroupCastCounts group_cast_counts() const;

@@ -123,8 +123,10 @@ struct RingAttention::Impl {
     std::vector<std::vector<std::size_t>> batches;  // indices into sources
     std::int64_t slot_rows = 0;    // a slot's rows, K and V (2 x the largest batch)
     std::int64_t staged_rows = 0;  // the targets' rows, K and V
-    // Bytes of its buffers: the forward's (slots, staging) and the backward's beyond them.
+    // Bytes of its buffers: the forward's (slots, staging) and the backward's beyond them; the
+    // same as the allocator counted them while init_group_cast made them.
     std::int64_t forward_bytes = 0, backward_bytes = 0;
+    std::int64_t forward_allocated = 0, backward_allocated = 0;
     Buffer staging, slot[2];
     // Backward: this batch's contributions (engine type), leaving as partial sums (grad_dtype),
     // the partial sums arriving for this rank's rows, and this rank's block's total.

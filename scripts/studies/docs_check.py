@@ -7,14 +7,15 @@ Simulated figures with modeled compute are deterministic (SMPI's clock, FLOPs in
 fixed rate), so a table of them must come out of the command it names, to the digit. Each check
 below names the document, the heading its table follows, the command (the one the document
 gives, grid included) and how the command's output maps onto the table's cells; every cell is
-compared as printed. `make docs-check` runs them all (2 to 5 minutes on 2 cores, as other work
+compared as printed, and every row the command prints must be in the table (or, for a table
+that quotes some rows, every row it names). `make docs-check` runs them all (2 to 5 minutes on 2 cores, as other work
 allows). `--quick` runs the TP-overlap sweep on the grid points on either side of each
 published crossing only, which reproduces the crossings exactly while they stay between those
 points (a crossing is interpolated between its two neighbours): that is the test
 `docs_check_tp_overlap`.
 
 Exit status: 0 when every figure matches, 1 when one drifted (each named, the document's value
-beside the command's), 2 when a command failed or a table was not found, 77 without an SMPI
+beside the command's) or a row is missing, 2 when a command failed or a table was not found, 77 without an SMPI
 build.
 """
 
@@ -67,7 +68,9 @@ def run(command: tuple[str, ...]) -> str:
 @dataclass
 class Check:
     """One published table: where it is, the command that makes it, and `expected(output)`:
-    {row key: {column: the cells it may say}} (one cell, or the forms a document may use)."""
+    {row key: {column: the cells it may say}} (one cell, or the forms a document may use).
+    `rows`: the keys of the rows the table publishes where it quotes only some of the rows the
+    command prints (None: it publishes every one)."""
 
     name: str
     doc: str
@@ -75,9 +78,11 @@ class Check:
     command: Callable[[argparse.Namespace], list[str]]
     expected: Callable[[str], dict[str, dict[int, tuple[str, ...]]]]
     key_columns: tuple[int, ...]
+    rows: tuple[str, ...] | None = None
 
     def drifts(self, args: argparse.Namespace) -> list[str]:
-        """`<doc> <row> column N: published X, the command prints Y` for each mismatch."""
+        """`<doc> <row> column N: published X, the command prints Y` for each mismatch, and a
+        line for each row the table should publish and lacks (a row deleted from it)."""
         rows = table_after(ROOT / self.doc, self.heading)
         want = self.expected(run(tuple(self.command(args))))
         found = []
@@ -90,10 +95,13 @@ class Check:
                 if row[column] not in cells:
                     found.append(f"{self.doc} row `{key}` column {column + 1}: published "
                                  f"{row[column]!r}, the command prints {cells[0]!r}")
+        published = want if self.rows is None else [k for k in self.rows if k in want]
+        for key in published:  # printed, meant to be published, not in the table
+            found.append(f"{self.doc} row `{key}`: the command prints it, the table lacks it")
         return found
 
 
-# README.md, TP+SP with its collectives beside the GEMMs: op | c | predicted | crossing | ratio.
+# docs/FINDINGS.md, TP+SP with its collectives beside the GEMMs: op | c | predicted | crossing | ratio.
 TP_OVERLAP_GRID = "256:2048:64"
 # The points of that grid on either side of each published crossing (fc1 and fc2, qkv,
 # out_proj): the same crossings from 6 simulations instead of 29.
@@ -121,7 +129,7 @@ def tp_overlap_expected(output: str) -> dict[str, dict[int, str]]:
     return want
 
 
-# docs/MOE_ACROSS_NODES.md prints moe_node_study.py's rows as they are; README.md quotes some of
+# docs/MOE_ACROSS_NODES.md prints moe_node_study.py's rows as they are; docs/FINDINGS.md quotes some of
 # their columns: EP | dispatch | node limit | dispatch ms | across MB/rank | rows/token (pred.) |
 # across GB/s.
 MOE_RANKS = "8,16,32,64,128"
@@ -144,7 +152,7 @@ def moe_doc_expected(output: str) -> dict[str, dict[int, str]]:
 
 
 def moe_readme_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
-    """The README's columns of the same rows; its rows/token cell gives the prediction in
+    """The findings' columns of the same rows; its rows/token cell gives the prediction in
     parentheses (the study's `(4.00 if unlimited)`) or leaves it out, and its GB/s is the
     dispatch's (the study's first)."""
     want = {}
@@ -157,13 +165,19 @@ def moe_readme_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
     return want
 
 
+# The rows docs/FINDINGS.md quotes (EP | dispatch | node limit), ten of the study's eighteen: a row
+# deleted from it is a drift too.
+MOE_README_ROWS = ("16 | flat | -", "16 | hierarchical | -", "32 | flat | 4", "32 | hierarchical | 4",
+                   "64 | flat | 4", "64 | hierarchical | -", "64 | hierarchical | 4",
+                   "128 | flat | 4", "128 | hierarchical | -", "128 | hierarchical | 4")
+
 CHECKS = (
     Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
           tp_overlap_expected, (0,)),
     Check("moe_nodes", "docs/MOE_ACROSS_NODES.md", "from 64.", moe_command, moe_doc_expected,
           (0, 2, 3)),
     Check("moe_nodes_readme", "docs/FINDINGS.md", "DeepEP's configuration", moe_command,
-          moe_readme_expected, (0, 1, 2)),
+          moe_readme_expected, (0, 1, 2), rows=MOE_README_ROWS),
 )
 
 

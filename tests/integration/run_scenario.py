@@ -66,16 +66,20 @@ class Env:
         print(f"$ {' '.join(cmd)}\n-> exit {proc.returncode} in {proc.elapsed:.1f} s")
         return proc
 
-    def mpirun_stopping(self, np_: int, rank: int, after_s: float, binary: str, *args: str,
-                        timeout: float = 180, after_line: str = "[1/") -> subprocess.CompletedProcess:
+    def mpirun_stopping(self, np_: int, rank: int | None, after_s: float, binary: str, *args: str,
+                        timeout: float = 180, after_line: str = "[1/",
+                        extra_env: dict | None = None) -> subprocess.CompletedProcess:
         """Like mpirun, but freezes rank `rank` with SIGSTOP (a rank hung mid-step) `after_s`
         seconds after rank 0 printed a line starting with `after_line` (default: the first
         case's progress line, so the ranks are past start-up however long this host takes for
         it), and returns once the job has ended. `proc.stopped` counts the processes frozen;
-        a job still running after `timeout` seconds is killed (SIGCONT, SIGTERM, SIGKILL)."""
+        a job still running after `timeout` seconds is killed (SIGCONT, SIGTERM, SIGKILL).
+        rank None freezes nothing (a rank that stops itself, through a test hook in
+        `extra_env`): the same end of a job that does not end."""
         env = dict(os.environ)
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+        env.update(extra_env or {})
         exe = str(self.bin_dir / binary)
         cmd = [self.mpiexec, "-np", str(np_), "--oversubscribe", exe, *args]
         start = time.monotonic()
@@ -99,7 +103,7 @@ class Env:
         while not started.wait(0.1) and popen.poll() is None and time.monotonic() < deadline:
             pass
         frozen: list[int] = []
-        if started.is_set():
+        if started.is_set() and rank is not None:
             time.sleep(after_s)
             # The rank: its executable and rank variable, and a descendant of this job's launcher.
             # Tests run side by side (ctest -j): another job's rank of the same executable must

@@ -4,9 +4,9 @@ nodes as network namespaces, shared memory inside a node, a tc-shaped NIC betwee
 
 The links are measured with link_probe, the tests' own plain MPI_Sendrecv exchange, and which
 path each pair took is read from Open MPI itself (its bml's "Using <btl> btl for send to" lines
-at btl_base_verbose 100). Building a cluster needs root, ip, tc and unshare: where any is
-missing the scenarios that build one skip (exit 77) with a message; emulated_bad_input runs
-everywhere.
+at btl_base_verbose 100). Building a cluster needs root, ip, tc, unshare, mpirun and network namespaces: where any is
+missing the scenarios that build one skip (exit 77) with a message, and where all are there a
+cluster that does not build fails them; emulated_bad_input runs everywhere.
 """
 from __future__ import annotations
 
@@ -72,27 +72,41 @@ def emulated(*args: str, env: dict | None = None, timeout: float = 180, cwd: Pat
     return proc
 
 
-def require_cluster() -> None:
+def missing_prerequisite() -> str | None:
+    """Why this machine cannot build an emulated cluster at all: not root, a tool missing, or
+    network namespaces not allowed here (a container without the privilege); None where it has
+    all it needs, so that a cluster that fails to build there is a failure, not a skip."""
     if os.geteuid() != 0:
-        print("SKIP: an emulated cluster needs root (network namespaces, veths, tc)")
-        raise SystemExit(SKIP)
-    for tool in ("ip", "tc", "unshare"):
+        return "an emulated cluster needs root (network namespaces, veths, tc)"
+    for tool in ("ip", "tc", "unshare", "mpirun"):
         if shutil.which(tool) is None:
-            print(f"SKIP: an emulated cluster needs {tool}, not found on PATH")
-            raise SystemExit(SKIP)
-    proc = emulated("--nodes", "2", "--ranks-per-node", "1", "--nic", "1gbit", "--check", timeout=60)
+            return f"an emulated cluster needs {tool}, not found on PATH"
+    proc = subprocess.run([shutil.which("unshare"), "--net", "true"], capture_output=True, text=True,
+                          timeout=30)
     if proc.returncode != 0:
-        print(f"SKIP: this machine cannot build an emulated cluster: {proc.stderr.strip()}")
+        return f"network namespaces are not allowed here (unshare --net: {proc.stderr.strip()})"
+    return None
+
+
+def require_cluster() -> None:
+    """Skips (exit 77) where a prerequisite is missing; elsewhere the cluster must build."""
+    why = missing_prerequisite()
+    if why is not None:
+        print(f"SKIP: {why}")
         raise SystemExit(SKIP)
+    proc = emulated("--nodes", "2", "--ranks-per-node", "1", "--nic", "1gbit", "--check", timeout=60)
+    expect(proc.returncode == 0 and not proc.left,
+           f"root, ip, tc, unshare and network namespaces are here, yet the cluster did not build "
+           f"(exit {proc.returncode}, left {proc.left})", proc)
 
 
-def probe(env: Env, nodes: int, per_node: int, pairs: str, verbose: bool = False
+def probe(env: Env, nodes: int, per_node: int, pairs: str, verbose: bool = False, size: int = PROBE_BYTES
           ) -> tuple[list[str], dict[tuple[int, int], float], subprocess.CompletedProcess]:
     """link_probe on the cluster: the ranks' host names and each pair's best rate (MB/s, each
-    way, of 16 exchanges of 1 MiB after 4 more)."""
+    way, of 16 exchanges of `size` bytes, 1 MiB by default, after 4 more)."""
     extra = {"OMPI_MCA_btl_base_verbose": "100"} if verbose else {}
     proc = emulated("--nodes", str(nodes), "--ranks-per-node", str(per_node), "--nic", "1gbit", "--",
-                    str(env.bin_dir / "link_probe"), "--bytes", str(PROBE_BYTES), "--reps", "16",
+                    str(env.bin_dir / "link_probe"), "--bytes", str(size), "--reps", "16",
                     "--warmup", "4", "--pairs", pairs, env=extra, cwd=env.workdir)
     expect(proc.returncode == 0, f"link_probe on {nodes} x {per_node}: exit {proc.returncode}", proc)
     expect(not proc.left, f"left behind: {proc.left}", proc)
@@ -102,7 +116,7 @@ def probe(env: Env, nodes: int, per_node: int, pairs: str, verbose: bool = False
         m = re.match(r"pair (\d+) (\d+) bytes \d+ best_s \S+ median_s (\S+) rate_MBps (\S+)", line)
         if m:
             rates[(int(m.group(1)), int(m.group(2)))] = float(m.group(4))
-            median = PROBE_BYTES / float(m.group(3)) / 1e6
+            median = size / float(m.group(3)) / 1e6
             print(f"  pair {m.group(1)}-{m.group(2)}: best {float(m.group(4)):.1f} MB/s, median "
                   f"{median:.1f} MB/s each way")
     return hosts, rates, proc

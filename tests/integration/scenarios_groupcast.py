@@ -4,8 +4,9 @@ hybrid's ring part with it (ulysses --ring-variant groupcast), one per ctest tes
 
 The rows each rank receives and sends are counted here from the recorded row positions and the
 document mask (a key travels to a rank when one of its queries sees it) and checked against the
-bytes the transport counted; the tensors against attention numpy computes; the bytes, memory and
-schedule against `model --section varlen`, which counts the traffic on its own.
+bytes the transport counted, and the buffers they need against what the allocator counted; the
+tensors against attention numpy computes. `model --section varlen` and the benchmark's
+predictions share one traffic count (ring::group_cast_traffic), checked against those.
 """
 from __future__ import annotations
 
@@ -78,12 +79,43 @@ def model_rows(env: Env, *args: str) -> dict[str, dict[str, str]]:
         return {r["layout"]: r for r in csv.DictReader(f)}
 
 
+ELEM = {"fp32": 4, "fp64": 8, "bf16": 2}
+
+
+def hand_count(g, a) -> dict:
+    """A case's group-cast counted here from its recorded rows and documents: [receiver, source]
+    rows (a key travels to a rank when one of its queries sees it; striped's strided run goes
+    whole or not at all), whether the busiest rank would move the ring's (n - 1) c rows anyway
+    (the ring's schedule then runs), and per rank the rows of its buffers: the staging copy (K
+    and V of its rows the others see) and a slot (K and V of its largest batch: its sources in
+    ring order, r - 1, r - 2, ..., a batch the sources whose rows fit one block of c)."""
+    n, c = int(a["n_c"]), int(a["c"])
+    need = seen_rows(g["row_positions"][()].reshape(c, n).T, bool(a["causal"]), Pack.of(g))
+    if a["layout"] == "striped":
+        need = np.where(need > 0, c, 0)
+    sent, got = need.sum(axis=0), need.sum(axis=1)
+    slot = np.zeros(n, np.int64)
+    for r in range(n):
+        filled = 0
+        for k in range(1, n):
+            rows = need[r, (r - k) % n]
+            if rows and filled + rows > c:
+                filled = 0
+            filled += rows
+            slot[r] = max(slot[r], 2 * filled)
+    return {"sent": sent, "got": got, "falls_back": max(sent.max(), got.max()) >= (n - 1) * c,
+            "staged": 2 * sent, "slot": slot}
+
+
 def scenario_groupcast_np4(env: Env) -> None:
     """4 ranks, fp32, GQA, short and long-tailed documents, every layout, forward and backward,
     the group-cast beside the all-gather variant: every case passes its check against the
-    per-document reference; the group-cast's bytes sent and received, its memory and its
-    schedule equal what the layout gives (the file's own figures and `model --section varlen`,
-    which counts every rank's rows itself); it moves fewer bytes than the ring with balanced."""
+    per-document reference. From each case's recorded rows and documents the test counts what
+    the group-cast must move and hold: whether it falls back to the ring's schedule, the bytes
+    each rank sent and received (forward and backward, as the transport counted them), and the
+    buffers each rank allocated (as the allocator counted them) and the busiest rank's memory.
+    The benchmark's predictions and `model --section varlen` (the same traffic count, shared
+    code) must agree with the measurements; with balanced it moves fewer bytes than the ring."""
     out = env.workdir / "gc4.h5"
     layouts = "contiguous,zigzag,striped,doc_zigzag,balanced"
     for spec in ("lognormal:40:1", "pareto:8:1.1"):
@@ -94,28 +126,70 @@ def scenario_groupcast_np4(env: Env) -> None:
         model = model_rows(env, "--docs", spec, "--cp-sweep", "4", "--tokens-per-rank", "64",
                            "--causal", "--hidden", "256", "--heads", "4", "--kv-heads", "2",
                            "--dtype", "fp32", "--layout", layouts)
+        schedules = set()
         with h5py.File(out) as f:
             for name, g in f[BIN].items():
                 a = g.attrs
                 expect(int(a["check_passed"]) == 1, f"{spec} {name}: check failed", proc)
                 if a["variant"] != "groupcast":
                     continue
-                m = model[a["layout"]]
-                ring = float(a["ring_bytes_sent_per_rank_per_layer"])
+                n, c, b = int(a["n_c"]), int(a["c"]), int(a["batch"])
+                e, eg = ELEM[a["dtype"]], ELEM[a["grad_dtype"]]
+                kv_row = b * int(a["kv_heads"]) * int(a["head_dim"])  # elements of one token's K (or V)
+                q_bytes = c * b * int(a["heads"]) * int(a["head_dim"]) * e
+                row = 2 * kv_row * e  # K and V of one token
+                hand = hand_count(g, a)
                 falls_back = a["groupcast_schedule"].startswith("ring")
+                schedules.add(falls_back)
+                expect(falls_back == hand["falls_back"], f"{spec} {name}: schedule {a['groupcast_schedule']}, "
+                       f"counted {'the ring' if hand['falls_back'] else 'the group-cast'}")
+                fwd_sent, bwd_sent = g["cp_bytes_sent"][()].reshape(-1), g["bwd_cp_bytes_sent"][()].reshape(-1)
+                allocated = g["groupcast_allocated_bytes"][()].reshape(2, n)
+                if falls_back:
+                    expect(np.all(fwd_sent == (n - 1) * c * row) and not allocated.any(),
+                           f"{spec} {name}: the ring's bytes {fwd_sent}, group-cast buffers {allocated.tolist()}")
+                else:
+                    sent, got = hand["sent"], hand["got"]
+                    recv = g["cp_bytes_recv"][()].reshape(-1)
+                    expect(np.array_equal(fwd_sent, sent * row) and np.array_equal(recv, got * row),
+                           f"{spec} {name}: sent {fwd_sent}, received {recv}; counted {sent * row}, {got * row}")
+                    # The backward: the rows again, and the partial sums of the rows it received.
+                    expect(np.array_equal(bwd_sent, (sent + got) * row), f"{spec} {name}: backward {bwd_sent}")
+                    # Its buffers: the forward's staging copy and two slots; the backward's
+                    # contributions of a batch (the kernel's type: fp32 on the CPU), two
+                    # travelling slots and the arriving partial sums (grad_dtype) and its own
+                    # block's total.
+                    staged, slot = hand["staged"], hand["slot"]
+                    fwd_mem = (staged + 2 * slot) * kv_row * e
+                    bwd_mem = slot * kv_row * (e + 2 * eg) + staged * kv_row * eg + 2 * c * kv_row * eg
+                    expect(np.array_equal(allocated[0], fwd_mem) and np.array_equal(allocated[1], bwd_mem),
+                           f"{spec} {name}: allocated {allocated.tolist()}, counted {[fwd_mem.tolist(), bwd_mem.tolist()]}")
+                    # The busiest rank's memory: Q and O, its own K/V block and those buffers;
+                    # the backward adds dO, dQ, its block's contributions and the backward's.
+                    mem = 2 * q_bytes + c * row + fwd_mem
+                    bwd = mem + q_bytes + q_bytes + c * row + bwd_mem
+                    expect(float(a["memory_method_bytes"]) == mem.max()
+                           and float(a["bwd_memory_method_bytes"]) == bwd.max(),
+                           f"{spec} {name}: memory {a['memory_method_bytes']}, {a['bwd_memory_method_bytes']}; "
+                           f"counted {mem.max()}, {bwd.max()}")
+                # The prediction and the model: the same count in the suite's code, which must
+                # agree with what ran.
+                m = model[a["layout"]]
                 expect(falls_back == (m["groupcast_falls_back"] == "1") == bool(a["pred_groupcast_falls_back"]),
-                       f"{spec} {name}: schedule {a['groupcast_schedule']}, model {m['groupcast_falls_back']}")
+                       f"{spec} {name}: model {m['groupcast_falls_back']}, prediction {a['pred_groupcast_falls_back']}")
                 for key in ("bytes_sent_per_rank_per_layer", "bytes_recv_per_rank_per_layer",
                             "bwd_bytes_sent_per_rank_per_layer", "memory_method_bytes",
                             "bwd_memory_method_bytes"):
                     pred = "pred_" + key.replace("_method", "")
                     expect(float(a[key]) == float(a[pred]), f"{spec} {name}: {key} {a[key]} != {a[pred]}")
                 sent = float(a["bytes_sent_per_rank_per_layer"])
-                expect(sent == float(m["groupcast_bytes_per_rank"]),
-                       f"{spec} {name}: sent {sent}, model {m['groupcast_bytes_per_rank']}")
+                ring = float(a["ring_bytes_sent_per_rank_per_layer"])
+                expect(sent == float(m["groupcast_bytes_per_rank"]) == fwd_sent.max(),
+                       f"{spec} {name}: sent {sent}, model {m['groupcast_bytes_per_rank']}, per rank {fwd_sent}")
                 expect(sent == ring if falls_back else sent < ring, f"{spec} {name}: {sent} against the ring's {ring}")
                 if a["layout"] == "balanced":
                     expect(not falls_back and sent < ring / 2, f"{spec} {name}: {sent} of {ring}")
+        expect(schedules == {False, True}, f"{spec}: schedules run {schedules}: both the group-cast and the ring's")
         print(f"  ok: {spec}")
 
 

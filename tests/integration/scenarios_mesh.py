@@ -70,6 +70,42 @@ def expected_bytes(a: dict) -> dict[str, float]:
     return {"tp": tp, "cp": cp, "dp": dp}
 
 
+def expert_groups(a: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Each world rank's index in its expert group and its group's number, as METHODS.md section 6
+    builds them: the expert ranks are the order without cp (first axis fastest), sizes T, E and
+    C D / E for dp."""
+    T, C, D, Ep = (int(a[k]) for k in ("tp", "cp", "dp", "ep"))
+    size = {"tp": T, "ep": Ep, "dp": C * D // Ep}
+    axes = [x for x in str(a["order"]).split(",") if x != "cp"]
+    index, group = np.zeros(T * C * D, np.int64), np.zeros(T * C * D, np.int64)
+    for r in range(T * C * D):
+        rest, coords = r, {}
+        for x in axes:
+            coords[x] = rest % size[x]
+            rest //= size[x]
+        index[r], group[r] = coords["ep"], coords["tp"] * size["dp"] + coords["dp"]
+    return index, group
+
+
+def ep_bytes_counted(a: dict, chosen: np.ndarray) -> np.ndarray:
+    """Each rank's EP bytes in one step from the router's choice ([N k, ranks]): expert j lives on
+    index j / (experts / E) of each expert group (the block placement); a token's copy for an
+    expert on another rank is one row of h elements out (dispatch) and one back (combine), both
+    again in the backward (the gradients retrace them); and the counts' all-to-all sends one
+    8-byte count per expert slot of each other rank of the group. Dropless: every copy goes."""
+    Ep, experts, h = int(a["ep"]), int(a["experts"]), int(a["h"])
+    index, group = expert_groups(a)
+    home = chosen // (experts // Ep)  # [N k, ranks]: the expert group index each copy goes to
+    ranks = chosen.shape[1]
+    rows = np.zeros(ranks, np.int64)
+    for r in range(ranks):
+        rows[r] = np.sum(home[:, r] != index[r])  # out
+        rows[r] += sum(np.sum(home[:, s] == index[r]) for s in range(ranks)
+                       if s != r and group[s] == group[r])  # in, and back
+    passes = 2 if a["pass"] == "fwd_bwd" else 1
+    return rows * h * E * passes + (Ep - 1) * (experts // Ep) * 8
+
+
 def check_cases(out: Path, count: int) -> list:
     with h5py.File(out) as f:
         cases = list(f["mesh"].values())
@@ -91,11 +127,14 @@ def check_cases(out: Path, count: int) -> list:
                 expect(a[f"{axis}_bytes_per_rank_min"] == got, f"{name}: {axis} bytes differ between ranks")
                 expect(abs(a[f"pred_{axis}_bytes_per_rank"] - value) <= 1e-9 * max(1.0, value),
                        f"{name}: pred_{axis} {a[f'pred_{axis}_bytes_per_rank']} != {value}")
-            if int(a["experts"]) > 0:
-                expect(a["ep_bytes_equal_routing"] == 1, f"{name}: EP bytes differ from the routing's")
-                expect(a["ep_bytes_per_rank"] > 0, f"{name}: no EP bytes")
             table = g["axis_bytes_sent"][()]
             expect(table.shape == (4, int(a["world"])), f"{name}: axis_bytes_sent {table.shape}")
+            if int(a["experts"]) > 0:
+                ep = ep_bytes_counted(a, g["router_chosen_experts"][()])
+                expect(np.array_equal(table[2], ep), f"{name}: EP bytes {table[2].tolist()} != {ep.tolist()} "
+                       "counted from the router's choice")
+                expect(a["ep_bytes_per_rank"] == ep.max() > 0 and a["ep_bytes_per_rank_min"] == ep.min(),
+                       f"{name}: EP bytes {a['ep_bytes_per_rank']}, counted {ep.tolist()}")
             seen.append(a)
         return seen
 
@@ -224,22 +263,47 @@ def scenario_model_agrees(env: Env) -> None:
 
 
 def scenario_watchdog(env: Env) -> None:
-    """Rank 3 frozen (SIGSTOP) mid-step on tp2 x cp2: the job ends (the watchdog's abort), no
-    waiting rank blames itself, and the ranks waiting on rank 3 name it as probably stuck."""
-    proc = env.mpirun_stopping(4, 3, 3.0, "mesh", "--backend", "cpu", "--tp", "2", "--cp", "2", "--iters",
-                               "100000", "--warmup", "1", "--timeout", "2", "--check", "0", "--pass", "fwd_bwd",
-                               "--out", str(env.workdir / "stall.h5"))
-    expect(proc.stopped == 1 and proc.returncode != 0, f"frozen {proc.stopped}, exit {proc.returncode}", proc)
-    # A rank waits on its own peer there (rank 0 on its CP neighbour, which waits on rank 3):
-    # every waiting rank says it waits and that another is probably stuck; where the waits are
-    # point to point (or in a group of two), the chain ends at rank 3. Frozen between steps, rank
-    # 3 leaves the others in the job-wide step sync, where no single rank can be named.
-    waiting = [l for l in proc.stderr.splitlines() if "timed out" in l and not l.startswith("[rank 3 ")]
-    expect(waiting and all("waiting" in l and "probably stuck" in l and "this rank made no progress" not in l
-                           for l in waiting), f"a waiting rank blames itself: {waiting}", proc)
-    named = [l for l in waiting if re.search(r"for rank \d+,", l)]
-    expect(not named or any("for rank 3," in l for l in named), f"no rank names rank 3: {waiting}", proc)
-    print("\n".join(waiting))
+    """Rank 3 of tp2 x cp2 stops (SIGSTOP, the test hook SUITE_TEST_FREEZE) at a fixed point of
+    its first step: before its CP exchange, and in a second run after its attention, before its
+    TP exchange (the output projection's reduce-scatter). The job ends (the watchdog's abort),
+    no waiting rank blames itself, and the ranks that wait on rank 3 name it: its CP partner
+    (rank 1: TP innermost, CP pairs 0-2 and 1-3) in the ring exchange, its TP partner (rank 2:
+    TP pairs 0-1 and 2-3) in a TP collective of 2. Rank 0 shares no group with rank 3: it waits
+    on one of them and names it. The first rank to time out ends the job, so not every waiting
+    rank need print; one of those waiting on rank 3 waits longest and must. A line may name no
+    rank only where it says the wait is the job-wide step synchronisation."""
+    partners = {1, 2}  # rank 3's CP and TP partners
+    step_sync = ("waiting for the other ranks to start it)", "done, waiting for the other ranks)")
+    for point in ("cp", "tp"):
+        proc = env.mpirun_stopping(4, None, 0.0, "mesh", "--backend", "cpu", "--tp", "2", "--cp", "2",
+                                   "--iters", "3", "--warmup", "1", "--timeout", "2", "--check", "0",
+                                   "--pass", "fwd_bwd", "--out", str(env.workdir / "stall.h5"),
+                                   extra_env={"SUITE_TEST_FREEZE": f"3:{point}"}, timeout=120)
+        expect(f"[rank 3] SUITE_TEST_FREEZE: stopped before its {point.upper()} exchange" in proc.stderr
+               and proc.returncode != 0, f"{point}: rank 3 not frozen, or the job passed (exit {proc.returncode})",
+               proc)
+        waiting: dict[int, str] = {}
+        for line in proc.stderr.splitlines():
+            m = re.match(r"\[rank (\d+) ", line)
+            # Rank 3's own line, where one comes, follows the job's abort (which resumes it to
+            # end it): it is not a waiting rank's.
+            if m and "timed out" in line and m.group(1) != "3":
+                expect(int(m.group(1)) not in waiting, f"{point}: two lines from rank {m.group(1)}", proc)
+                waiting[int(m.group(1))] = line
+        expect(bool(waiting), f"{point}: no waiting rank timed out", proc)
+        for rank, line in waiting.items():
+            expect("waiting" in line and "probably stuck" in line and "this rank made no progress" not in line,
+                   f"{point}: rank {rank} blames itself: {line}", proc)
+            named = re.search(r"for rank (\d+),", line)
+            if named is None:
+                expect(any(s in line for s in step_sync), f"{point}: rank {rank} names no rank: {line}", proc)
+                continue
+            want = {3} if rank in partners else partners  # rank 0 waits on a partner
+            expect(int(named.group(1)) in want, f"{point}: rank {rank} names rank {named.group(1)}, "
+                   f"expected {sorted(want)}: {line}", proc)
+        expect(any(r in partners and "for rank 3," in line for r, line in waiting.items()),
+               f"{point}: neither rank waiting on rank 3 named it: {sorted(waiting)}", proc)
+        print(f"frozen before its {point.upper()} exchange:\n" + "\n".join(waiting[r] for r in sorted(waiting)))
 
 
 def scenario_bad_input(env: Env) -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import filecmp
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 from scripts.results import baselines
 from scripts.results.suite_results import read_results
-from synthetic_results import group_attrs, ring_cases, run_script, sp_tp_cases
+from synthetic_results import (REPO, group_attrs, ring_cases, run_script, sp_tp_cases, write_results,
+                               write_run)
 
 
 def _read(path):
@@ -172,3 +179,56 @@ def test_rekey_refiles_this_hosts_legacy_cpu_baselines(results_writer, tmp_path)
     run = results_writer("run.h5", "sp_tp", sp_tp_cases(), file_attrs={"device_names": XEON})
     choice = baselines.find_baseline(_read(run), reg)
     assert choice is not None and choice.path == moved
+
+
+def _make_baseline(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "--no-print-directory", "baseline", *args], cwd=tree,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _filed(registry: Path) -> dict[str, Path]:
+    """The registry's files as `<system key>/<name>`."""
+    return {str(p.relative_to(registry)): p for p in sorted(registry.rglob("*.h5"))}
+
+
+def test_make_baseline_files_a_whole_run(tmp_path):
+    """`make baseline` as a user runs it, in a copy of the suite's Makefile and scripts/ with a
+    results tree of its own (its registry: results/baselines beside those scripts): without RUN
+    it files every complete results file of the latest run folder, each under its system's key
+    and its own name, byte for byte, and nothing of the older run or of a killed file;
+    RUN=<folder> files that run instead, replacing those baselines; with no run under
+    results/ it says so and fails."""
+    tree = tmp_path / "suite"
+    shutil.copytree(REPO / "scripts", tree / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "Makefile", tree / "Makefile")
+    (tree / ".venv").symlink_to(Path(sys.prefix))  # the recipe runs .venv/bin/python
+    registry = tree / "results" / "baselines"
+
+    proc = _make_baseline(tree)
+    assert proc.returncode == 2 and "no run under results/" in proc.stderr, proc.stderr
+    assert not registry.exists()
+
+    older = write_run(tree / "results" / "20250115T100000Z", created_utc="2025-01-15T10:00:00Z")
+    latest = write_run(tree / "results" / "20250116T090000Z", slowed=2.0, created_utc="2025-01-16T09:00:00Z")
+    write_results(latest / "moe.h5", "sp_tp", sp_tp_cases()[:2], partial=True)  # a killed run's file
+    names = ("sp_tp.h5", "ring_attention.h5", "ring_docs.h5")
+
+    def expected(run: Path) -> dict[str, Path]:
+        return {f"{baselines.system_key(read_results(run / n, load_datasets=False, warn=False))}/{n}": run / n
+                for n in names}
+
+    proc = _make_baseline(tree)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == "filing results/20250116T090000Z/ as the baselines of this machine:"
+    filed = _filed(registry)
+    assert sorted(filed) == sorted(expected(latest)), filed
+    for key, src in expected(latest).items():
+        assert filecmp.cmp(filed[key], src, shallow=False), key
+        assert str(filed[key]) in proc.stdout
+
+    proc = _make_baseline(tree, f"RUN={older.relative_to(tree)}/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    filed = _filed(registry)
+    assert sorted(filed) == sorted(expected(older)), filed
+    for key, src in expected(older).items():
+        assert filecmp.cmp(filed[key], src, shallow=False), key
