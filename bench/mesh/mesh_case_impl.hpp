@@ -30,6 +30,7 @@ class MeshCase final : public BenchCase {
   void setup() override {
     ctx_.device.reset_allocation_peak();
     mesh_ = &ctx_.meshes.case_mesh(cfg_.shape);
+    mesh_->make_all();
     block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
   }
 

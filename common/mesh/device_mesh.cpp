@@ -12,6 +12,13 @@ Comm& DeviceMesh::made(std::unique_ptr<Comm>& slot, int color) {
   return *slot;
 }
 
+void DeviceMesh::make_all() {
+  for (MeshAxis a : {MeshAxis::tp, MeshAxis::cp, MeshAxis::ep, MeshAxis::dp})
+    axis(a);
+  dense_replicas();
+  expert_replicas();
+}
+
 Comm& DeviceMesh::axis(MeshAxis a) {
   return made(axes_[a], layout_.group_color(a, rank_));
 }

@@ -24,6 +24,12 @@ class DeviceMesh {
   const MeshLayout& layout() const { return layout_; }
   int rank() const { return rank_; }
   int coord(MeshAxis a) const { return layout_.coord(a, rank_); }
+  // Every group is split from the whole job, so a rank whose first use of one comes while
+  // another rank waits elsewhere would hang in the split, where no watchdog sees it: a
+  // benchmark makes the groups it uses up front, all ranks at once (the harness its axis,
+  // make_all for the composed block). The sub-groups below split one group and are made on
+  // first use, by all of its ranks at the same point of the case's set-up.
+  void make_all();
   // This rank's group along the axis (tp, cp, dp: the dense mesh; ep: the expert group).
   Comm& axis(MeshAxis a);
   // The C D ranks holding this rank's dense weights (DP x CP), and the T C D / E holding its

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import h5py
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, run_cli  # noqa: E402
 from scenarios_shaped import attr_str, check_refused_as_nobody  # noqa: E402
+from timed_process import run_timed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "envs" / "emulated_cluster.py"
@@ -52,22 +52,8 @@ def emulated(*args: str, env: dict | None = None, timeout: float = 180, cwd: Pat
     cmd = [sys.executable, str(SCRIPT), *args]
     run_env = dict(os.environ)
     run_env.update(env or {})
-    start = time.monotonic()
-    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=run_env, cwd=cwd)
-    try:
-        if interrupt_after is not None:
-            time.sleep(interrupt_after)
-            popen.send_signal(signal.SIGINT)
-        out, err = popen.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        popen.kill()
-        popen.communicate()
-        raise
-    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
-    proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
-    proc.left = ours(popen.pid) + [str(p) for p in agent_dirs(popen.pid)]  # type: ignore[attr-defined]
-    proc.pid = popen.pid  # type: ignore[attr-defined]
+    proc = run_timed(cmd, run_env, timeout, cwd, interrupt_after)
+    proc.left = ours(proc.pid) + [str(p) for p in agent_dirs(proc.pid)]  # type: ignore[attr-defined]
     print(f"$ {' '.join(cmd)}\n-> exit {proc.returncode} in {proc.elapsed:.1f} s")
     return proc
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import csv
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, expect_refused, model_run, run_cli  # noqa: E402
 from scenarios_ring import BIN, Pack, check_docs_tensors, run_ok, visible  # noqa: E402
 

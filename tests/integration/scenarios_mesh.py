@@ -11,13 +11,11 @@ are recomputed by an outside numpy layer, and bad input is refused with one mess
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layer_numpy import reference, shapes  # noqa: E402
 from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
 

@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_scenario import Env, expect, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

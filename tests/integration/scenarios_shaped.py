@@ -21,6 +21,7 @@ import h5py
 
 from scripts import module_command
 from run_scenario import Env, expect, run_cli
+from timed_process import run_timed
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPED = REPO / "scripts" / "envs" / "shaped_link.py"
@@ -53,18 +54,8 @@ def shaped(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path 
     run_env = dict(os.environ)
     run_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
     run_env.update(env or {})
-    start = time.monotonic()
-    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=run_env, cwd=cwd)
-    try:
-        out, err = popen.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        popen.kill()
-        popen.communicate()
-        raise
-    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
-    proc.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
-    proc.left = owned_by(popen.pid, netns_list())  # type: ignore[attr-defined]
+    proc = run_timed(cmd, run_env, timeout, cwd)
+    proc.left = owned_by(proc.pid, netns_list())  # type: ignore[attr-defined]
     print(f"$ {' '.join(cmd)}\n-> exit {proc.returncode} in {proc.elapsed:.1f} s")
     return proc
 

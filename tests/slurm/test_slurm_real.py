@@ -28,7 +28,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
 from scripts import module_command  # noqa: E402
 
 from scripts.envs.link_presets import env_string, resolve  # noqa: E402
