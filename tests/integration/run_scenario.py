@@ -210,6 +210,46 @@ def model_prediction(env: "Env", *args: str) -> dict[str, float]:
     return {k: float(v) for k, v in (kv.split("=") for kv in line.split()[2:])}
 
 
+def plan_check_table(text: str, meshes: int, ran: str) -> list[dict]:
+    """scripts/planner/plan_check.py's table, read row by row: exactly `meshes` rows of distinct meshes,
+    each with its predicted and `ran` (measured, emulated, simulated) step time positive and
+    finite and its error present, finite and (pred - ran) / ran of the row's own times (to
+    their printed digits); and the summary's median |error| is the rows' median. Fails (the
+    text shown) otherwise."""
+    def bad(why: str) -> None:
+        fail(f"plan_check: {why}:\n{text}")
+
+    lines = text.splitlines()
+    head = next((i for i, l in enumerate(lines) if l.startswith("| plan rank |")), None)
+    if head is None or f"| {ran} step ms |" not in lines[head]:
+        bad(f"no table with a '{ran} step ms' column")
+    rows = []
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        try:
+            pred, got, err = float(cells[3]), float(cells[4]), float(cells[5].rstrip("%"))
+        except (IndexError, ValueError):
+            bad(f"a row without its times or error: {line}")
+        if not all(np.isfinite(x) for x in (pred, got, err)) or pred <= 0 or got <= 0:
+            bad(f"a row not measured: {line}")
+        # Printed to 0.01 ms and 0.1%: the error from the printed times within that rounding.
+        if abs(err - 100 * (pred - got) / got) > 0.05 + 100 * 0.005 * (1 + pred / got) / got + 1e-9:
+            bad(f"the error {err}% is not (predicted - {ran}) / {ran}: {line}")
+        rows.append({"mesh": cells[1], "predicted_ms": pred, "ran_ms": got, "error_pct": err})
+    if len(rows) != meshes or len({r["mesh"] for r in rows}) != meshes:
+        bad(f"{len(rows)} rows of {len({r['mesh'] for r in rows})} meshes, expected {meshes}")
+    summary = next((l for l in lines if l.startswith("median |error| ")), "")
+    try:
+        median = float(summary.split()[2].rstrip("%,"))
+    except (IndexError, ValueError):
+        bad("no summary line")
+    if abs(median - float(np.median([abs(r["error_pct"]) for r in rows]))) > 0.1:
+        bad(f"median |error| {median}% is not the rows'")
+    return rows
+
+
 def model_run(env: "Env", *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(env.bin_dir / "model"), *args], capture_output=True, text=True, timeout=30)
 

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -32,6 +31,11 @@ from scripts import module_command  # noqa: E402
 
 from scripts.envs.link_presets import env_string, resolve  # noqa: E402
 from local_slurm import LocalSlurm, Unavailable, ensure_packages  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from run_scenario import plan_check_table  # noqa: E402
+from scenarios_plan import block_sizes, judge_inside, probe_slope_bw  # noqa: E402
+from scenarios_shaped import cpu_wait_s  # noqa: E402
 
 SKIP = 77
 RANKS = 4
@@ -155,10 +159,13 @@ def scaled_copy(src: Path, dest: Path, factor: float) -> None:
                         case.attrs[key] = case.attrs[key] * factor
 
 
-def check_calibration(run: Run, job: str) -> None:
+def check_calibration(run: Run, job: str, busy: float | None) -> None:
     """calibrate.sbatch on one node of CALIBRATION_RANKS tasks: a calibration of the job (its id, its
-    ranks per node, the inside level only, every rate fitted), the runs behind it kept, the
-    plan check's meshes run in the job (srun steps), and the planner takes it."""
+    ranks per node, the inside level only, every rate fitted; the point-to-point one against
+    link_probe's between two ranks of this node, where the host was not busy: `busy` is the share
+    of the job's time other tasks waited for a CPU), the runs behind it kept, the plan check's
+    meshes run in the job (srun steps), each with its measured time and error, and the planner
+    takes it."""
     path = run.tmp / "results" / f"calibrate-{job}" / "calibration.json"
     expect(path.is_file(), f"job {job}: no calibration {path}\n{run.output(job)}")
     doc = json.loads(path.read_text())
@@ -172,14 +179,24 @@ def check_calibration(run: Run, job: str) -> None:
     for kind in ("rs_ag", "all_reduce", "a2a", "p2p"):
         fit = doc["levels"]["intra"][kind]
         expect(fit["bw"] > 0 and len(fit["points"]) >= 2, f"{path}: {kind} fit {fit}")
+    fit, rates = doc["levels"]["intra"]["p2p"], {}
+    for size in block_sizes(fit):
+        probe = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", str(run.bin_dir / "link_probe"), "--bytes",
+                                str(size), "--reps", "16", "--warmup", "4", "--pairs", "0:1"],
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+        expect(probe.returncode == 0 and "rate_MBps" in probe.stdout, f"link_probe:\n{probe.stdout}{probe.stderr}")
+        rates[size] = float(probe.stdout.split("rate_MBps")[1].split()[0])
     runs = sorted(p.name for p in path.with_name("calibration_runs").iterdir())
     expect(sum(n.startswith("kernel_bench") for n in runs) == CALIBRATION_RANKS,
            f"{path}: kernel_bench copies {runs} (one per rank of the node)")
     expect("next: " in run.output(job), f"job {job}: no next step printed\n{run.output(job)}")
     check = path.with_name("plan_check.txt").read_text()
-    rows = [l for l in check.splitlines() if l.startswith("| ") and "`tp" in l]
-    expect(len(rows) == 3 and "median |error|" in check and "measured step ms" in check,
-           f"{path.parent}: plan_check.txt lacks its 3 meshes or summary:\n{check}")
+    try:
+        judge_inside("inside the node", fit["bw"], probe_slope_bw(rates), busy)
+        plan_check_table(check, 3, "measured")  # --top 1 --middle 1 --bottom 1: each mesh ran
+    except SystemExit as err:  # run_scenario's verdict, this test's failure
+        raise Failure(f"{path.parent}: {err}") from None
     plan = subprocess.run([str(run.bin_dir / "model"), "--section", "plan", "--calibration", str(path),
                            "--gpus", str(CALIBRATION_RANKS), "--seq", "1024", "--hidden", "512", "--heads", "8",
                            "--d-ff", "2048", "--layers", "1", "--dtype", "fp32", "--causal"],
@@ -264,13 +281,14 @@ def scenario(run: Run) -> None:
     # The planner's calibration on one node, alone (rates measured beside other jobs on 2 cores
     # do not grow with bytes) and with a rank per core: CALIBRATION_RANKS ranks. Its default
     # preset (nvlink-ib) asks Open MPI for UCX, which needs InfiniBand: pcie-host here.
-    t0 = time.monotonic()
+    t0, w0 = time.monotonic(), cpu_wait_s()
     calib = run.submit("calibrate", "calibrate.sbatch", "calibration",
                        {"PLAN_CHECK_ARGS": PLAN_CHECK, "LINK": "pcie-host"},
                        ["--nodes=1", f"--ntasks-per-node={CALIBRATION_RANKS}"])
     run.wait_ok([calib], max(LATER_JOBS_MIN_S, JOBS_SLACK * ref_s))
-    print(f"  calibrate.sbatch took {time.monotonic() - t0:.0f} s", flush=True)
-    check_calibration(run, calib)
+    took, w1 = time.monotonic() - t0, cpu_wait_s()
+    print(f"  calibrate.sbatch took {took:.0f} s", flush=True)
+    check_calibration(run, calib, None if w0 is None or w1 is None else (w1 - w0) / took)
     for i, task in enumerate(tasks):
         run.jobs[task] = (f"sweep task {i}", "sp_tp.sbatch", "sp_tp")
         path = tmp / "results" / f"sp_tp-sweep-n1-{task}" / "sp_tp.h5"
