@@ -226,11 +226,12 @@ def scenario(run: Run) -> None:
 
     # 2. Registries built from the first run: the run itself, and one 1000x faster.
     same, fast = tmp / "registry-same", tmp / "registry-fast"
-    add = [*module_command("results.baselines", python), "add", str(base), "--registry"]
-    stored = subprocess.run(add + [str(same)], capture_output=True, text=True, check=True).stdout.strip()
+    add = [*module_command("results.baselines", python), "add"]
+    stored = subprocess.run(add + [str(base), "--registry", str(same)], capture_output=True, text=True,
+                            check=True).stdout.strip()
     fast_run = tmp / "fast.h5"
     scaled_copy(base, fast_run, 1e-3)
-    subprocess.run(add[:3] + [str(fast_run), "--registry", str(fast)], check=True, capture_output=True)
+    subprocess.run(add + [str(fast_run), "--registry", str(fast)], check=True, capture_output=True)
     # WIRE=0: the wire-bytes runs (twice the job's time) are checked by the first job's and
     # sp_tp_tcp_groups' runs; these jobs' figures are their times and verdicts.
     relaxed = {"COMPARE": "1", "COMPARE_ARGS": "--threshold 0.9 --noise-k 3", "WIRE": "0"}
