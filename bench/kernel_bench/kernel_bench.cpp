@@ -22,8 +22,8 @@
 
 #include "bench/kernel_bench/kernel_bench_common.hpp"
 #include "bench/kernel_bench/kernel_results.hpp"
-#include "common/harness/benchmark_flags.hpp"
 #include "common/device/cpu_info.hpp"
+#include "common/harness/benchmark_flags.hpp"
 #include "common/results/results.hpp"
 #include "common/results/run_info.hpp"
 

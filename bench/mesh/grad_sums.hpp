@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "common/transport/comm.hpp"
 #include "common/device/device.hpp"
 #include "common/harness/phase_timer.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite::mesh {
 

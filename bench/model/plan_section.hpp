@@ -1,5 +1,5 @@
-// model --section plan: the planner's ranked list of meshes (common/formulas/mesh_plan.hpp) for a model,
-// a sequence length, a global batch and a cluster, at the rates of a calibration file
+// model --section plan: the planner's ranked list of meshes (common/formulas/mesh_plan.hpp) for a
+// model, a sequence length, a global batch and a cluster, at the rates of a calibration file
 // (scripts/planner/calibrate.py) or of the command line.
 #pragma once
 

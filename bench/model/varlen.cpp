@@ -9,8 +9,8 @@
 
 #include "bench/ring_attention/group_cast.hpp"
 #include "bench/ring_attention/ring_work.hpp"
-#include "common/harness/errors.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::model_cli {
 namespace {

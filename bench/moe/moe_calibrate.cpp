@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/sim/sim.hpp"
 #include "common/harness/stats.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::moe {
 namespace {

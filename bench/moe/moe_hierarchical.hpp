@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "bench/moe/moe_ops.hpp"
-#include "common/transport/comm.hpp"
 #include "common/device/device.hpp"
+#include "common/transport/comm.hpp"
 #include "kernels/moe/moe_cpu.hpp"
 
 namespace suite::moe {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/harness/errors.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
 
 namespace suite::moe {
 

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "common/harness/errors.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
 #include "common/results/record_access.hpp"
 
 namespace suite::moe {

@@ -7,9 +7,9 @@
 
 #include "bench/ring_attention/ring_pass_report.hpp"
 #include "common/harness/errors.hpp"
+#include "common/results/record_access.hpp"
 #include "common/transport/mpi_env.hpp"
 #include "common/transport/rank_gather.hpp"
-#include "common/results/record_access.hpp"
 
 namespace suite::ring {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "bench/ring_attention/ring_attention_impl.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/mpi_env.hpp"
 #include "common/sim/sim.hpp"
+#include "common/transport/mpi_env.hpp"
 
 namespace suite::ring {
 namespace {

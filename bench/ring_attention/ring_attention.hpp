@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench/ring_attention/ring_config.hpp"
-#include "common/transport/comm.hpp"
 #include "common/device/device.hpp"
+#include "common/transport/comm.hpp"
 #include "kernels/attention/attention_engine.hpp"
 
 namespace suite::ring {

@@ -278,10 +278,9 @@ void RingCase::report_group_cast(CaseRecord& rec) {
                             gather_int(n.rows_received, ctx_.mpi.size(), ctx_.mpi.rank())});
   rec.int_tables.push_back(
       {"groupcast_rows_sent", 1, ranks, gather_int(n.rows_sent, ctx_.mpi.size(), ctx_.mpi.rank())});
-  rec.int_tables.push_back(
-      {"groupcast_allocated_bytes", 2, ranks,
-       gather_int_columns({n.allocated_forward, n.allocated_backward}, ctx_.mpi.size(),
-                          ctx_.mpi.rank())});
+  rec.int_tables.push_back({"groupcast_allocated_bytes", 2, ranks,
+                            gather_int_columns({n.allocated_forward, n.allocated_backward},
+                                               ctx_.mpi.size(), ctx_.mpi.rank())});
 }
 
 std::string RingCase::overlap_mechanism() const {

@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "bench/ring_attention/attention_inputs.hpp"
-#include "common/transport/mpi_env.hpp"
-#include "common/sim/sim.hpp"
-#include "common/harness/stats.hpp"
 #include "common/device/typed_host.hpp"
+#include "common/harness/stats.hpp"
+#include "common/sim/sim.hpp"
+#include "common/transport/mpi_env.hpp"
 
 namespace suite::ring {
 namespace {

@@ -7,9 +7,9 @@
 
 #include "bench/ring_attention/ring_efficiency.hpp"
 #include "common/harness/errors.hpp"
+#include "common/harness/stats.hpp"
 #include "common/transport/mpi_env.hpp"
 #include "common/transport/rank_gather.hpp"
-#include "common/harness/stats.hpp"
 
 namespace suite::ring {
 

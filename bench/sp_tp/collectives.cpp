@@ -6,10 +6,10 @@
 #include <map>
 
 #include "common/device/device_io.hpp"
-#include "common/harness/errors.hpp"
-#include "common/transport/exact_pattern.hpp"
 #include "common/formulas/model.hpp"
+#include "common/harness/errors.hpp"
 #include "common/results/record_access.hpp"
+#include "common/transport/exact_pattern.hpp"
 
 namespace suite::sp_tp {
 namespace {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench/sp_tp/layer_config.hpp"
-#include "common/transport/comm.hpp"
 #include "common/harness/phase_timer.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite::sp_tp {
 

@@ -1,5 +1,5 @@
-// Modeled compute for the transformer layer (SMPI build, --sim-flops; common/sim/sim.hpp): every GEMM
-// is skipped and its 2mnk FLOPs injected at F; attention goes through the modeled attention
+// Modeled compute for the transformer layer (SMPI build, --sim-flops; common/sim/sim.hpp): every
+// GEMM is skipped and its 2mnk FLOPs injected at F; attention goes through the modeled attention
 // engine (4 d a FLOPs per visible pair forward, 10 d a backward); the unfused attention, which
 // computes every (query, key) pair and masks afterwards, injects 4 d a per pair of its block.
 // Element-wise ops (LayerNorm, GeLU, dropout, residual adds, their backwards) take no simulated

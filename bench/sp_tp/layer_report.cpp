@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "common/formulas/model.hpp"
-#include "common/results/record_access.hpp"
 #include "common/harness/stats.hpp"
+#include "common/results/record_access.hpp"
 
 namespace suite::sp_tp {
 namespace {

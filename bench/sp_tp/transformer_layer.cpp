@@ -6,9 +6,9 @@
 #include <functional>
 
 #include "bench/sp_tp/layer_backward.hpp"
+#include "common/device/typed_host.hpp"
 #include "common/harness/errors.hpp"
 #include "common/sim/sim.hpp"
-#include "common/device/typed_host.hpp"
 
 namespace suite::sp_tp {
 namespace {

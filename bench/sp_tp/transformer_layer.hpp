@@ -19,8 +19,8 @@
 #include "bench/sp_tp/layer_ops.hpp"
 #include "bench/sp_tp/layer_params.hpp"
 #include "bench/sp_tp/layer_parts.hpp"
-#include "common/transport/comm.hpp"
 #include "common/harness/phase_timer.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite::sp_tp {
 

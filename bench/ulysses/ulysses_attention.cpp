@@ -2,8 +2,8 @@
 
 #include "bench/ring_attention/attention_inputs.hpp"
 #include "bench/ulysses/head_transpose.hpp"
-#include "common/sim/sim.hpp"
 #include "common/device/typed_host.hpp"
+#include "common/sim/sim.hpp"
 
 namespace suite::ulysses {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "bench/ring_attention/ring_attention.hpp"
 #include "bench/ulysses/ulysses_config.hpp"
-#include "common/transport/comm.hpp"
 #include "common/device/device.hpp"
 #include "common/harness/phase_timer.hpp"
+#include "common/transport/comm.hpp"
 #include "kernels/a2a/head_pack.hpp"
 
 namespace suite::ulysses {

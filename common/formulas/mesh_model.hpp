@@ -5,8 +5,8 @@
 // node's links to the network.
 #pragma once
 
-#include "common/mesh/mesh_layout.hpp"
 #include "common/formulas/model.hpp"
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite::model {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mesh/mesh_layout.hpp"
 #include "common/formulas/mesh_model.hpp"
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite::model {
 

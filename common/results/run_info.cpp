@@ -13,12 +13,12 @@
 
 #include <unistd.h>
 
-#include "common/transport/comm.hpp"
 #include "common/device/cpu_info.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/mpi_env.hpp"
-#include "common/sim/sim.hpp"
 #include "common/results/version.hpp"
+#include "common/sim/sim.hpp"
+#include "common/transport/comm.hpp"
+#include "common/transport/mpi_env.hpp"
 #include "kernels/core/blas_cpu.hpp"
 #if defined(SUITE_HAVE_CUDA)
 #include "kernels/gemm/gemm_lt.hpp"

@@ -1,7 +1,7 @@
 // Simulated clusters: the suite's benchmarks under SimGrid's SMPI (`make sim` builds them into
-// build-sim/, scripts/envs/simulate.py runs them on a platform file). In that build every timer reads
-// the simulated clock (RunClock = MPI_Wtime), the watchdog is off (its thread may not call MPI
-// inside the simulator), and compute runs one of two ways, recorded in every results file:
+// build-sim/, scripts/envs/simulate.py runs them on a platform file). In that build every timer
+// reads the simulated clock (RunClock = MPI_Wtime), the watchdog is off (its thread may not call
+// MPI inside the simulator), and compute runs one of two ways, recorded in every results file:
 //  - executed (default): kernels run on the host; SMPI times each burst of computation between
 //    MPI calls and injects it into the simulated clock, scaled by smpi/host-speed over the
 //    platform host's speed. Checks run.

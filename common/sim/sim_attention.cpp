@@ -1,5 +1,5 @@
-// Modeled compute's attention engine (common/sim/sim.hpp): the schedule calls it exactly as it calls
-// the CPU engine; it skips the kernels and injects their FLOPs.
+// Modeled compute's attention engine (common/sim/sim.hpp): the schedule calls it exactly as it
+// calls the CPU engine; it skips the kernels and injects their FLOPs.
 #include <algorithm>
 #include <stdexcept>
 #include <string>

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "common/transport/comm.hpp"
 #include "common/harness/errors.hpp"
-#include "common/transport/mpi_compat.hpp"
 #include "common/harness/run_clock.hpp"
 #include "common/sim/sim.hpp"
+#include "common/transport/comm.hpp"
+#include "common/transport/mpi_compat.hpp"
 #include "kernels/core/bf16.hpp"
 
 namespace suite {

@@ -1,7 +1,7 @@
 // NCCL transport: collectives and grouped send/recv on the device's stream. The unique id is
 // spread with MPI. Built only when NCCL was found; otherwise make_nccl_comm explains why not.
-#include "common/transport/comm.hpp"
 #include "common/harness/errors.hpp"
+#include "common/transport/comm.hpp"
 
 #if defined(SUITE_HAVE_NCCL)
 #include <cuda_runtime.h>

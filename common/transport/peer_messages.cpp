@@ -2,8 +2,8 @@
 // communicator, on host buffers, counted when posted as the transports count theirs.
 #include <limits>
 
-#include "common/transport/comm.hpp"
 #include "common/harness/errors.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite {
 namespace {

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/transport/comm.hpp"
 #include "common/device/device.hpp"
+#include "common/transport/comm.hpp"
 #include "tests/support/gpu_gate.hpp"
 
 namespace suite {

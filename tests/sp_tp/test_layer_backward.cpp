@@ -12,8 +12,8 @@
 
 #include "bench/sp_tp/layer_check.hpp"
 #include "bench/sp_tp/transformer_layer.hpp"
-#include "common/transport/comm.hpp"
 #include "common/formulas/model.hpp"
+#include "common/transport/comm.hpp"
 
 namespace suite::sp_tp {
 namespace {
