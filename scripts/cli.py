@@ -46,6 +46,7 @@ COMMANDS = {
     # the studies behind docs/
     "cp-side-by-side": Command("studies.cp_side_by_side", "context-parallel methods on the same packs of documents"),
     "mesh-orders": Command("studies.mesh_orders", "the same mesh degrees in several axis orders, simulated"),
+    "packed-layouts": Command("studies.packed_layouts", "the ring's layouts on one pack of documents, simulated"),
     "moe-node-study": Command("studies.moe_node_study", "MoE dispatch across nodes at DeepEP's configuration, simulated"),
     "ring-crossing": Command("studies.ring_crossing", "where a ring block-size sweep stops exposing its transfer"),
     "tp-overlap-crossing": Command("studies.tp_overlap_crossing", "where TP+SP's collective matmul stops "
