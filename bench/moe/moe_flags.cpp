@@ -138,7 +138,8 @@ void add_moe_flags(CLI::App& app, MoeFlags& o) {
                  "the rail peer there, then forwarded inside the node)")
       ->capture_default_str();
   app.add_option("--ep", o.ep,
-                 "N_e: expert-parallel group size in consecutive ranks (0 = all ranks); all "
+                 "N_e: expert-parallel group size in consecutive ranks, or as --order lays them "
+                 "out (0 = all ranks); all "
                  "groups run the case at once, step time is the max over all ranks")
       ->capture_default_str();
 }

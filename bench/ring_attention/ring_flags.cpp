@@ -50,7 +50,8 @@ void add_ring_flags(CLI::App& app, RingFlags& f) {
   add_balanced_chunk_flag(app, f.balanced_chunk);
   add_attention_shape_flags(app, f.shape);
   app.add_option("--cp", f.cp,
-                 "N_c: context-parallel group size (consecutive ranks; all groups run at once); "
+                 "N_c: context-parallel group size (consecutive ranks, or as --order lays them "
+                 "out; all groups run at once); "
                  "0 = all ranks")
       ->capture_default_str();
   add_attn_kernel_flag(app, f.attn_kernel);

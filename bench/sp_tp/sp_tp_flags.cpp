@@ -132,7 +132,8 @@ void add_sp_tp_flags(CLI::App& app, SpTpFlags& o) {
                  "them blocking; '1,0' runs both for comparison (0 adds _nooverlap to the name)")
       ->capture_default_str();
   app.add_option("--tp", o.tp,
-                 "t: TP group size, groups of consecutive ranks all running each case at "
+                 "t: TP group size, groups of consecutive ranks (or as --order lays them out) all "
+                 "running each case at "
                  "once (e.g. 8 = one node of 8 GPUs in a job of 16); 0 = all ranks. Step "
                  "time stays the max over all ranks")
       ->capture_default_str();

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       "--pass fwd_bwd adds the backward: dO's all-to-all, attention backward (hybrids: the\n"
       "ring's), dQ, dK, dV back.";
   def.add_options = [&](CLI::App& app) { suite::ulysses::add_ulysses_flags(app, o); };
+  def.axis_order = true;
   def.make_cases = [&](suite::BenchContext& ctx) {
     return suite::ulysses::ulysses_cases(ctx, suite::ulysses::ulysses_sweep(o, ctx.dtype));
   };

@@ -152,6 +152,7 @@ void note_skipped_degrees(int n_c, const UlyssesSweep& s, const std::vector<int>
 
 std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep) {
   const int world = ctx.mpi.size(), rank = ctx.mpi.rank();
+  const auto order = one_mesh_order(ctx.opts.order, "ulysses");
   make_attention_engine(ctx.device, ctx.dtype, sweep.attn_kernel);  // refuses what cannot run
   if (ctx.backend == Backend::cuda && sweep.grad_dtype == DType::fp64)
     for (Pass p : sweep.passes)
@@ -218,7 +219,7 @@ std::vector<CaseSpec> ulysses_cases(BenchContext& ctx, const UlyssesSweep& sweep
   // (collective: every rank walks the same configurations in the same order).
   std::vector<CaseSpec> specs;
   for (const UlyssesConfig& cfg : configs) {
-    DeviceMesh& mesh = ctx.meshes.get(axis_mesh(MeshAxis::cp, cfg.n_c, world, "--cp").shape);
+    DeviceMesh& mesh = ctx.meshes.get(axis_mesh(MeshAxis::cp, cfg.n_c, world, "--cp", order).shape);
     const Groups groups{&mesh.cp_ulysses(cfg.u), &mesh.cp_ring(cfg.u)};
     CaseSpec spec;
     spec.name = cfg.case_name();

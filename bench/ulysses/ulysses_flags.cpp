@@ -17,7 +17,8 @@ void add_ulysses_flags(CLI::App& app, UlyssesFlags& f) {
                  "bytes per rank stay constant)")
       ->excludes(seq);
   app.add_option("--cp", f.cp,
-                 "N_c: context-parallel group sizes (consecutive ranks; all groups run at once), "
+                 "N_c: context-parallel group sizes (consecutive ranks, or as --order lays them "
+                 "out; all groups run at once), "
                  "list; 0 = all ranks")
       ->capture_default_str();
   app.add_option("--ulysses-degree", f.degrees,

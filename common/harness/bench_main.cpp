@@ -195,6 +195,7 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   add_common_options(app, opts);
   sim::add_options(app);  // --sim-flops, SMPI build only
   if (def.add_options) def.add_options(app);
+  if (def.mesh || def.axis_order) add_mesh_order_flag(app, opts.order);
 
   SplitArgs args;
   bool help = false;
@@ -255,7 +256,8 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
   Comm* group = comm.get();
   if (def.mesh) {
     auto mesh_error = capture([&] {
-      const AxisMesh own = def.mesh(mpi.size());
+      AxisMesh own = def.mesh(mpi.size());
+      own.shape.order = one_mesh_order(opts.order, def.name);
       meshes.set_own(own.shape);
       group = &meshes.own().axis(own.axis);
     });

@@ -31,6 +31,10 @@ struct BenchDefinition {
   // ctx.meshes.own() the mesh; barriers, step times and checks stay job-wide. Unset: one group
   // of all ranks.
   std::function<AxisMesh(int world_size)> mesh;
+  // The benchmark's groups are laid out by --order (ctx.opts.order), as mesh's axes are: the
+  // default puts each group on consecutive ranks, the method's axis last spreads it over the
+  // job. Implied by `mesh`; set it where the cases make their meshes (ulysses' --cp list).
+  bool axis_order = false;
 };
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def);

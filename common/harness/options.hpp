@@ -26,6 +26,8 @@ struct CommonOptions {
   double timeout_s = 600;
   std::string link = "unspecified";
   bool save_tensors = false;
+  // --order, where the benchmark's groups follow it (BenchDefinition::axis_order): one order.
+  std::string order = "tp,cp,ep,dp";
 };
 
 void add_common_options(CLI::App& app, CommonOptions& o);

@@ -63,13 +63,22 @@ std::string mesh_order_name(const std::array<MeshAxis, 4>& order) {
   return s;
 }
 
-AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag) {
+std::array<MeshAxis, 4> one_mesh_order(const std::string& text, const std::string& bench) {
+  if (text.find('/') != std::string::npos)
+    throw UsageError("--order " + text + ": " + bench +
+                     " runs one order a job (mesh sweeps several): give one, e.g. tp,cp,ep,dp");
+  return parse_mesh_order(text);
+}
+
+AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag,
+                   const std::array<MeshAxis, 4>& order) {
   if (degree < 0 || (degree > 0 && world % degree != 0))
     throw UsageError(std::string(flag) + " " + std::to_string(degree) +
                      " must be a positive divisor of the job's " + std::to_string(world) +
                      " ranks (0 = all ranks)");
   const int size = degree == 0 ? world : degree;
   AxisMesh m{{}, axis};
+  m.shape.order = order;
   m.shape.dp = world / size;
   if (axis == MeshAxis::tp) m.shape.tp = size;
   if (axis == MeshAxis::cp) m.shape.cp = size;

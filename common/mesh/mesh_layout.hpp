@@ -35,18 +35,23 @@ struct MeshShape {
 // or missing.
 std::array<MeshAxis, 4> parse_mesh_order(const std::string& text);
 std::string mesh_order_name(const std::array<MeshAxis, 4>& order);
+// --order for a benchmark that runs one order a job: throws UsageError naming `bench` where the
+// text lists several (mesh sweeps them).
+std::array<MeshAxis, 4> one_mesh_order(const std::string& text, const std::string& bench);
 // --order: axis orders separated by '/' (the mesh benchmark sweeps them, model's mesh section
 // predicts each), declared once for both.
 void add_mesh_order_flag(CLI::App& app, std::string& orders);
 
 // A standalone method's mesh and the axis it runs on: groups of `degree` ranks along `axis`
-// (tp, cp or ep; 0: the whole job), the rest of the job data-parallel, in the default order (so a
-// group is consecutive ranks). Throws UsageError naming `flag` when degree does not divide the job.
+// (tp, cp or ep; 0: the whole job), the rest of the job data-parallel, laid out by `order` (the
+// default puts a group on consecutive ranks). Throws UsageError naming `flag` when degree does
+// not divide the job.
 struct AxisMesh {
   MeshShape shape;
   MeshAxis axis = MeshAxis::dp;
 };
-AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag);
+AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag,
+                   const std::array<MeshAxis, 4>& order = MeshShape{}.order);
 
 class MeshLayout {
  public:

@@ -72,12 +72,10 @@ Attributes provenance_attrs(const std::string& bench, const std::string& command
   };
 }
 
-// The benchmark's process groups (consecutive ranks): group_size ranks each, group_count of
-// them.
-Attributes group_attrs(std::int64_t group_size, std::int64_t group_count) {
-  return {{"group_size", group_size},
-          {"group_count", group_count},
-          {"group_layout", std::string("consecutive")}};
+// The benchmark's process groups: group_size ranks each, group_count of them, on consecutive
+// ranks or spread over the job by --order.
+Attributes group_attrs(std::int64_t group_size, std::int64_t group_count, std::string layout) {
+  return {{"group_size", group_size}, {"group_count", group_count}, {"group_layout", layout}};
 }
 
 void append(Attributes& to, Attributes more) {
@@ -162,7 +160,7 @@ RunInfo single_process_run_info(const std::string& bench, const std::string& com
                          {"nccl_version", std::string("none")},
                          {"device_names", device_name},
                      });
-  append(info.attrs, group_attrs(1, 1));
+  append(info.attrs, group_attrs(1, 1, "consecutive"));
   return info;
 }
 
@@ -189,7 +187,11 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
              {"check", std::int64_t{ctx.opts.check}},
              {"timeout_s", ctx.opts.timeout_s},
          });
-  append(info.attrs, group_attrs(ctx.comm.size(), ctx.mpi.size() / ctx.comm.size()));
+  bool consecutive = true;
+  for (int r = 1; r < ctx.comm.size(); ++r)
+    consecutive = consecutive && ctx.comm.world_rank(r) == ctx.comm.world_rank(0) + r;
+  append(info.attrs, group_attrs(ctx.comm.size(), ctx.mpi.size() / ctx.comm.size(),
+                                 consecutive ? "consecutive" : "order " + ctx.opts.order));
   append(info.attrs, placement_attrs());
   append(info.attrs, sim::run_attrs());  // simulated runs only (SMPI build)
   return info;

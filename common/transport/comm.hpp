@@ -108,6 +108,8 @@ class Comm {
   // How an exchange overlaps compute on this transport, recorded in results.
   virtual std::string overlap_mechanism() const = 0;
   virtual void barrier() = 0;
+  // The job-wide rank of this group's rank r.
+  int world_rank(int r) const { return world_ranks_[static_cast<std::size_t>(r)]; }
 
   // Point-to-point messages of any size to and from any ranks of this group, any number in
   // flight (ring attention's group-cast sends each K/V run only to the ranks whose queries see

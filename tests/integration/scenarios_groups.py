@@ -57,7 +57,41 @@ def scenario_sp_tp_groups(env: Env) -> None:
     print("  ok: bad --tp refused")
 
 
-SCENARIOS = {"sp_tp_groups": scenario_sp_tp_groups}
+def scenario_groups_order(env: Env) -> None:
+    """--order lays a standalone method's groups out as mesh lays out its axes: with the method's
+    axis after dp, the TP groups of 2 on 4 ranks are {0, 2} and {1, 3}. The communicator's own
+    ranks (MPI's translation to the job's) decide the recorded layout; each case still checks.
+    One order a job: a list, an unknown axis are refused on every rank."""
+    for bench, flags in (("sp_tp", ["--mode", "collectives", "--tp", "2", "--sizes", "1K"]),
+                         ("ring_attention", ["--cp", "2", "--block", "64", "--heads", "2",
+                                             "--head-dim", "64", "--dtype", "fp64"]),
+                         ("ulysses", ["--cp", "2", "--seq-per-rank", "64", "--heads", "4",
+                                      "--head-dim", "64", "--dtype", "fp64"])):
+        for order, layout in (("tp,cp,ep,dp", "consecutive"), ("dp,tp,cp,ep", "order dp,tp,cp,ep")):
+            out = env.workdir / f"{bench}_{order.replace(',', '')}.h5"
+            proc = env.mpirun(4, bench, *flags, "--order", order, "--iters", "2", "--warmup", "1",
+                              "--out", str(out))
+            expect(proc.returncode == 0, f"{bench} --order {order} failed", proc)
+            with h5py.File(out) as f:
+                # ulysses makes its CP groups per case: its file's group is the job.
+                want = "consecutive" if bench == "ulysses" else layout
+                expect(f.attrs["group_layout"] == want,
+                       f"{bench} --order {order}: group_layout {f.attrs['group_layout']!r}, want {want!r}")
+                for name, g in f[bench].items():
+                    expect(g.attrs["check_passed"] == 1, f"{bench} --order {order} {name}: check failed")
+        print(f"  ok: {bench} in both orders")
+    for bad, words in (("tp,cp,ep,dp/dp,tp,cp,ep", "one order"), ("tp,xx,ep,dp", "unknown axis")):
+        out = env.workdir / "bad_order.h5"
+        proc = env.mpirun(4, "sp_tp", "--tp", "2", "--order", bad, "--iters", "2", "--out", str(out),
+                          timeout=60)
+        expect(proc.returncode == 2, f"--order {bad}: exit {proc.returncode}", proc)
+        expect(proc.stderr.count("error:") == 1 and "--order" in proc.stderr and words in proc.stderr,
+               f"--order {bad}: message", proc)
+        expect(not out.exists(), f"--order {bad}: a results file was left", proc)
+    print("  ok: bad --order refused")
+
+
+SCENARIOS = {"sp_tp_groups": scenario_sp_tp_groups, "groups_order": scenario_groups_order}
 
 if __name__ == "__main__":
     sys.exit(run_scenario.run_cli(SCENARIOS, __doc__))
