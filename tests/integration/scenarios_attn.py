@@ -4,6 +4,7 @@ the kernel and library are recorded per case, and choices that cannot work here 
 with exit 2 and no results file."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from run_scenario import Env, expect
+from run_scenario import Env, check_fingerprint, expect
 from run_scenario import run_cli
 
 LAYER = ["--mode", "layer", "--seq", "32", "--hidden", "128", "--heads", "2", "--iters", "2"]
@@ -59,9 +60,11 @@ def scenario_kernel_bench_results(env: Env) -> None:
     out = env.workdir / "kb.h5"
     proc = subprocess.run([exe, f"--out={out}", "--peak-gflops=1000", "--benchmark_min_time=0.01",
                            "--benchmark_filter=gemm_cpu/fp32/n256|attention_cpu/fp32/s512_a8_kv8_d64_causal",
-                           "--benchmark_repetitions=2"], capture_output=True, text=True, timeout=120)
+                           "--benchmark_repetitions=2"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OPENBLAS_VERBOSE": "2"})
     expect(proc.returncode == 0 and f"results: {out} (4 cases)" in proc.stdout, "kernel_bench --out", proc)
     with h5py.File(out) as f:
+        check_fingerprint(f, openblas_log=proc.stderr)
         expect(f.attrs["complete"] == 1 and f.attrs["bench"] == "kernel_bench", "file attributes")
         expect((f.attrs["world_size"], f.attrs["backend"]) == (1, "cpu"), "one CPU process")
         names = sorted(f["kernel_bench"])
