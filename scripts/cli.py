@@ -52,6 +52,8 @@ COMMANDS = {
     "tp-overlap-crossing": Command("studies.tp_overlap_crossing", "where TP+SP's collective matmul stops "
                                                                   "exposing its transfers"),
     "two-tier-table": Command("studies.two_tier_table", "the two-tier methods: model, simulated and emulated"),
+    "blas-core-rates": Command("studies.blas_core_rates", "the CPU GEMM and attention rates beside numpy's "
+                                                          "SGEMM, on OpenBLAS's pick of core and the suite's"),
     "docs-check": Command("studies.docs_check", "rerun the simulations behind docs' tables; fail on drift"),
     # PyTorch peers of a GPU check
     "torch-peer": Command("peers.torch_peer", "PyTorch's rates for kernel_bench's shapes (needs PyTorch, a GPU)"),

@@ -26,6 +26,7 @@
 #include "common/harness/benchmark_flags.hpp"
 #include "common/results/results.hpp"
 #include "common/results/run_info.hpp"
+#include "kernels/core/blas_cpu_rerun.hpp"
 
 namespace {
 
@@ -84,6 +85,8 @@ std::optional<double> parse_peak(const std::string& text) {
 }
 
 int main(int argc, char** argv) {
+  // First: may start the process again on the BLAS kernels this CPU can run.
+  suite::kernels::cpu::rerun_on_cpu_blas_core(argv, suite::cpu_flags());
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::string command_line = argv[0];
   for (const auto& a : args)
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     benchmark::Shutdown();
     return 0;
   }
+  if (auto note = suite::kernels::cpu::blas_core_note()) std::cerr << "note: " << *note << "\n";
   std::unique_ptr<suite::ResultsWriter> writer;
   try {
     writer = std::make_unique<suite::ResultsWriter>(out);

@@ -74,6 +74,13 @@ std::string model_of(const std::vector<Entry>& entries) {
   return "unknown CPU";
 }
 
+std::string proc_cpuinfo() {
+  std::ifstream in("/proc/cpuinfo");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 std::string cpu_device_name_from(const std::string& cpuinfo, long online_cpus) {
@@ -100,13 +107,42 @@ std::string cpu_device_name_from(const std::string& cpuinfo, long online_cpus) {
 }
 
 std::string cpu_device_name() {
-  static const std::string name = [] {
-    std::ifstream in("/proc/cpuinfo");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return cpu_device_name_from(text.str(), sysconf(_SC_NPROCESSORS_ONLN));
-  }();
+  static const std::string name =
+      cpu_device_name_from(proc_cpuinfo(), sysconf(_SC_NPROCESSORS_ONLN));
   return name;
+}
+
+std::set<std::string> cpu_flags_from(const std::string& cpuinfo) {
+  for (const auto& e : parse(cpuinfo)) {
+    auto it = e.find("flags");
+    if (it == e.end()) it = e.find("Features");
+    if (it == e.end()) continue;
+    std::set<std::string> flags;
+    std::istringstream words(it->second);
+    for (std::string w; words >> w;)
+      flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+const std::set<std::string>& cpu_flags() {
+  static const std::set<std::string> flags = cpu_flags_from(proc_cpuinfo());
+  return flags;
+}
+
+std::string cpu_isa_flags(const std::set<std::string>& flags) {
+  static const char* const kIsa[] = {
+      "sse4_2",   "avx",         "avx2",        "fma",         "avx512f",  "avx512bw",
+      "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+      "asimd",    "sve",         "sve2",        "bf16",        "i8mm",     "sme"};
+  std::string out;
+  for (const char* f : kIsa)
+    if (flags.count(f)) {
+      if (!out.empty()) out += ',';
+      out += f;
+    }
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace suite

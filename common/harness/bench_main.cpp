@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "common/device/cpu_info.hpp"
 #include "common/harness/benchmark_flags.hpp"
 #include "common/harness/display_reporter.hpp"
 #include "common/harness/errors.hpp"
@@ -20,6 +21,7 @@
 #include "common/results/run_info.hpp"
 #include "common/sim/sim.hpp"
 #include "common/transport/comm.hpp"
+#include "kernels/core/blas_cpu_rerun.hpp"
 
 namespace suite {
 namespace {
@@ -184,6 +186,9 @@ std::size_t run_registered(int rank) {
 }  // namespace
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
+  // Before MPI and the first BLAS call: may start the process again on other BLAS kernels.
+  // Not in the SMPI build, whose ranks are threads of the simulator's one process.
+  if (!sim::kSmpiBuild) kernels::cpu::rerun_on_cpu_blas_core(argv, cpu_flags());
   select_gpu_before_mpi(argc, argv);
   MpiSession mpi(&argc, &argv);
   const int rank = mpi.rank();
@@ -224,6 +229,8 @@ int run_benchmark(int argc, char** argv, const BenchDefinition& def) {
     if (rank == 0) std::printf("%s", app.help().c_str());
     return 0;
   }
+  if (auto note = kernels::cpu::blas_core_note(); note && rank == 0)
+    std::fprintf(stderr, "note: %s\n", note->c_str());
 
   // Before the transports, which tell it of their waits (and destroyed after them); unarmed
   // until the first case kicks it.

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -23,6 +25,11 @@
 #if defined(SUITE_HAVE_CUDA)
 #include "kernels/gemm/gemm_lt.hpp"
 #endif
+#if defined(SUITE_HAVE_CUDNN)
+#include <cudnn.h>
+
+#include "kernels/attention/cudnn_support.hpp"
+#endif
 
 namespace suite {
 namespace {
@@ -35,9 +42,17 @@ std::string join_distinct(const std::vector<std::string>& items) {
   return out;
 }
 
+std::int64_t count_distinct(const std::vector<std::string>& items) {
+  return static_cast<std::int64_t>(std::set<std::string>(items.begin(), items.end()).size());
+}
+
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
+}
+
+std::string none_if_empty(const std::string& s) {
+  return s.empty() ? "none" : s;
 }
 
 // The cuBLAS release behind the layer, MoE and kernel_bench GEMMs on the GPU; on the CPU
@@ -51,6 +66,29 @@ std::string gemm_library_version(bool cuda) {
 #endif
 }
 
+// The OpenBLAS core the CPU backend's GEMMs ran on ("SkylakeX"); on the GPU they run on
+// cuBLAS, which has none.
+std::string blas_core(bool cuda) {
+  return cuda ? std::string("none") : kernels::cpu::blas_core();
+}
+
+// The NVIDIA driver the GPU backend ran on ("550.54.15").
+std::string gpu_driver(bool cuda) {
+  if (!cuda) return "none";
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return nvidia_driver_from(text.str());
+}
+
+// The cuDNN library loaded at run time ("9.19.0"), where the build has cuDNN's attention.
+std::string cudnn_version([[maybe_unused]] bool cuda) {
+#if defined(SUITE_HAVE_CUDNN)
+  if (cuda) return kernels::cudnn_version_text(static_cast<std::int64_t>(cudnnGetVersion()));
+#endif
+  return "none";
+}
+
 // What every results file records whatever ran: the build, the run, the libraries of the
 // backend, and where the job ran and how its links were set up (Slurm,
 // slurm/link_presets.json).
@@ -62,13 +100,17 @@ Attributes provenance_attrs(const std::string& bench, const std::string& command
       {"command_line", command_line},
       {"bench", bench},
       {"cuda_version", cuda ? cuda_runtime_version() : std::string("none")},
+      {"gpu_driver", gpu_driver(cuda)},
+      {"cudnn_version", cudnn_version(cuda)},
       {"gemm_library", gemm_library_version(cuda)},
+      {"blas_core", blas_core(cuda)},
       // The host CPU also where the devices are GPUs (rank 0's host): the run's page shows it.
       {"cpu_model", cpu_device_name()},
+      {"cpu_flags", cpu_isa_flags(cpu_flags())},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_array_task", env_or_empty("SLURM_ARRAY_TASK_ID")},
-      {"link_env", env_or_empty("SUITE_LINK_ENV")},
+      {"link_env", none_if_empty(env_or_empty("SUITE_LINK_ENV"))},
   };
 }
 
@@ -124,6 +166,20 @@ Attributes placement_attrs() {
 
 }  // namespace
 
+std::string nvidia_driver_from(const std::string& proc_text) {
+  std::istringstream lines(proc_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("NVRM version:", 0) != 0) continue;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) {
+      const bool version = w.find('.') != std::string::npos &&
+                           w.find_first_not_of("0123456789.") == std::string::npos;
+      if (version) return w;
+    }
+  }
+  return "unknown";
+}
+
 std::string utc_now_iso() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -151,6 +207,7 @@ RunInfo single_process_run_info(const std::string& bench, const std::string& com
   append(info.attrs, {
                          {"world_size", std::int64_t{1}},
                          {"hostnames", std::string(host)},
+                         {"node_count", std::int64_t{1}},
                          {"backend", backend},
                          {"transport", std::string("none")},
                          {"transport_detail", std::string("one process")},
@@ -173,6 +230,7 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
          {
              {"world_size", std::int64_t{ctx.mpi.size()}},
              {"hostnames", join_distinct(info.rank_hosts)},
+             {"node_count", count_distinct(info.rank_hosts)},
              {"backend", std::string(backend_name(ctx.backend))},
              {"transport", std::string(transport_name(ctx.comm.transport()))},
              {"transport_detail", ctx.comm.detail()},

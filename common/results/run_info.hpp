@@ -14,6 +14,11 @@ RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_lin
 RunInfo single_process_run_info(const std::string& bench, const std::string& command_line,
                                 const std::string& backend, const std::string& device_name);
 
+// The NVIDIA driver's release in the text of /proc/driver/nvidia/version ("NVRM version: NVIDIA
+// UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." gives "550.54.15"; the open module's
+// line too); "unknown" where it names none. Recorded as gpu_driver.
+std::string nvidia_driver_from(const std::string& proc_text);
+
 // "2026-11-30T10:30:00Z"
 std::string utc_now_iso();
 

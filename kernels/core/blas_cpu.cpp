@@ -64,16 +64,27 @@ void blas_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 std::string blas_library_version() {
   init_threads();
-  std::string config = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
-  const auto words_end = config.find(' ', config.find(' ') + 1);
   const int threads = blas_threads();
-  return config.substr(0, words_end) + " " + openblas_get_corename() + ", " +
-         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  return blas_release() + " " + blas_core() + ", " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads");
 }
 
 int blas_threads() {
   init_threads();
   return openblas_get_num_threads();
+}
+
+std::string blas_core() {
+  return openblas_get_corename();
+}
+
+std::string blas_config() {
+  return openblas_get_config();
+}
+
+std::string blas_release() {
+  const std::string config = blas_config();
+  return config.substr(0, config.find(' ', config.find(' ') + 1));
 }
 
 template void blas_gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,

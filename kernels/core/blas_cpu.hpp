@@ -22,5 +22,11 @@ void blas_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 std::string blas_library_version();
 // Threads the BLAS uses (after the suite's default has been applied).
 int blas_threads();
+// The kernel set OpenBLAS runs ("SkylakeX"): recorded as blas_core on the CPU backend.
+std::string blas_core();
+// openblas_get_config()'s text: "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY ...".
+std::string blas_config();
+// Its first two words: "OpenBLAS 0.3.21".
+std::string blas_release();
 
 }  // namespace suite::kernels::cpu

@@ -293,6 +293,46 @@ def lscpu_device_name() -> str | None:
     return f"{model} ({count})" if model else None
 
 
+# Where and on what a run ran: the attributes every results file carries at its root.
+FINGERPRINT = ("cpu_model", "cpu_flags", "gpu_driver", "cuda_version", "cudnn_version", "nccl_version",
+               "mpi_version", "gemm_library", "blas_core", "node_count", "hostnames", "link", "link_env",
+               "git_commit")
+
+
+def proc_cpuinfo_flags() -> set[str]:
+    """The first processor's flags (x86) or Features (Arm) in /proc/cpuinfo."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def check_fingerprint(f: h5py.File, openblas_log: str | None = None) -> None:
+    """Every FINGERPRINT attribute present and non-empty; node_count the number of distinct hosts
+    the ranks ran on; on the CPU backend `none` for the GPU's libraries, cpu_flags a choice of
+    /proc/cpuinfo's flags, and blas_core the core gemm_library names. `openblas_log`: the stderr
+    of a run under OPENBLAS_VERBOSE=2, whose last `Core:` line is the library's own word on the
+    core it ran."""
+    a = f.attrs
+    text = {k: a[k].decode() if isinstance(a[k], bytes) else a[k] for k in FINGERPRINT if k in a}
+    missing = [k for k in FINGERPRINT if k not in a or str(text[k]) == ""]
+    expect(not missing, f"fingerprint attributes missing or empty: {missing}")
+    hosts = {h.decode() if isinstance(h, bytes) else h for h in f["ranks/hostname"][()]}
+    expect(text["node_count"] == len(hosts) == len(text["hostnames"].split(",")),
+           f"node_count {text['node_count']}, hosts {sorted(hosts)}, hostnames {text['hostnames']!r}")
+    if a["backend"] == "cpu":
+        for key in ("gpu_driver", "cuda_version", "cudnn_version", "nccl_version"):
+            expect(text[key] == "none", f"{key} {text[key]!r} on the CPU backend")
+        expect(f" {text['blas_core']}, " in text["gemm_library"],
+               f"blas_core {text['blas_core']!r} is not gemm_library's {text['gemm_library']!r}")
+        isa = text["cpu_flags"].split(",")
+        expect(isa == ["none"] or set(isa) <= proc_cpuinfo_flags(), f"cpu_flags {text['cpu_flags']!r}")
+    if openblas_log is not None:
+        cores = [line.split(":", 1)[1].strip() for line in openblas_log.splitlines() if line.startswith("Core:")]
+        expect(cores and cores[-1] == text["blas_core"], f"blas_core {text['blas_core']!r}; OpenBLAS said {cores}")
+
+
 def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list[int]) -> None:
     with h5py.File(path) as f:
         a = f.attrs
@@ -303,6 +343,7 @@ def check_sp_tp_file(path: Path, ranks: int, dtype: str, iters: int, sizes: list
         expect(a["transport_detail"] == "host buffers", "transport_detail")
         for key in ("git_commit", "created_utc", "command_line", "mpi_version", "hostnames", "link"):
             expect(key in a, f"file attribute {key} missing")
+        check_fingerprint(f)
         expect((a["seed"], a["check"]) == (1234, 1), f"seed/check attributes {a['seed']}/{a['check']}")
         expect(a["gemm_library"].startswith("OpenBLAS ") and "1 thread" in a["gemm_library"],
                f"gemm_library {a['gemm_library']}: the CPU backend's GEMMs run on OpenBLAS, one thread per rank")

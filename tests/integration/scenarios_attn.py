@@ -4,6 +4,7 @@ the kernel and library are recorded per case, and choices that cannot work here 
 with exit 2 and no results file."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from run_scenario import Env, expect
+from run_scenario import Env, check_fingerprint, expect, proc_cpuinfo_flags
 from run_scenario import run_cli
 
 LAYER = ["--mode", "layer", "--seq", "32", "--hidden", "128", "--heads", "2", "--iters", "2"]
@@ -59,9 +60,11 @@ def scenario_kernel_bench_results(env: Env) -> None:
     out = env.workdir / "kb.h5"
     proc = subprocess.run([exe, f"--out={out}", "--peak-gflops=1000", "--benchmark_min_time=0.01",
                            "--benchmark_filter=gemm_cpu/fp32/n256|attention_cpu/fp32/s512_a8_kv8_d64_causal",
-                           "--benchmark_repetitions=2"], capture_output=True, text=True, timeout=120)
+                           "--benchmark_repetitions=2"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OPENBLAS_VERBOSE": "2"})
     expect(proc.returncode == 0 and f"results: {out} (4 cases)" in proc.stdout, "kernel_bench --out", proc)
     with h5py.File(out) as f:
+        check_fingerprint(f, openblas_log=proc.stderr)
         expect(f.attrs["complete"] == 1 and f.attrs["bench"] == "kernel_bench", "file attributes")
         expect((f.attrs["world_size"], f.attrs["backend"]) == (1, "cpu"), "one CPU process")
         names = sorted(f["kernel_bench"])
@@ -100,10 +103,44 @@ def scenario_kernel_bench_results(env: Env) -> None:
         expect(not bad.exists() and not Path(str(bad) + ".partial").exists(), f"{args}: left a file")
 
 
+def scenario_kernel_bench_blas_core(env: Env) -> None:
+    """The OpenBLAS core a run records is the one OpenBLAS itself reports having started
+    (OPENBLAS_VERBOSE=2 prints `Core: NAME` each time the library loads): the suite's choice by
+    default, said once when it differs from the library's first pick; the library's own pick with
+    SUITE_KEEP_BLAS_CORE=1; the user's with OPENBLAS_CORETYPE."""
+    exe = str(env.bin_dir / "kernel_bench")
+
+    def run(name: str, **extra: str) -> tuple[str, list[str], str]:
+        out = env.workdir / f"kb_core_{name}.h5"
+        run_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "SUITE_KEEP_BLAS_CORE")}
+        proc = subprocess.run([exe, f"--out={out}", "--benchmark_min_time=0.01",
+                               "--benchmark_filter=gemm_cpu/fp32/n256"], capture_output=True, text=True,
+                              timeout=60, env={**run_env, "OPENBLAS_VERBOSE": "2", **extra})
+        expect(proc.returncode == 0, f"{name}: exit {proc.returncode}", proc)
+        cores = [line.split(":", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("Core:")]
+        with h5py.File(out) as f:
+            check_fingerprint(f, openblas_log=proc.stderr)
+            return str(f.attrs["blas_core"]), cores, proc.stderr
+
+    core, cores, err = run("suite")
+    picked = cores[0]
+    expect(len(cores) in (1, 2), f"the library loaded {len(cores)} times: {cores}")
+    notes = [line for line in err.splitlines() if "SUITE_KEEP_BLAS_CORE=1 keeps" in line]
+    expect(len(notes) == len(cores) - 1, f"cores {cores}, notes {notes}")
+    core, cores, err = run("kept", SUITE_KEEP_BLAS_CORE="1")
+    expect(cores == [picked] and core == picked and "SUITE_KEEP_BLAS_CORE=1 keeps" not in err,
+           f"kept: cores {cores}, blas_core {core}, the library's pick {picked}")
+    if "pni" in proc_cpuinfo_flags():  # x86 with SSE3: Prescott runs anywhere
+        core, cores, err = run("user", OPENBLAS_CORETYPE="Prescott")
+        expect(cores == ["Prescott"] and core == "Prescott" and "SUITE_KEEP_BLAS_CORE=1 keeps" not in err,
+               f"OPENBLAS_CORETYPE=Prescott: cores {cores}, blas_core {core}")
+
+
 SCENARIOS = {
     "layer_attn_kernel": scenario_layer_attn_kernel,
     "kernel_bench_attn_kernel": scenario_kernel_bench_attn_kernel,
     "kernel_bench_results": scenario_kernel_bench_results,
+    "kernel_bench_blas_core": scenario_kernel_bench_blas_core,
 }
 
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 namespace suite {
@@ -67,6 +68,30 @@ TEST(CpuInfo, GraceNamedByItsArmPart) {
 TEST(CpuInfo, NothingReadable) {
   EXPECT_EQ(cpu_device_name_from("", 6), "unknown CPU (6 cores)");
   EXPECT_EQ(cpu_device_name_from("", 1), "unknown CPU (1 core)");
+}
+
+TEST(CpuInfo, FlagsOfTheFirstProcessor) {
+  const std::string text = x86_entry(0, 0, 0, "Intel(R) Xeon(R) Processor", 1, 1);
+  EXPECT_EQ(cpu_flags_from(text),
+            (std::set<std::string>{"fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8",
+                                   "apic", "sep", "avx512f"}));
+  EXPECT_EQ(cpu_flags_from("processor\t: 0\nFeatures\t: fp asimd sve\n"),
+            (std::set<std::string>{"fp", "asimd", "sve"}));
+  EXPECT_TRUE(cpu_flags_from("").empty());
+}
+
+TEST(CpuInfo, InstructionSetFlagsInTheirOrder) {
+  // This development VM's (Emerald Rapids; its hypervisor hides AMX), the vector ones kept.
+  const std::set<std::string> vm = {"pni",      "ssse3",       "sse4_2",      "avx",
+                                    "avx2",     "fma",         "avx512f",     "avx512dq",
+                                    "avx512cd", "avx512bw",    "avx512vl",    "avx512_vnni",
+                                    "avx_vnni", "avx512_bf16", "avx512_fp16", "sha_ni"};
+  EXPECT_EQ(cpu_isa_flags(vm),
+            "sse4_2,avx,avx2,fma,avx512f,avx512bw,avx512vl,avx512_vnni,avx512_bf16,avx512_fp16");
+  EXPECT_EQ(cpu_isa_flags({"fp", "asimd", "sve2", "sve", "i8mm", "bf16"}),
+            "asimd,sve,sve2,bf16,i8mm");
+  EXPECT_EQ(cpu_isa_flags({"fpu", "sse2"}), "none");
+  EXPECT_EQ(cpu_isa_flags({}), "none");
 }
 
 TEST(CpuInfo, ThisMachineHasAName) {
