@@ -34,25 +34,37 @@ from pathlib import Path
 import numpy as np
 
 from scripts.results.baselines import system_key
+from scripts.results.fingerprint import foreign, missing_core
+from scripts.results.index import shared_index
 from scripts.results.suite_results import (ABSENT, CONFIG_KEYS, Results, cli_warnings, file_stem,
-                                           find_result_files, natural_key, read_results, software_changes,
-                                           software_versions, warn)
+                                           find_result_files, natural_key, software_changes,
+                                           software_versions, warn, warn_schema)
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
 
-def load_runs(inputs: list[str], include_partial: bool,
-              bench: str | None = None) -> list[Results]:
-    """Read every file (attributes only) and sort by `created_utc`, then by path; with `bench`,
-    the runs of other benchmarks are left out (one warning names them)."""
+def load_runs(inputs: list[str], include_partial: bool, bench: str | None = None,
+              pattern: re.Pattern[str] | None = None) -> list[Results]:
+    """Read every file (attributes only, through the results index: index.py) and sort by
+    `created_utc`, then by path; with `bench`, the runs of other benchmarks are left out (one
+    warning names them); with `pattern`, only the cases it matches are read. A file not
+    readable as HDF5, or one of another program, is skipped with one warning line; one without
+    an environment fingerprint is read with one."""
     runs = []
     others: dict[str, int] = {}
-    for path in find_result_files(inputs, include_partial):
-        try:
-            res = read_results(path, load_datasets=False)
-        except OSError as err:
-            warn(f"{path}: not readable as HDF5 ({err}); skipped")
+    files = find_result_files(inputs, include_partial)
+    for path, res in shared_index().read_many(files, False, pattern.search if pattern else None):
+        if isinstance(res, OSError):
+            warn(f"{path}: not readable as HDF5 ({res}); skipped")
             continue
+        if foreign(res):
+            warn(f"{path}: an HDF5 file but no results file of the suite (no schema_version, "
+                 "bench or case); skipped")
+            continue
+        warn_schema(res)
+        if missing := missing_core(res):
+            warn(f"{path}: no environment fingerprint ({', '.join(missing)} not recorded: an "
+                 "older run?); read, its system named from what it records")
         if bench is not None and res.bench != bench:
             others[str(res.bench)] = others.get(str(res.bench), 0) + 1
             continue
@@ -74,11 +86,13 @@ History = dict[str, list[tuple[int, float]]]
 
 def compare_verdict(run: Results) -> dict | None:
     """The compare step's verdict left beside the run (`<stem>.compare.json`), if any."""
-    path = run.path.with_name(file_stem(run.path) + ".compare.json")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    if "verdict" not in run.memo:
+        path = run.path.with_name(file_stem(run.path) + ".compare.json")
+        try:
+            run.memo["verdict"] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            run.memo["verdict"] = None
+    return run.memo["verdict"]
 
 
 def flagged_cases(run: Results) -> set[str]:
@@ -468,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: not found: {', '.join(missing)}", file=sys.stderr)
         return 2
-    runs = load_runs(args.inputs, args.include_partial, args.bench)
+    runs = load_runs(args.inputs, args.include_partial, args.bench, pattern)
     if not runs:
         what = f" of bench {args.bench}" if args.bench else ""
         print(f"error: no results files{what} found", file=sys.stderr)

@@ -37,8 +37,8 @@ from pathlib import Path
 from scripts.results.baselines import DEFAULT_REGISTRY, find_baseline, system_key
 from scripts.results.compare import (compare_runs, print_comparison, verdict_header,
                                      verdict_record, warn_config, write_verdict)
-from scripts.results.suite_results import (Results, cli_warnings, file_stem, find_result_files,
-                                           read_results)
+from scripts.results.index import read_indexed
+from scripts.results.suite_results import Results, cli_warnings, file_stem, find_result_files
 
 THRESHOLD = 0.5
 OVERSUBSCRIBED_THRESHOLD = 2.5
@@ -72,7 +72,7 @@ def oversubscribed(*runs: Results) -> bool:
 def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
     """The verdict record of one results file against its baseline (compare.verdict_record,
     or `no-baseline`) and compare.py's report, as text."""
-    cand = read_results(path, load_datasets=False, warn=False)
+    cand = read_indexed(path, warn=False)
     choice = find_baseline(cand, registry)
     shared = oversubscribed(cand, *([choice.results] if choice else []))
     threshold = rule.oversubscribed if shared else rule.threshold

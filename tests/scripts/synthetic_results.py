@@ -59,7 +59,7 @@ def write_results(path: Path, bench: str, cases: list[CaseSpec], *, world_size: 
     attrs: dict[str, Any] = {
         "schema_version": 1, "suite_version": "0.1.0", "git_commit": git_commit,
         "created_utc": created_utc, "command_line": f"{bench} --out {path.name}",
-        "bench": bench, "world_size": world_size, "hostnames": "node01,node02",
+        "bench": bench, "world_size": world_size, "hostnames": "node01",
         "backend": "cpu", "transport": "mpi", "transport_detail": "host buffers",
         "link": "loopback", "mpi_version": "Open MPI v4.1.4", "nccl_version": "none",
         "cuda_version": "none", "device_names": "cpu", "slurm_job_id": "",
