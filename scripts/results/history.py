@@ -96,11 +96,13 @@ def compare_verdict(run: Results) -> dict | None:
 
 
 def flagged_cases(run: Results) -> set[str]:
-    """Cases the compare step flagged in this run (regressions and failed checks)."""
-    verdict = compare_verdict(run)
-    if not verdict or verdict.get("verdict") != "regression":
-        return set()
-    return set(verdict.get("regressions", [])) | set(verdict.get("check_failures", []))
+    """Cases the compare step flagged in this run (regressions, failed checks, figures past
+    their physical limits)."""
+    verdict = compare_verdict(run) or {}
+    invalid = {f["case"] for f in verdict.get("invalid", [])}
+    if verdict.get("verdict") != "regression":
+        return invalid
+    return set(verdict.get("regressions", [])) | set(verdict.get("check_failures", [])) | invalid
 
 
 def metric_value(case, metric: str) -> float | None:

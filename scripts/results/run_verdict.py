@@ -38,6 +38,7 @@ from scripts.results.baselines import DEFAULT_REGISTRY, find_baseline, system_ke
 from scripts.results.compare import (compare_runs, print_comparison, verdict_header,
                                      verdict_record, warn_config, write_verdict)
 from scripts.results.index import read_indexed
+from scripts.results.plausibility import Finding, check_limits
 from scripts.results.suite_results import Results, cli_warnings, file_stem, find_result_files
 
 THRESHOLD = 0.5
@@ -77,17 +78,38 @@ def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
     shared = oversubscribed(cand, *([choice.results] if choice else []))
     threshold = rule.oversubscribed if shared else rule.threshold
     header = {**verdict_header(path, cand, threshold, rule.noise_k), "oversubscribed": shared}
+    findings = check_limits(cand)
+    limits = "".join(f"INVALID: {f.text()}\n" for f in findings)
     if choice is None:
         report = (f"no baseline in {registry} for system {system_key(cand)} "
                   f"(bench {cand.bench}): `{BASELINE_COMMAND}` files this run as one\n")
-        return {**header, "verdict": "no-baseline", "baseline": None}, report
+        record = {**header, "verdict": "no-baseline", "baseline": None}
+        return mark_invalid(record, findings), limits + report
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         print(f"registry:  {registry} -> system {system_key(cand)}")
         warn_config(choice.results, cand)
         cmp = compare_runs(choice.results, cand, threshold, rule.noise_k)
         print_comparison(cmp, threshold, rule.noise_k)
-    return verdict_record(header, cmp), out.getvalue()
+    return mark_invalid(verdict_record(header, cmp), findings), limits + out.getvalue()
+
+
+def mark_invalid(record: dict, findings: list[Finding]) -> dict:
+    """The record with the figures past their physical limits (plausibility.py): `invalid`
+    lists them, their cases' status is `INVALID` (neither a regression nor an improvement), and
+    the verdict is `invalid` unless another case regressed."""
+    if not findings:
+        return record
+    bad = {f.case for f in findings}
+    record["invalid"] = [f.record() for f in findings]
+    for case in record.get("cases", []):
+        if case["case"] in bad:
+            case["status"] = "INVALID"
+    record["regressions"] = [k for k in record.get("regressions", []) if k not in bad]
+    still_flagged = record["regressions"] or record.get("check_failures")
+    if record["verdict"] == "ok" or (record["verdict"] == "regression" and not still_flagged):
+        record["verdict"] = "invalid"
+    return record
 
 
 def _names(keys: list[str]) -> str:
@@ -98,10 +120,16 @@ def _names(keys: list[str]) -> str:
 def summary_line(record: dict) -> str:
     """One line for a verdict record: `no regression`, `N regression(s) (worst ...)`, `not
     judged: ...` or `no baseline ...`, then the cases the baseline lacks."""
-    if record.get("verdict") == "no-baseline":
-        return f"no baseline (`{BASELINE_COMMAND}` files this run as one)"
-    cases = record.get("cases", [])
+    invalid = record.get("invalid", [])
     parts = []
+    if invalid:
+        first = invalid[0]
+        parts.append(f"{len(invalid)} invalid figure{'s' if len(invalid) > 1 else ''} "
+                     f"({first['case']} {first['figure']} {first['value']:.4g} past the limit "
+                     f"{first['limit']:.4g}: {first['source']})")
+    if record.get("baseline") is None:
+        return "; ".join(parts + [f"no baseline (`{BASELINE_COMMAND}` files this run as one)"])
+    cases = record.get("cases", [])
     regressed = [c for c in cases if c["status"] == "REGRESSION"]
     if regressed:
         worst = max(regressed, key=lambda c: c["ratio"])
@@ -112,7 +140,7 @@ def summary_line(record: dict) -> str:
     busy = [c for c in cases if c["status"] == "slower (busy)"]
     if busy and not parts:
         parts.append(f"not judged: {len(busy)} case(s) slower, but {record['busy']}")
-    if not parts:
+    if len(parts) == len(invalid[:1]):
         judged = (f", judged past x{1 + record['threshold']:g}: more ranks than cores"
                   if record.get("oversubscribed") else "")
         parts.append(f"no regression ({len(cases)} case{'s' if len(cases) != 1 else ''}"
@@ -126,7 +154,8 @@ def summary_line(record: dict) -> str:
 
 
 def flagged(record: dict) -> bool:
-    return record.get("verdict") == "regression"
+    """A regression, a newly failing check or a figure past its physical limit."""
+    return record.get("verdict") in ("regression", "invalid") or bool(record.get("invalid"))
 
 
 def result_files(folder: Path) -> list[Path]:
