@@ -37,6 +37,7 @@ from pathlib import Path
 from scripts.results.baselines import DEFAULT_REGISTRY, find_baseline, system_key
 from scripts.results.compare import (compare_runs, print_comparison, verdict_header,
                                      verdict_record, warn_config, write_verdict)
+from scripts.results.fingerprint import fingerprint_diff
 from scripts.results.index import read_indexed
 from scripts.results.plausibility import Finding, check_limits
 from scripts.results.suite_results import Results, cli_warnings, file_stem, find_result_files
@@ -91,7 +92,11 @@ def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
         warn_config(choice.results, cand)
         cmp = compare_runs(choice.results, cand, threshold, rule.noise_k)
         print_comparison(cmp, threshold, rule.noise_k)
-    return mark_invalid(verdict_record(header, cmp), findings), limits + out.getvalue()
+        changed = fingerprint_diff(choice.results, cand)
+        for change in changed:
+            print(f"environment changed since the baseline: {change}")
+    record = {**verdict_record(header, cmp), "fingerprint_changed": changed}
+    return mark_invalid(record, findings), limits + out.getvalue()
 
 
 def mark_invalid(record: dict, findings: list[Finding]) -> dict:
@@ -150,6 +155,8 @@ def summary_line(record: dict) -> str:
     if new:
         parts.append(f"{len(new)} case{'s' if len(new) > 1 else ''} not in the baseline "
                      f"(listed, not judged): {_names(new)}")
+    if record.get("fingerprint_changed"):
+        parts.append(f"differs from the baseline in {', '.join(record['fingerprint_changed'])}")
     return "; ".join(parts)
 
 
