@@ -472,9 +472,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    cli_warnings()
+def history_of(args: argparse.Namespace) -> tuple[list[Results], History] | int:
+    """The runs and case table that the command line asks for (inputs, --case, --metric,
+    --bench, --include-partial), or the exit status after an error line."""
     try:
         pattern = re.compile(args.case) if args.case else None
     except re.error as err:
@@ -493,6 +493,16 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print("error: no case matches", file=sys.stderr)
         return 1
+    return runs, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cli_warnings()
+    found = history_of(args)
+    if isinstance(found, int):
+        return found
+    runs, table = found
     print_history(runs, table, args.metric)
     if args.plot:
         plot_history(runs, table, args.plot, args.metric)
