@@ -38,7 +38,8 @@ from scripts.results.baselines import DEFAULT_REGISTRY, find_baseline, system_ke
 from scripts.results.compare import (compare_runs, print_comparison, verdict_header,
                                      verdict_record, warn_config, write_verdict)
 from scripts.results.fingerprint import fingerprint_diff
-from scripts.results.index import read_indexed
+from scripts.results.index import read_indexed, shared_index
+from scripts.results.noise import K_SIGMA, history_thresholds
 from scripts.results.plausibility import Finding, check_limits
 from scripts.results.suite_results import Results, cli_warnings, file_stem, find_result_files
 
@@ -71,9 +72,11 @@ def oversubscribed(*runs: Results) -> bool:
     return any(r.attrs.get("oversubscribed") == 1 for r in runs)
 
 
-def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
+def judge(path: Path, registry: Path, rule: Rule = Rule(),
+          history: list[Results] = ()) -> tuple[dict, str]:
     """The verdict record of one results file against its baseline (compare.verdict_record,
-    or `no-baseline`) and compare.py's report, as text."""
+    or `no-baseline`) and compare.py's report, as text. Each case's threshold comes from the
+    runs of `history` that repeat this file (noise.py), else from `rule`."""
     cand = read_indexed(path, warn=False)
     choice = find_baseline(cand, registry)
     shared = oversubscribed(cand, *([choice.results] if choice else []))
@@ -90,12 +93,19 @@ def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
     with contextlib.redirect_stdout(out):
         print(f"registry:  {registry} -> system {system_key(cand)}")
         warn_config(choice.results, cand)
-        cmp = compare_runs(choice.results, cand, threshold, rule.noise_k)
+        own = history_thresholds(cand, history, threshold)
+        cmp = compare_runs(choice.results, cand, threshold, rule.noise_k,
+                           case_thresholds={k: t.threshold for k, t in own.items()})
         print_comparison(cmp, threshold, rule.noise_k)
+        for key, found in own.items():
+            print(f"threshold of {key}: {found.text()}")
         changed = fingerprint_diff(choice.results, cand)
         for change in changed:
             print(f"environment changed since the baseline: {change}")
     record = {**verdict_record(header, cmp), "fingerprint_changed": changed}
+    for case in record["cases"]:
+        if case["case"] in own:
+            case["threshold"] = own[case["case"]].record()
     return mark_invalid(record, findings), limits + out.getvalue()
 
 
@@ -146,10 +156,9 @@ def summary_line(record: dict) -> str:
     if busy and not parts:
         parts.append(f"not judged: {len(busy)} case(s) slower, but {record['busy']}")
     if len(parts) == len(invalid[:1]):
-        judged = (f", judged past x{1 + record['threshold']:g}: more ranks than cores"
-                  if record.get("oversubscribed") else "")
-        parts.append(f"no regression ({len(cases)} case{'s' if len(cases) != 1 else ''}"
-                     f"{judged})")
+        parts.append(f"no regression ({len(cases)} case{'s' if len(cases) != 1 else ''})")
+    if cases:
+        parts.append(threshold_note(record))
     new = record.get("only_in_candidate", []) + [c["case"] for c in record.get(
         "not_comparable", [])]
     if new:
@@ -158,6 +167,22 @@ def summary_line(record: dict) -> str:
     if record.get("fingerprint_changed"):
         parts.append(f"differs from the baseline in {', '.join(record['fingerprint_changed'])}")
     return "; ".join(parts)
+
+
+def threshold_note(record: dict) -> str:
+    """`judged past ...`: the thresholds the cases were judged with, measured from the
+    machine's A/A runs (noise.py) or the fixed rule, and why."""
+    fixed = f"x{1 + record['threshold']:g}"
+    why = "more ranks than cores, " if record.get("oversubscribed") else ""
+    found = [c["threshold"] for c in record["cases"] if c.get("threshold", {}).get("measured")]
+    if not found:
+        return f"judged past {fixed} (fixed rule: {why}too little A/A history)"
+    low, high = (f"x{1 + f(t['threshold'] for t in found):.3g}" for f in (min, max))
+    measured = low if low == high else f"{low}..{high}"
+    rest = len(record["cases"]) - len(found)
+    return (f"judged past {measured} (measured: {K_SIGMA:g} x the spread of this machine's A/A "
+            f"runs)" + (f", {rest} case(s) past {fixed} (fixed rule: {why}too little A/A "
+                        f"history)" if rest else ""))
 
 
 def flagged(record: dict) -> bool:
@@ -171,12 +196,27 @@ def result_files(folder: Path) -> list[Path]:
     return [p for p in find_result_files([folder]) if p.suffix == ".h5"]
 
 
+def history_beside(folder: Path, registry: Path) -> list[Results]:
+    """The runs of the results tree that holds the run's folder (its parent: `results/`), but
+    for the registry's and this run's own files, through the results index; files it cannot
+    read are left to history's warnings."""
+    root = folder.resolve().parent
+    if (root / ".git").exists() or root == root.parent:  # a checkout or /, no results tree
+        return []
+    skip = [Path(os.path.abspath(p)) for p in (folder, registry)]
+    paths = [p for p in result_files(root)
+             if not any(s == Path(os.path.abspath(p)) or s in Path(os.path.abspath(p)).parents
+                        for s in skip)]
+    return [r for _, r in shared_index().read_many(paths, warn=False) if isinstance(r, Results)]
+
+
 def judge_folder(folder: Path, registry: Path, rule: Rule = Rule()) -> list[tuple[Path, dict]]:
     """Judges every results file of the folder and writes its report and verdict beside it."""
     verdicts = []
+    history = history_beside(folder, registry)
     for path in result_files(folder):
         try:
-            record, report = judge(path, registry, rule)
+            record, report = judge(path, registry, rule, history)
         except OSError as err:
             record = {"candidate": str(path), "verdict": "unreadable", "error": str(err)}
             report = f"not readable: {err}\n"

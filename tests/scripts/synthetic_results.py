@@ -317,3 +317,16 @@ def write_run(folder: Path, *, slowed: float = 1.0, created_utc: str = "2025-01-
     write_results(folder / "ring_attention.h5", "ring_attention", ring_cases(4, world_size=4), **kw)
     write_results(folder / "ring_docs.h5", "ring_attention", generic_cases(), **kw)
     return folder
+
+
+def scale_times(path: Path, factor: float, attrs: dict[str, Any] | None = None) -> Path:
+    """Every case's step-time statistics (`time_*_s`) of a results file times `factor`, and
+    file attributes set from `attrs`: a run as slower (or faster) hardware would give it."""
+    with h5py.File(path, "r+") as f:
+        for name, value in (attrs or {}).items():
+            f.attrs[name] = value
+        bench = f[f.attrs["bench"]]
+        for group in bench.values():
+            for name in [n for n in group.attrs if n.startswith("time_") and n.endswith("_s")]:
+                group.attrs[name] = group.attrs[name] * factor
+    return path

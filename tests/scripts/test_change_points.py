@@ -8,11 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import h5py
-
 from scripts.results import change_points
 from scripts.results.history_scale import make_copies
-from synthetic_results import REPO
+from synthetic_results import REPO, scale_times
 
 SOURCE = REPO / "results" / "baselines" / "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32"
 FILE = "sp_tp_collectives.h5"
@@ -30,11 +28,7 @@ def nightly_history(root: Path, slowdown: float) -> Path:
         night = int(copy.parent.name.split("_")[1])
         if night < STEP_AT:
             continue
-        with h5py.File(copy, "r+") as f:
-            f.attrs["nccl_version"] = "2.21.5"
-            for group in f["sp_tp"].values():
-                for name in [n for n in group.attrs if n.startswith("time_") and n.endswith("_s")]:
-                    group.attrs[name] = group.attrs[name] * slowdown
+        scale_times(copy, slowdown, {"nccl_version": "2.21.5"})
     return root / "results"
 
 
