@@ -40,11 +40,15 @@ class Step:
     environment: tuple[str, ...]  # fingerprint fields that changed between the two runs
 
     def text(self, runs: list[Results]) -> str:
+        return f"  {self.system}: at run [{self.after}] {self.detail(runs)}"
+
+    def detail(self, runs: list[Results]) -> str:
+        """`<date>: +2.00% (p=...), commits A -> B; environment changed: ...`."""
         old, new = (runs[i].attrs.get("git_commit", "?") for i in (self.before, self.after))
         when = runs[self.after].attrs.get("created_utc", "?")
         env = "; ".join(self.environment) or "none"
-        return (f"  {self.system}: at run [{self.after}] {when}: {self.size:+.2%} "
-                f"(p={self.pvalue:.2g}), commits {old} -> {new}; environment changed: {env}")
+        return (f"{when}: {self.size:+.2%} (p={self.pvalue:.2g}), commits {old} -> {new}; "
+                f"environment changed: {env}")
 
 
 def detect(values: Sequence[float]) -> list[tuple[int, float, float]]:
@@ -66,20 +70,25 @@ def detect(values: Sequence[float]) -> list[tuple[int, float, float]]:
     return found
 
 
+def series_steps(runs: list[Results], key: str, label: str,
+                 series: list[tuple[int, float]]) -> list[Step]:
+    """The change points of one series of (run index, value) of case `key`."""
+    indices = [i for i, _ in series]
+    steps = []
+    for at, size, pvalue in detect([v for _, v in series]):
+        before, after = indices[at - 1], indices[at]
+        changed = fingerprint_diff(runs[before], runs[after], skip=("git_commit",))
+        steps.append(Step(key, label, before, after, size, pvalue, tuple(changed)))
+    return steps
+
+
 def case_steps(runs: list[Results], table: dict[str, list[tuple[int, float]]]) -> list[Step]:
     """Every change point of every case and system of a history (history.case_history)."""
     from scripts.results.history import by_system
 
-    steps = []
-    for key, points in table.items():
-        for label, series in by_system(runs, key, points).items():
-            indices = [i for i, _ in series]
-            for at, size, pvalue in detect([v for _, v in series]):
-                before, after = indices[at - 1], indices[at]
-                steps.append(Step(key, label, before, after, size, pvalue,
-                                  tuple(fingerprint_diff(runs[before], runs[after],
-                                                         skip=("git_commit",)))))
-    return steps
+    return [step for key, points in table.items()
+            for label, series in by_system(runs, key, points).items()
+            for step in series_steps(runs, key, label, series)]
 
 
 def print_steps(runs: list[Results], steps: list[Step], metric: str) -> None:

@@ -18,7 +18,9 @@ changes too.
 `--html OUT.html` writes a page (self-contained: no script, nothing from the network) with, per
 system, the runs (each linked to its results file and, where make run wrote one, its run's
 page) and every case's trend as a small line over the runs, a red dot on each run whose compare
-step flagged the case, the cases flagged in some run first."""
+step flagged the case, a dashed line before each change point (change_points.py) with its size,
+commits and environment changes listed beside, the cases flagged in some run first, then those
+with change points."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.results.baselines import system_key
+from scripts.results.change_points import series_steps
 from scripts.results.fingerprint import foreign, missing_core
 from scripts.results.index import shared_index
 from scripts.results.suite_results import (ABSENT, CONFIG_KEYS, Results, cli_warnings, file_stem,
@@ -413,9 +416,13 @@ def html_systems(runs: list[Results], table: History, page: Path) -> list[dict]:
             entry["runs"].update(i for i, _ in series)
             marked = [key in flagged_cases(runs[i]) for i, _ in series]
             values = [v for _, v in series]
+            steps = series_steps(runs, key, label, series)
+            at = {i: p for p, (i, _) in enumerate(series)}
             entry["cases"].append({
                 "case": key, "params": label[len(system):].strip(), "series": values,
                 "marked": marked, "flagged_runs": [i for (i, _), m in zip(series, marked) if m],
+                "steps": [{"run": s.after, "position": at[s.after], "text": s.detail(runs)}
+                          for s in steps],
                 "first": values[0], "last": values[-1],
                 "change": values[-1] / values[0] - 1 if values[0] > 0 else None})
     out = []
@@ -429,7 +436,7 @@ def html_systems(runs: list[Results], table: History, page: Path) -> list[dict]:
                              "file": _link(run.path, page), "name": str(run.path),
                              "page": _link(index, page) if index.exists() else None,
                              "verdict": verdict.get("verdict") if verdict else None})
-        cases = sorted(entry["cases"], key=lambda c: not c["flagged_runs"])
+        cases = sorted(entry["cases"], key=lambda c: (not c["flagged_runs"], not c["steps"]))
         out.append({"key": entry["key"], "runs": run_rows, "cases": cases})
     return out
 

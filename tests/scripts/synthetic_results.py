@@ -330,3 +330,24 @@ def scale_times(path: Path, factor: float, attrs: dict[str, Any] | None = None) 
             for name in [n for n in group.attrs if n.startswith("time_") and n.endswith("_s")]:
                 group.attrs[name] = group.attrs[name] * factor
     return path
+
+
+# A real run's file (the registry's) copied night after night, 2% slower from one night on.
+NIGHTLY_SOURCE = (REPO / "results" / "baselines" /
+                  "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32" / "sp_tp_collectives.h5")
+NIGHTS, STEP_AT = 24, 16
+
+
+def nightly_history(root: Path, slowdown: float) -> Path:
+    """NIGHTS copies of NIGHTLY_SOURCE under root/results (night_<n>/), each its own commit,
+    times unchanged as SMPI's deterministic runs give them; from night STEP_AT on every case's
+    time is `slowdown` x longer and NCCL is another version. Returns root/results."""
+    from scripts.results.history_scale import make_copies
+
+    source = root / "source"
+    source.mkdir(parents=True)
+    (source / NIGHTLY_SOURCE.name).write_bytes(NIGHTLY_SOURCE.read_bytes())
+    for copy in make_copies(source, root / "results", NIGHTS):
+        if int(copy.parent.name.split("_")[1]) >= STEP_AT:
+            scale_times(copy, slowdown, {"nccl_version": "2.21.5"})
+    return root / "results"

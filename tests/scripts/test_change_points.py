@@ -6,30 +6,11 @@ the environment field that changed there; a flat history has none."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from scripts.results import change_points
-from scripts.results.history_scale import make_copies
-from synthetic_results import REPO, scale_times
+from scripts.results import change_points, history
+from synthetic_results import STEP_AT, nightly_history
 
-SOURCE = REPO / "results" / "baselines" / "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32"
-FILE = "sp_tp_collectives.h5"
 CASE = "allreduce_fp32_act_s1024_b1_h1024"
-NIGHTS, STEP_AT = 24, 16
-
-
-def nightly_history(root: Path, slowdown: float) -> Path:
-    """NIGHTS copies of one real file, each its own commit; from night STEP_AT on, every
-    case's time is `slowdown` x longer and NCCL is another version."""
-    source = root / "source"
-    source.mkdir(parents=True)
-    (source / FILE).write_bytes((SOURCE / FILE).read_bytes())
-    for copy in make_copies(source, root / "results", NIGHTS):
-        night = int(copy.parent.name.split("_")[1])
-        if night < STEP_AT:
-            continue
-        scale_times(copy, slowdown, {"nccl_version": "2.21.5"})
-    return root / "results"
 
 
 def test_detect_on_plain_series():
@@ -53,3 +34,12 @@ def test_a_flat_history_has_none(tmp_path, capsys):
     results = nightly_history(tmp_path, 1.0)
     assert change_points.main([str(results), "--case", "allreduce"]) == 0
     assert "\n0 change point(s)" in capsys.readouterr().out
+
+
+def test_the_history_page_marks_the_step(tmp_path, capsys):
+    page = tmp_path / "history.html"
+    assert history.main([str(nightly_history(tmp_path, 1.02)), "--case", f"{CASE}$",
+                         "--html", str(page)]) == 0
+    html = page.read_text()
+    assert html.count('class="step"') == 1
+    assert re.search(rf'class="step-point">run {STEP_AT}: [^<]*\+2\.00%', html)
