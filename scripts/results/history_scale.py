@@ -2,8 +2,8 @@
 (a `make run` folder, or the baseline registry) with new stamps, then `history --case REGEX`
 timed twice, the first time indexing every file (index.py), the second read from the index.
 
-    python -m scripts.results.history_scale [--files 5000] [--source results/baselines]
-                                            [--case allreduce] [--keep DIR]
+    suite history-scale [--files 5000] [--source results/baselines] [--case allreduce]
+                        [--keep DIR]
 
 The copies go into a temporary folder (or --keep DIR) with their own index; nothing under
 the source is written. docs/REGRESSIONS.md quotes its figures.

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from scripts.results import change_points, history
-from synthetic_results import STEP_AT, nightly_history
+from synthetic_results import REPO, STEP_AT, nightly_history
 
 CASE = "allreduce_fp32_act_s1024_b1_h1024"
 
@@ -43,3 +45,25 @@ def test_the_history_page_marks_the_step(tmp_path, capsys):
     html = page.read_text()
     assert html.count('class="step"') == 1
     assert re.search(rf'class="step-point">run {STEP_AT}: [^<]*\+2\.00%', html)
+
+
+def test_sensitivity_finds_two_percent_and_nothing_at_zero(capsys):
+    """SMPI's modeled compute is deterministic: a 2% slower rate is found in every case at the
+    first slowed run, 0% gives no change point (needs `make sim`)."""
+    from scripts.results import sensitivity
+
+    build = REPO / "build-sim"
+    if not (build / "bin" / "ring_attention").exists():
+        pytest.skip("no SMPI build (make sim)")
+    assert sensitivity.main(["--nights", "2", "--slowdowns", "0,0.02", "--build", str(build)]) == 0
+    rows = [ln.split(" | ") for ln in capsys.readouterr().out.splitlines()[2:]]
+    assert len(rows) == 2 * len(sensitivity.BENCHES)
+    for _, _, slowdown, cases, found, elsewhere in rows:
+        assert elsewhere == "0 |" and found == ("-" if slowdown == "0.0%" else cases), rows
+
+
+def test_sensitivity_bad_input(capsys):
+    from scripts.results import sensitivity
+
+    assert sensitivity.main(["--nights", "1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --nights 1")
