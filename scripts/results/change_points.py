@@ -4,6 +4,7 @@ another metric) stepped and stayed, found by Apache Otava's E-Divisive means wit
 A step that creeps in over several nights, or one that a later run undoes, is seen here.
 
     suite change-points FILE_OR_DIR... [--case REGEX] [--metric NAME] [--bench NAME]
+                        [--include-partial]
 
 Per case and system (history.py's series), each change point: the run it starts at, its size
 (the mean after over the mean before, minus one), its p-value, the commits on either side, and
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from scripts.results.fingerprint import fingerprint_diff
-from scripts.results.suite_results import Results, cli_warnings
+from scripts.results.suite_results import Results
 
 MAX_PVALUE = 0.001  # Otava's default significance
 WINDOW = 50  # Otava's default window: runs compared at once
@@ -103,25 +104,13 @@ def print_steps(runs: list[Results], steps: list[Step], metric: str) -> None:
           f"{len(runs)} run(s)")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def main(argv: list[str] | None = None) -> int:
+    from scripts.results.history import add_selection_args, history_of
+
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
-                        help="results files, or directories searched recursively for *.h5")
-    parser.add_argument("--case", default=None, metavar="REGEX",
-                        help="only cases whose <bench>/<case> name matches (re.search)")
-    parser.add_argument("--metric", default="time_median_s",
-                        help="case attribute to track (default time_median_s)")
-    parser.add_argument("--bench", default=None, metavar="NAME", help="only runs of this benchmark")
-    parser.set_defaults(include_partial=False)  # a run that did not finish is no level
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from scripts.results.history import history_of
-
-    args = parse_args(argv)
-    cli_warnings()
+    add_selection_args(parser)
+    args = parser.parse_args(argv)
     found = history_of(args)
     if isinstance(found, int):
         return found

@@ -453,10 +453,9 @@ def write_html(runs: list[Results], table: History, out: Path,
     return out
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Print (and optionally plot) each case's median step time over many runs, "
-                    "oldest run first by created_utc.")
+def add_selection_args(parser: argparse.ArgumentParser) -> None:
+    """The runs and cases a history reads (history_of): inputs, --case, --metric, --bench,
+    --include-partial; history and change-points share them."""
     parser.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
                         help="results files, or directories searched recursively for *.h5")
     parser.add_argument("--case", default=None, metavar="REGEX",
@@ -464,24 +463,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "expression (re.search)")
     parser.add_argument("--metric", default="time_median_s",
                         help="case attribute to track (default time_median_s; e.g. busbw_GBps)")
-    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
-                        help="also draw the metric per case over runs: OUT.png, or one "
-                             "OUT_<system>.png per system when the runs span several")
-    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html",
-                        help="also write a page: per system its runs and every case's trend "
-                             "with the compare step's regressions marked")
     parser.add_argument("--bench", default=None, metavar="NAME",
                         help="only runs of this benchmark (the file attribute `bench`); files "
                              "of others are skipped with a warning")
     parser.add_argument("--include-partial", action="store_true",
                         help="in directories, also read *.h5.partial files (runs that did "
                              "not finish); files named explicitly are always read")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Print (and optionally plot) each case's median step time over many runs, "
+                    "oldest run first by created_utc.")
+    add_selection_args(parser)
+    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
+                        help="also draw the metric per case over runs: OUT.png, or one "
+                             "OUT_<system>.png per system when the runs span several")
+    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html",
+                        help="also write a page: per system its runs and every case's trend "
+                             "with the compare step's regressions marked")
     return parser.parse_args(argv)
 
 
 def history_of(args: argparse.Namespace) -> tuple[list[Results], History] | int:
-    """The runs and case table that the command line asks for (inputs, --case, --metric,
-    --bench, --include-partial), or the exit status after an error line."""
+    """The runs and case table that the command line asks for (add_selection_args), or the
+    exit status after an error line; warnings print as `warning: ...` lines."""
+    cli_warnings()
     try:
         pattern = re.compile(args.case) if args.case else None
     except re.error as err:
@@ -505,7 +512,6 @@ def history_of(args: argparse.Namespace) -> tuple[list[Results], History] | int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cli_warnings()
     found = history_of(args)
     if isinstance(found, int):
         return found
