@@ -23,6 +23,12 @@ COMMANDS = {
     "baselines": Command("results.baselines", "the baseline registry: list, add, find, rekey"),
     "run-verdict": Command("results.run_verdict", "every results file of a run against its baseline"),
     "history": Command("results.history", "a metric of each case over many runs (text, CSV, HTML)"),
+    "change-points": Command("results.change_points", "where each case's history stepped: size, "
+                                                      "commits and environment on either side"),
+    "history-scale": Command("results.history_scale", "history's time over thousands of copied "
+                                                      "results files, indexed"),
+    "sensitivity": Command("results.sensitivity", "the smallest simulated slowdown change-points "
+                                                  "finds (needs make sim)"),
     "report-page": Command("results.report_page", "one HTML page for one run's folder"),
     "host-load": Command("results.host_load", "run a benchmark, recording how busy the machine was"),
     "test-counts": Command("results.test_counts", "how many tests ran and skipped, from ctest's JUnit report"),

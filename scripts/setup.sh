@@ -118,10 +118,11 @@ needs sim && ! probe simgrid && missing simgrid "smpicc, smpicxx and smpirun are
 # package scripts/ and its program .venv/bin/suite, installed editable: the checkout's code runs).
 # Prepared again whenever either file changed since (the stamp holds both as installed).
 stamp=.venv/.requirements
-installed() { cat scripts/requirements.txt pyproject.toml; }
+installed() { cat scripts/requirements.txt scripts/requirements-nodeps.txt pyproject.toml; }
 if needs scripts && { [ ! -x .venv/bin/python ] || ! installed | cmp -s - "$stamp"; }; then
   echo "setup: preparing .venv from scripts/requirements.txt and pyproject.toml"
   if make_venv && .venv/bin/python -m pip install -q -r scripts/requirements.txt &&
+     .venv/bin/python -m pip install -q --no-deps -r scripts/requirements-nodeps.txt &&
      .venv/bin/python -m pip install -q --no-deps -e .; then
     installed >"$stamp"
   else

@@ -40,8 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.results.fingerprint import node_count
+from scripts.results.index import shared_index
 from scripts.results.suite_results import (Results, busy, cli_warnings, file_stem,
-                                           find_result_files, load_text, match_cases, read_results, utc_now_iso)
+                                           find_result_files, load_text, match_cases, read_results,
+                                           utc_now_iso, warn)
 
 DEFAULT_REGISTRY = ROOT / "results" / "baselines"
 SYSTEM_KEYS = ("device_names", "world_size", "group_size", "group_count", "link", "transport",
@@ -72,6 +75,9 @@ def system_of(res: Results) -> dict[str, str]:
     for key in SYSTEM_KEYS:
         value = run_dtype(res) if key == "dtype" else res.config_attr(key)
         system[key] = "?" if value is None else str(value)
+    nodes = node_count(res)
+    if nodes is not None and nodes > 1:  # one node is not named: the keys of earlier registries
+        system["nodes"] = str(nodes)
     if res.attrs.get("simulated") == 1:  # a simulated system is never a measured one
         system["simulated"] = simulated_system(res)
     return system
@@ -91,11 +97,18 @@ def system_key(res: Results) -> str:
     """A folder name for the system, e.g. `NVIDIA-H100-80GB-HBM3_x8_nvlink_nccl_cuda_bf16`, or
     `..._x16_g8x2_...` for groups of 8 ranks, 2 at once (`--tp 8` on 16 ranks). A group of the
     whole world is not named, which keeps the keys that registries used before groups were."""
+    if "system_key" not in res.memo:
+        res.memo["system_key"] = _system_key(res)
+    return res.memo["system_key"]
+
+
+def _system_key(res: Results) -> str:
     s = system_of(res)
     group = ([] if (s["group_size"], s["group_count"]) == (s["world_size"], "1")
              else [f"g{s['group_size']}x{s['group_count']}"])
     devices = re.sub(r"\((R|TM)\)", "", s["device_names"], flags=re.I)  # Intel(R), Core(TM)
-    parts = [devices, f"x{s['world_size']}", *group, s["link"], s["transport"], s["backend"],
+    nodes = [f"n{s['nodes']}"] if "nodes" in s else []
+    parts = [devices, f"x{s['world_size']}", *nodes, *group, s["link"], s["transport"], s["backend"],
              s["dtype"], *([s["simulated"]] if "simulated" in s else [])]
     return "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", part).strip("-") for part in parts)
 
@@ -108,13 +121,18 @@ class Choice:
 
 
 def entries(registry: Path) -> list[Results]:
-    """Every complete results file in the registry (attributes only)."""
+    """Every results file in the registry (attributes only, through the results index); one
+    warning per file not readable, and per file filed under another system's folder (still
+    used, as a baseline of the system it holds)."""
     found = []
-    for path in sorted(Path(registry).rglob("*.h5")):
-        try:
-            found.append(read_results(path, load_datasets=False, warn=False))
-        except OSError:
+    for path, res in shared_index().read_many(sorted(Path(registry).rglob("*.h5")), warn=False):
+        if isinstance(res, OSError):
+            warn(f"{path}: baseline not readable as HDF5 ({res}); skipped")
             continue
+        if path.parent != Path(registry) and path.parent.name != system_key(res):
+            warn(f"{path}: filed under {path.parent.name} but holds a run of system "
+                 f"{system_key(res)}; used as a baseline of that system only")
+        found.append(res)
     return found
 
 

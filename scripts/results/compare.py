@@ -242,11 +242,15 @@ class Comparison:
 
 
 def compare_runs(base: Results, cand: Results, threshold: float, noise_k: float = 1.0,
-                 ignore: tuple[str, ...] = ()) -> Comparison:
-    """Every comparable case judged (see compare_case), the cases that are not listed."""
+                 ignore: tuple[str, ...] = (),
+                 case_thresholds: dict[str, float] | None = None) -> Comparison:
+    """Every comparable case judged (see compare_case) past `threshold`, or its own entry
+    of `case_thresholds`; the cases that are not, listed."""
     match = match_cases(base, cand, ignore)
     note = busy_note(cand)
-    rows = [compare_case(b, c, threshold, noise_k, note is not None) for b, c in match.pairs]
+    own = case_thresholds or {}
+    rows = [compare_case(b, c, own.get(c.key, threshold), noise_k, note is not None)
+            for b, c in match.pairs]
     # A candidate case with no comparable baseline case (new, or other parameters) that fails
     # its check is a new failure.
     unmatched = match.only_cand + [c.key for _, c, _ in match.differing]

@@ -18,7 +18,9 @@ changes too.
 `--html OUT.html` writes a page (self-contained: no script, nothing from the network) with, per
 system, the runs (each linked to its results file and, where make run wrote one, its run's
 page) and every case's trend as a small line over the runs, a red dot on each run whose compare
-step flagged the case, the cases flagged in some run first."""
+step flagged the case, a dashed line before each change point (change_points.py) with its size,
+commits and environment changes listed beside, the cases flagged in some run first, then those
+with change points."""
 
 from __future__ import annotations
 
@@ -34,25 +36,38 @@ from pathlib import Path
 import numpy as np
 
 from scripts.results.baselines import system_key
+from scripts.results.change_points import series_steps
+from scripts.results.fingerprint import foreign, missing_core
+from scripts.results.index import shared_index
 from scripts.results.suite_results import (ABSENT, CONFIG_KEYS, Results, cli_warnings, file_stem,
-                                           find_result_files, natural_key, read_results, software_changes,
-                                           software_versions, warn)
+                                           find_result_files, natural_key, software_changes,
+                                           software_versions, warn, warn_schema)
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
 
-def load_runs(inputs: list[str], include_partial: bool,
-              bench: str | None = None) -> list[Results]:
-    """Read every file (attributes only) and sort by `created_utc`, then by path; with `bench`,
-    the runs of other benchmarks are left out (one warning names them)."""
+def load_runs(inputs: list[str], include_partial: bool, bench: str | None = None,
+              pattern: re.Pattern[str] | None = None) -> list[Results]:
+    """Read every file (attributes only, through the results index: index.py) and sort by
+    `created_utc`, then by path; with `bench`, the runs of other benchmarks are left out (one
+    warning names them); with `pattern`, only the cases it matches are read. A file not
+    readable as HDF5, or one of another program, is skipped with one warning line; one without
+    an environment fingerprint is read with one."""
     runs = []
     others: dict[str, int] = {}
-    for path in find_result_files(inputs, include_partial):
-        try:
-            res = read_results(path, load_datasets=False)
-        except OSError as err:
-            warn(f"{path}: not readable as HDF5 ({err}); skipped")
+    files = find_result_files(inputs, include_partial)
+    for path, res in shared_index().read_many(files, False, pattern.search if pattern else None):
+        if isinstance(res, OSError):
+            warn(f"{path}: not readable as HDF5 ({res}); skipped")
             continue
+        if foreign(res):
+            warn(f"{path}: an HDF5 file but no results file of the suite (no schema_version, "
+                 "bench or case); skipped")
+            continue
+        warn_schema(res)
+        if missing := missing_core(res):
+            warn(f"{path}: no environment fingerprint ({', '.join(missing)} not recorded: an "
+                 "older run?); read, its system named from what it records")
         if bench is not None and res.bench != bench:
             others[str(res.bench)] = others.get(str(res.bench), 0) + 1
             continue
@@ -74,19 +89,23 @@ History = dict[str, list[tuple[int, float]]]
 
 def compare_verdict(run: Results) -> dict | None:
     """The compare step's verdict left beside the run (`<stem>.compare.json`), if any."""
-    path = run.path.with_name(file_stem(run.path) + ".compare.json")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    if "verdict" not in run.memo:
+        path = run.path.with_name(file_stem(run.path) + ".compare.json")
+        try:
+            run.memo["verdict"] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            run.memo["verdict"] = None
+    return run.memo["verdict"]
 
 
 def flagged_cases(run: Results) -> set[str]:
-    """Cases the compare step flagged in this run (regressions and failed checks)."""
-    verdict = compare_verdict(run)
-    if not verdict or verdict.get("verdict") != "regression":
-        return set()
-    return set(verdict.get("regressions", [])) | set(verdict.get("check_failures", []))
+    """Cases the compare step flagged in this run (regressions, failed checks, figures past
+    their physical limits)."""
+    verdict = compare_verdict(run) or {}
+    invalid = {f["case"] for f in verdict.get("invalid", [])}
+    if verdict.get("verdict") != "regression":
+        return invalid
+    return set(verdict.get("regressions", [])) | set(verdict.get("check_failures", [])) | invalid
 
 
 def metric_value(case, metric: str) -> float | None:
@@ -397,9 +416,13 @@ def html_systems(runs: list[Results], table: History, page: Path) -> list[dict]:
             entry["runs"].update(i for i, _ in series)
             marked = [key in flagged_cases(runs[i]) for i, _ in series]
             values = [v for _, v in series]
+            steps = series_steps(runs, key, label, series)
+            at = {i: p for p, (i, _) in enumerate(series)}
             entry["cases"].append({
                 "case": key, "params": label[len(system):].strip(), "series": values,
                 "marked": marked, "flagged_runs": [i for (i, _), m in zip(series, marked) if m],
+                "steps": [{"run": s.after, "position": at[s.after], "text": s.detail(runs)}
+                          for s in steps],
                 "first": values[0], "last": values[-1],
                 "change": values[-1] / values[0] - 1 if values[0] > 0 else None})
     out = []
@@ -413,7 +436,7 @@ def html_systems(runs: list[Results], table: History, page: Path) -> list[dict]:
                              "file": _link(run.path, page), "name": str(run.path),
                              "page": _link(index, page) if index.exists() else None,
                              "verdict": verdict.get("verdict") if verdict else None})
-        cases = sorted(entry["cases"], key=lambda c: not c["flagged_runs"])
+        cases = sorted(entry["cases"], key=lambda c: (not c["flagged_runs"], not c["steps"]))
         out.append({"key": entry["key"], "runs": run_rows, "cases": cases})
     return out
 
@@ -430,10 +453,9 @@ def write_html(runs: list[Results], table: History, out: Path,
     return out
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Print (and optionally plot) each case's median step time over many runs, "
-                    "oldest run first by created_utc.")
+def add_selection_args(parser: argparse.ArgumentParser) -> None:
+    """The runs and cases a history reads (history_of): inputs, --case, --metric, --bench,
+    --include-partial; history and change-points share them."""
     parser.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
                         help="results files, or directories searched recursively for *.h5")
     parser.add_argument("--case", default=None, metavar="REGEX",
@@ -441,23 +463,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "expression (re.search)")
     parser.add_argument("--metric", default="time_median_s",
                         help="case attribute to track (default time_median_s; e.g. busbw_GBps)")
-    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
-                        help="also draw the metric per case over runs: OUT.png, or one "
-                             "OUT_<system>.png per system when the runs span several")
-    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html",
-                        help="also write a page: per system its runs and every case's trend "
-                             "with the compare step's regressions marked")
     parser.add_argument("--bench", default=None, metavar="NAME",
                         help="only runs of this benchmark (the file attribute `bench`); files "
                              "of others are skipped with a warning")
     parser.add_argument("--include-partial", action="store_true",
                         help="in directories, also read *.h5.partial files (runs that did "
                              "not finish); files named explicitly are always read")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Print (and optionally plot) each case's median step time over many runs, "
+                    "oldest run first by created_utc.")
+    add_selection_args(parser)
+    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
+                        help="also draw the metric per case over runs: OUT.png, or one "
+                             "OUT_<system>.png per system when the runs span several")
+    parser.add_argument("--html", type=Path, default=None, metavar="OUT.html",
+                        help="also write a page: per system its runs and every case's trend "
+                             "with the compare step's regressions marked")
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def history_of(args: argparse.Namespace) -> tuple[list[Results], History] | int:
+    """The runs and case table that the command line asks for (add_selection_args), or the
+    exit status after an error line; warnings print as `warning: ...` lines."""
     cli_warnings()
     try:
         pattern = re.compile(args.case) if args.case else None
@@ -468,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: not found: {', '.join(missing)}", file=sys.stderr)
         return 2
-    runs = load_runs(args.inputs, args.include_partial, args.bench)
+    runs = load_runs(args.inputs, args.include_partial, args.bench, pattern)
     if not runs:
         what = f" of bench {args.bench}" if args.bench else ""
         print(f"error: no results files{what} found", file=sys.stderr)
@@ -477,6 +507,15 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print("error: no case matches", file=sys.stderr)
         return 1
+    return runs, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    found = history_of(args)
+    if isinstance(found, int):
+        return found
+    runs, table = found
     print_history(runs, table, args.metric)
     if args.plot:
         plot_history(runs, table, args.plot, args.metric)

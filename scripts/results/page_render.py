@@ -44,10 +44,11 @@ SPARK_W, SPARK_H, SPARK_PAD = 160, 36, 4
 SPARK_MIN_SPAN = 0.2
 
 
-def sparkline(values: list[float], marked: list[bool]) -> Markup:
+def sparkline(values: list[float], marked: list[bool], steps: list[int] = ()) -> Markup:
     """A case's values over the runs as a small SVG line, oldest left; a red dot on each run
-    marked (the compare step flagged it). Its title lists the values, for readers that do not
-    show SVG."""
+    marked (the compare step flagged it), a dashed vertical before each position in `steps`
+    (a change point's first run). Its title lists the values, for readers that do not show
+    SVG."""
     if not values:
         return Markup("")
     centre = (min(values) + max(values)) / 2
@@ -60,13 +61,15 @@ def sparkline(values: list[float], marked: list[bool]) -> Markup:
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
     dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" class="flag"/>'
                    for (x, y), m in zip(points, marked) if m)
+    cuts = "".join(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{SPARK_H}" class="step"/>'
+                   for x in (SPARK_PAD + (p - 0.5) * step for p in steps))
     last_x, last_y = points[-1]
     title = ", ".join(seconds(v) for v in values)
     return Markup(
         f'<svg class="spark" width="{SPARK_W}" height="{SPARK_H}" role="img" '
         f'viewBox="0 0 {SPARK_W} {SPARK_H}"><title>{title}</title>'
         f'<polyline points="{line}" fill="none" stroke="#2563eb" stroke-width="1.5"/>'
-        f'<circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="2" fill="#2563eb"/>{dots}</svg>')
+        f'<circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="2" fill="#2563eb"/>{dots}{cuts}</svg>')
 
 
 def environment() -> Environment:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from scripts.results.baselines import DEFAULT_REGISTRY
+from scripts.results.index import read_indexed
 from scripts.results.page_render import render
 from scripts.results.run_verdict import flagged, judge, result_files, summary_line, verdict_paths
 from scripts.results.suite_results import (Results, cli_warnings, file_stem, load_text,
-                                           other_load, read_results)
+                                           other_load)
 from scripts.results.summary import case_record
 
 # (label, file attributes shown together); a value that differs between files is shown with
@@ -138,7 +139,7 @@ def sections(folder: Path, registry: Path) -> tuple[list[Section], list[tuple[st
     for path in result_files(folder):
         rel = path.relative_to(folder).as_posix()
         try:
-            res = read_results(path, load_datasets=False, warn=False)
+            res = read_indexed(path, warn=False)
         except OSError as err:
             out.append(Section(rel, file_stem(path), f"not readable: {err}", [], [], None, ""))
             continue

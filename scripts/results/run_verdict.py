@@ -37,8 +37,11 @@ from pathlib import Path
 from scripts.results.baselines import DEFAULT_REGISTRY, find_baseline, system_key
 from scripts.results.compare import (compare_runs, print_comparison, verdict_header,
                                      verdict_record, warn_config, write_verdict)
-from scripts.results.suite_results import (Results, cli_warnings, file_stem, find_result_files,
-                                           read_results)
+from scripts.results.fingerprint import fingerprint_diff
+from scripts.results.index import read_indexed, shared_index
+from scripts.results.noise import K_SIGMA, history_thresholds
+from scripts.results.plausibility import Finding, check_limits
+from scripts.results.suite_results import Results, cli_warnings, file_stem, find_result_files
 
 THRESHOLD = 0.5
 OVERSUBSCRIBED_THRESHOLD = 2.5
@@ -69,25 +72,59 @@ def oversubscribed(*runs: Results) -> bool:
     return any(r.attrs.get("oversubscribed") == 1 for r in runs)
 
 
-def judge(path: Path, registry: Path, rule: Rule = Rule()) -> tuple[dict, str]:
+def judge(path: Path, registry: Path, rule: Rule = Rule(),
+          history: list[Results] = ()) -> tuple[dict, str]:
     """The verdict record of one results file against its baseline (compare.verdict_record,
-    or `no-baseline`) and compare.py's report, as text."""
-    cand = read_results(path, load_datasets=False, warn=False)
+    or `no-baseline`) and compare.py's report, as text. Each case's threshold comes from the
+    runs of `history` that repeat this file (noise.py), else from `rule`."""
+    cand = read_indexed(path, warn=False)
     choice = find_baseline(cand, registry)
     shared = oversubscribed(cand, *([choice.results] if choice else []))
     threshold = rule.oversubscribed if shared else rule.threshold
     header = {**verdict_header(path, cand, threshold, rule.noise_k), "oversubscribed": shared}
+    findings = check_limits(cand)
+    limits = "".join(f"INVALID: {f.text()}\n" for f in findings)
     if choice is None:
         report = (f"no baseline in {registry} for system {system_key(cand)} "
                   f"(bench {cand.bench}): `{BASELINE_COMMAND}` files this run as one\n")
-        return {**header, "verdict": "no-baseline", "baseline": None}, report
+        record = {**header, "verdict": "no-baseline", "baseline": None}
+        return mark_invalid(record, findings), limits + report
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         print(f"registry:  {registry} -> system {system_key(cand)}")
         warn_config(choice.results, cand)
-        cmp = compare_runs(choice.results, cand, threshold, rule.noise_k)
+        own = history_thresholds(cand, history, threshold)
+        cmp = compare_runs(choice.results, cand, threshold, rule.noise_k,
+                           case_thresholds={k: t.threshold for k, t in own.items()})
         print_comparison(cmp, threshold, rule.noise_k)
-    return verdict_record(header, cmp), out.getvalue()
+        for key, found in own.items():
+            print(f"threshold of {key}: {found.text()}")
+        changed = fingerprint_diff(choice.results, cand)
+        for change in changed:
+            print(f"environment changed since the baseline: {change}")
+    record = {**verdict_record(header, cmp), "fingerprint_changed": changed}
+    for case in record["cases"]:
+        if case["case"] in own:
+            case["threshold"] = own[case["case"]].record()
+    return mark_invalid(record, findings), limits + out.getvalue()
+
+
+def mark_invalid(record: dict, findings: list[Finding]) -> dict:
+    """The record with the figures past their physical limits (plausibility.py): `invalid`
+    lists them, their cases' status is `INVALID` (neither a regression nor an improvement), and
+    the verdict is `invalid` unless another case regressed."""
+    if not findings:
+        return record
+    bad = {f.case for f in findings}
+    record["invalid"] = [f.record() for f in findings]
+    for case in record.get("cases", []):
+        if case["case"] in bad:
+            case["status"] = "INVALID"
+    record["regressions"] = [k for k in record.get("regressions", []) if k not in bad]
+    still_flagged = record["regressions"] or record.get("check_failures")
+    if record["verdict"] == "ok" or (record["verdict"] == "regression" and not still_flagged):
+        record["verdict"] = "invalid"
+    return record
 
 
 def _names(keys: list[str]) -> str:
@@ -98,10 +135,16 @@ def _names(keys: list[str]) -> str:
 def summary_line(record: dict) -> str:
     """One line for a verdict record: `no regression`, `N regression(s) (worst ...)`, `not
     judged: ...` or `no baseline ...`, then the cases the baseline lacks."""
-    if record.get("verdict") == "no-baseline":
-        return f"no baseline (`{BASELINE_COMMAND}` files this run as one)"
-    cases = record.get("cases", [])
+    invalid = record.get("invalid", [])
     parts = []
+    if invalid:
+        first = invalid[0]
+        parts.append(f"{len(invalid)} invalid figure{'s' if len(invalid) > 1 else ''} "
+                     f"({first['case']} {first['figure']} {first['value']:.4g} past the limit "
+                     f"{first['limit']:.4g}: {first['source']})")
+    if record.get("baseline") is None:
+        return "; ".join(parts + [f"no baseline (`{BASELINE_COMMAND}` files this run as one)"])
+    cases = record.get("cases", [])
     regressed = [c for c in cases if c["status"] == "REGRESSION"]
     if regressed:
         worst = max(regressed, key=lambda c: c["ratio"])
@@ -112,21 +155,39 @@ def summary_line(record: dict) -> str:
     busy = [c for c in cases if c["status"] == "slower (busy)"]
     if busy and not parts:
         parts.append(f"not judged: {len(busy)} case(s) slower, but {record['busy']}")
-    if not parts:
-        judged = (f", judged past x{1 + record['threshold']:g}: more ranks than cores"
-                  if record.get("oversubscribed") else "")
-        parts.append(f"no regression ({len(cases)} case{'s' if len(cases) != 1 else ''}"
-                     f"{judged})")
+    if len(parts) == len(invalid[:1]):
+        parts.append(f"no regression ({len(cases)} case{'s' if len(cases) != 1 else ''})")
+    if cases:
+        parts.append(threshold_note(record))
     new = record.get("only_in_candidate", []) + [c["case"] for c in record.get(
         "not_comparable", [])]
     if new:
         parts.append(f"{len(new)} case{'s' if len(new) > 1 else ''} not in the baseline "
                      f"(listed, not judged): {_names(new)}")
+    if record.get("fingerprint_changed"):
+        parts.append(f"differs from the baseline in {', '.join(record['fingerprint_changed'])}")
     return "; ".join(parts)
 
 
+def threshold_note(record: dict) -> str:
+    """`judged past ...`: the thresholds the cases were judged with, measured from the
+    machine's A/A runs (noise.py) or the fixed rule, and why."""
+    fixed = f"x{1 + record['threshold']:g}"
+    why = "more ranks than cores, " if record.get("oversubscribed") else ""
+    found = [c["threshold"] for c in record["cases"] if c.get("threshold", {}).get("measured")]
+    if not found:
+        return f"judged past {fixed} (fixed rule: {why}too little A/A history)"
+    low, high = (f"x{1 + f(t['threshold'] for t in found):.3g}" for f in (min, max))
+    measured = low if low == high else f"{low}..{high}"
+    rest = len(record["cases"]) - len(found)
+    return (f"judged past {measured} (measured: {K_SIGMA:g} x the spread of this machine's A/A "
+            f"runs)" + (f", {rest} case(s) past {fixed} (fixed rule: {why}too little A/A "
+                        f"history)" if rest else ""))
+
+
 def flagged(record: dict) -> bool:
-    return record.get("verdict") == "regression"
+    """A regression, a newly failing check or a figure past its physical limit."""
+    return record.get("verdict") in ("regression", "invalid") or bool(record.get("invalid"))
 
 
 def result_files(folder: Path) -> list[Path]:
@@ -135,12 +196,27 @@ def result_files(folder: Path) -> list[Path]:
     return [p for p in find_result_files([folder]) if p.suffix == ".h5"]
 
 
+def history_beside(folder: Path, registry: Path) -> list[Results]:
+    """The runs of the results tree that holds the run's folder (its parent: `results/`), but
+    for the registry's and this run's own files, through the results index; files it cannot
+    read are left to history's warnings."""
+    root = folder.resolve().parent
+    if (root / ".git").exists() or root == root.parent:  # a checkout or /, no results tree
+        return []
+    skip = [Path(os.path.abspath(p)) for p in (folder, registry)]
+    paths = [p for p in result_files(root)
+             if not any(s == Path(os.path.abspath(p)) or s in Path(os.path.abspath(p)).parents
+                        for s in skip)]
+    return [r for _, r in shared_index().read_many(paths, warn=False) if isinstance(r, Results)]
+
+
 def judge_folder(folder: Path, registry: Path, rule: Rule = Rule()) -> list[tuple[Path, dict]]:
     """Judges every results file of the folder and writes its report and verdict beside it."""
     verdicts = []
+    history = history_beside(folder, registry)
     for path in result_files(folder):
         try:
-            record, report = judge(path, registry, rule)
+            record, report = judge(path, registry, rule, history)
         except OSError as err:
             record = {"candidate": str(path), "verdict": "unreadable", "error": str(err)}
             report = f"not readable: {err}\n"

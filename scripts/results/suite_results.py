@@ -147,6 +147,8 @@ class Results:
     attrs: dict[str, Any]
     ranks: dict[str, list[str]]
     cases: dict[str, Case]
+    # What tools derive from the attributes once per run (its system key, its verdict file).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -325,17 +327,22 @@ def read_results(path: str | Path, *, load_datasets: bool = True, warn: bool = T
                     cases[case.key] = case
     res = Results(path=path, attrs=attrs, ranks=ranks, cases=cases)
     if warn:
-        version = attrs.get("schema_version")
-        if version != SCHEMA_VERSION:
-            warnings.warn(f"{path}: schema_version {version!r}, this tool knows {SCHEMA_VERSION}",
-                          SchemaWarning, stacklevel=2)
-        if not res.complete:
-            why = ("a .partial file" if str(path).endswith(PARTIAL_SUFFIX)
-                   else f"complete = {attrs.get('complete')!r}")
-            warnings.warn(f"{path}: run not complete ({why}); it holds {len(cases)} finished"
-                          " case(s), others may be missing", IncompleteResultsWarning,
-                          stacklevel=2)
+        warn_schema(res)
     return res
+
+
+def warn_schema(res: Results) -> None:
+    """The warnings of `read_results`: an unknown `schema_version` (SchemaWarning), a run that
+    did not finish (IncompleteResultsWarning)."""
+    version = res.attrs.get("schema_version")
+    if version != SCHEMA_VERSION:
+        warnings.warn(f"{res.path}: schema_version {version!r}, this tool knows {SCHEMA_VERSION}",
+                      SchemaWarning, stacklevel=3)
+    if not res.complete:
+        why = ("a .partial file" if str(res.path).endswith(PARTIAL_SUFFIX)
+               else f"complete = {res.attrs.get('complete')!r}")
+        warnings.warn(f"{res.path}: run not complete ({why}); it holds {len(res.cases)} finished"
+                      " case(s), others may be missing", IncompleteResultsWarning, stacklevel=3)
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scripts.results import suite_results
+from scripts.results.index import read_indexed
 
 
 def verdict(case: suite_results.Case) -> str:
@@ -75,7 +76,7 @@ def format_pairs(case: suite_results.Case, limit: int) -> str:
 
 
 def summarize(path: Path, limit: int) -> bool:
-    res = suite_results.read_results(path, load_datasets=False)
+    res = read_indexed(path)
     print(f"\n{path}: {res.describe()} | {res.attrs.get('device_names', '?')} | dtype {res.attrs.get('dtype', '?')}")
     print("  software: " + "; ".join(f"{k} {v}" for k, v in suite_results.software_versions(res).items()))
     ok = True

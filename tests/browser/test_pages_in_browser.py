@@ -8,7 +8,8 @@ its verdict file must name the slowed case), report_page.py writes both runs' pa
 history.py --html the history page. Chromium then opens the pages: no image may fail to load, no
 table may be empty, no link inside the run may be broken, nothing may come from the network and
 the console must stay free of errors; the slowed case must lead the regressed cases and be
-marked in the history. The same checks must find what a broken copy of the run breaks (a plot
+marked in the history. A nightly history with a 2% step must show its change point at the
+right run, a flat one none. The same checks must find what a broken copy of the run breaks (a plot
 deleted, a report gone, an empty table, a script error), so a check that cannot fail does not
 pass. Screenshots of both pages stay in the build folder (--shots).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +33,8 @@ REPO = HERE.parents[1]
 
 from scripts.cli import command_line
 from page_check import Unavailable, ensure_chromium, problems, screenshot, start_driver
-from tests.scripts.synthetic_results import NEW_CASE, SLOWED_CASE, write_run
+from tests.scripts.synthetic_results import (NEW_CASE, SLOWED_CASE, STEP_AT, nightly_history,
+                                             write_run)
 
 SKIP = 77
 
@@ -100,6 +103,29 @@ def check_pages(driver, base: Path, cand: Path, history: Path, shots: Path) -> N
         print(f"screenshot: {screenshot(driver, page, shots / f'{name}.png')}")
 
 
+def check_change_points(driver, python: Path, root: Path, shots: Path) -> None:
+    """A nightly history with a 2% step from night STEP_AT: its page marks the step in the
+    case's trend (one dashed line) and lists it at that run; a flat history's page marks none."""
+    for slowdown, expected in ((1.02, 1), (1.0, 0)):
+        folder = root / f"nightly_{slowdown}"
+        page = folder / "history.html"
+        script(python, "history.py", nightly_history(folder, slowdown), "--case",
+               "allreduce_fp32_act_s1024_b1_h1024$", "--html", page)
+        found = problems(driver, page)
+        expect(not found, f"{page}: " + "; ".join(found))
+        driver.get(page.as_uri())
+        lines = driver.execute_script("return document.querySelectorAll('svg.spark line.step')"
+                                      ".length")
+        listed = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.step-point')).map(e => e.innerText)")
+        expect(lines == expected and len(listed) == expected,
+               f"{page}: {lines} dashed line(s), listed {listed}, expected {expected}")
+        expect(all(t.startswith(f"run {STEP_AT}:") and "+2.00%" in t for t in listed),
+               f"{page}: change point listed as {listed}")
+    shot = screenshot(driver, root / "nightly_1.02" / "history.html", shots / "change_points.png")
+    print(f"screenshot: {shot}")
+
+
 def check_the_checks(driver, cand: Path, root: Path) -> None:
     """A broken copy: each breakage must be found, or the checks above prove nothing."""
     broken = root / "broken"
@@ -127,6 +153,7 @@ def main() -> int:
     args = parser.parse_args()
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="suite_pages_"))
+    os.environ["SUITE_RESULTS_INDEX"] = str(root / "results_index.sqlite")  # not the user's
     driver = None
     try:
         ensure_chromium(root / "apt.log")
@@ -137,6 +164,7 @@ def main() -> int:
         script(args.python, "history.py", base, cand, "--html", history)
         driver = start_driver()
         check_pages(driver, base, cand, history, args.shots)
+        check_change_points(driver, args.python, root, args.shots)
         check_the_checks(driver, cand, root)
         print(f"PASS browser_pages in {time.monotonic() - start:.0f} s "
               f"({installed - start:.0f} s to install Chromium)")

@@ -18,6 +18,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"ignore::DeprecationWarning:{module}")
 
 
+@pytest.fixture(autouse=True)
+def results_index(tmp_path: Path, monkeypatch) -> Path:
+    """Each test's results index in its own folder, never the user's cache (scripts/results/
+    index.py); subprocesses inherit it."""
+    from scripts.results.index import INDEX_ENV
+    path = tmp_path / "index-cache" / "results_index.sqlite"
+    monkeypatch.setenv(INDEX_ENV, str(path))
+    return path
+
+
 @pytest.fixture
 def results_writer(tmp_path: Path) -> Callable[..., Path]:
     """`results_writer(filename, bench, cases, **kw)` writes a results file under tmp_path."""

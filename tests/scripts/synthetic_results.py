@@ -59,7 +59,7 @@ def write_results(path: Path, bench: str, cases: list[CaseSpec], *, world_size: 
     attrs: dict[str, Any] = {
         "schema_version": 1, "suite_version": "0.1.0", "git_commit": git_commit,
         "created_utc": created_utc, "command_line": f"{bench} --out {path.name}",
-        "bench": bench, "world_size": world_size, "hostnames": "node01,node02",
+        "bench": bench, "world_size": world_size, "hostnames": "node01",
         "backend": "cpu", "transport": "mpi", "transport_detail": "host buffers",
         "link": "loopback", "mpi_version": "Open MPI v4.1.4", "nccl_version": "none",
         "cuda_version": "none", "device_names": "cpu", "slurm_job_id": "",
@@ -317,3 +317,37 @@ def write_run(folder: Path, *, slowed: float = 1.0, created_utc: str = "2025-01-
     write_results(folder / "ring_attention.h5", "ring_attention", ring_cases(4, world_size=4), **kw)
     write_results(folder / "ring_docs.h5", "ring_attention", generic_cases(), **kw)
     return folder
+
+
+def scale_times(path: Path, factor: float, attrs: dict[str, Any] | None = None) -> Path:
+    """Every case's step-time statistics (`time_*_s`) of a results file times `factor`, and
+    file attributes set from `attrs`: a run as slower (or faster) hardware would give it."""
+    with h5py.File(path, "r+") as f:
+        for name, value in (attrs or {}).items():
+            f.attrs[name] = value
+        bench = f[f.attrs["bench"]]
+        for group in bench.values():
+            for name in [n for n in group.attrs if n.startswith("time_") and n.endswith("_s")]:
+                group.attrs[name] = group.attrs[name] * factor
+    return path
+
+
+# A real run's file (the registry's) copied night after night, 2% slower from one night on.
+NIGHTLY_SOURCE = (REPO / "results" / "baselines" /
+                  "Intel-Xeon-Processor-2-cores_x4_loopback_mpi_cpu_fp32" / "sp_tp_collectives.h5")
+NIGHTS, STEP_AT = 24, 16
+
+
+def nightly_history(root: Path, slowdown: float) -> Path:
+    """NIGHTS copies of NIGHTLY_SOURCE under root/results (night_<n>/), each its own commit,
+    times unchanged as SMPI's deterministic runs give them; from night STEP_AT on every case's
+    time is `slowdown` x longer and NCCL is another version. Returns root/results."""
+    from scripts.results.history_scale import make_copies
+
+    source = root / "source"
+    source.mkdir(parents=True)
+    (source / NIGHTLY_SOURCE.name).write_bytes(NIGHTLY_SOURCE.read_bytes())
+    for copy in make_copies(source, root / "results", NIGHTS):
+        if int(copy.parent.name.split("_")[1]) >= STEP_AT:
+            scale_times(copy, slowdown, {"nccl_version": "2.21.5"})
+    return root / "results"

@@ -57,8 +57,8 @@ def machine(tmp_path):
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
     (root / "cmake").mkdir()
-    for rel in ("scripts/setup.sh", "scripts/requirements.txt", "pyproject.toml",
-                "cmake/dependencies.txt", "CMakeLists.txt"):
+    for rel in ("scripts/setup.sh", "scripts/requirements.txt", "scripts/requirements-nodeps.txt",
+                "pyproject.toml", "cmake/dependencies.txt", "CMakeLists.txt"):
         shutil.copy(ROOT / rel, root / rel)
     system = tmp_path / "system"
     system.mkdir()
