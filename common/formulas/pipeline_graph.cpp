@@ -133,4 +133,19 @@ Timeline critical_path(const Schedule& s, const ScheduleGraph& g, const OpDurati
   return t;
 }
 
+double closed_form_bubble(ScheduleKind kind, int ranks, const OpCosts& c) {
+  const double fill = ranks - 1;
+  switch (kind) {
+    case ScheduleKind::gpipe:
+    case ScheduleKind::one_f_one_b:
+    case ScheduleKind::interleaved:
+      return fill * (c.forward + c.input_grad + c.weight_grad);
+    case ScheduleKind::zb_h1:
+      return fill * (c.forward + c.input_grad - c.weight_grad);
+    case ScheduleKind::zb_v:
+      return fill * c.forward;
+  }
+  return 0;
+}
+
 }  // namespace suite::pipeline

@@ -59,4 +59,10 @@ struct Timeline {
 Timeline critical_path(const Schedule& schedule, const ScheduleGraph& graph,
                        const OpDuration& duration, double hop);
 
+// METHODS.md 7's closed-form bubble per rank (no hop, equal stages) from one chunk op's F, B, W
+// (a fused backward: B its whole time, W 0): gpipe and 1f1b (p - 1)(F + B + W); interleaved the
+// same per chunk op, i.e. (p - 1)(F + B + W)/v of a whole stage's; zb-h1 (p - 1)(F + B - W); zb-v
+// (p - 1) F, the V's fill (its graph's bubble at F = B = W).
+double closed_form_bubble(ScheduleKind kind, int ranks, const OpCosts& chunk);
+
 }  // namespace suite::pipeline

@@ -82,17 +82,24 @@ std::vector<Op> interleaved_rank(int p, int m, int v, int r) {
   return ops;
 }
 
-// The zero-bubble schedules as their authors' heuristic builds them: a list schedule at unit op
-// times. Each free rank takes, in this order, the oldest B whose gradient has arrived, a forward
-// whose input has arrived while it holds fewer than `limit[r]` micro-batch chunks between F and
-// B, and otherwise its oldest pending W. Deeper stages go first among ready ops of a kind.
-std::vector<std::vector<Op>> list_schedule(const Schedule& s, const std::vector<int>& limit) {
+// How far a rank may run ahead: micro-batch chunks past their F and not yet past their B
+// (`ahead`), and not yet past their W (`held`, the activations it keeps).
+struct Limits {
+  std::vector<int> ahead, held;
+};
+
+// The zero-bubble schedules as a list schedule at unit op times (their authors build them the
+// same way from profiled times): each free rank takes, in this order, the oldest forward whose
+// input has arrived while it is within its limits (1F1B's order: a freed slot goes to the next
+// forward), the oldest B whose gradient has arrived, and otherwise its oldest pending W, which
+// so fills what would be bubble. Deeper stages go first among ready ops of a kind.
+std::vector<std::vector<Op>> list_schedule(const Schedule& s, const Limits& limit) {
   const int p = s.spec.ranks, m = s.spec.microbatches, v = s.spec.chunks, S = s.stages();
   // done[kind][stage][mb]: the unit time its op ended, or -1.
   std::vector<std::vector<int>> f_done(S, std::vector<int>(m, -1)), b_done = f_done;
   std::vector<std::vector<int>> next_f(p, std::vector<int>(v, 0)), next_b = next_f;
   std::vector<std::deque<Op>> pending_w(p);
-  std::vector<int> held(p, 0), busy_until(p, 0), left(p, 3 * m * v);
+  std::vector<int> ahead(p, 0), held(p, 0), busy_until(p, 0), left(p, 3 * m * v);
   std::vector<std::vector<Op>> ops(p);
   const auto ready = [](int end, int t) { return end >= 0 && end <= t; };
   // Some rank runs an op in every unit of time unless the ranks wait on each other for good.
@@ -106,21 +113,28 @@ std::vector<std::vector<Op>> list_schedule(const Schedule& s, const std::vector<
         order[c] = c;
       std::sort(order.begin(), order.end(),
                 [&](int a, int b) { return s.stage_of(r, a) > s.stage_of(r, b); });
-      Op chosen{OpKind::W, -1, -1};
-      int best_mb = m;
-      for (int c : order) {  // B: the oldest micro-batch whose gradient is here
-        const int i = next_b[r][c], st = s.stage_of(r, c);
-        if (i >= m || i >= next_f[r][c] || i >= best_mb) continue;
-        const int dep = st == S - 1 ? f_done[st][i] : b_done[st + 1][i];
-        if (ready(dep, t)) chosen = {OpKind::B, i, c}, best_mb = i;
-      }
-      if (chosen.microbatch < 0 && held[r] < limit[r]) {
+      const auto pick_b = [&]() -> Op {  // the oldest micro-batch whose gradient is here
+        Op pick{OpKind::B, -1, -1};
+        for (int c : order) {
+          const int i = next_b[r][c], st = s.stage_of(r, c);
+          if (i >= m || i >= next_f[r][c] || (pick.microbatch >= 0 && i >= pick.microbatch))
+            continue;
+          if (ready(st == S - 1 ? f_done[st][i] : b_done[st + 1][i], t)) pick = {OpKind::B, i, c};
+        }
+        return pick;
+      };
+      const auto pick_f = [&]() -> Op {  // the oldest micro-batch whose input is here
+        Op pick{OpKind::F, -1, -1};
+        if (ahead[r] >= limit.ahead[r] || held[r] >= limit.held[r]) return pick;
         for (int c : order) {
           const int i = next_f[r][c], st = s.stage_of(r, c);
-          if (i >= m || i >= best_mb) continue;
-          if (st == 0 || ready(f_done[st - 1][i], t)) chosen = {OpKind::F, i, c}, best_mb = i;
+          if (i >= m || (pick.microbatch >= 0 && i >= pick.microbatch)) continue;
+          if (st == 0 || ready(f_done[st - 1][i], t)) pick = {OpKind::F, i, c};
         }
-      }
+        return pick;
+      };
+      Op chosen = pick_f();
+      if (chosen.microbatch < 0) chosen = pick_b();
       if (chosen.microbatch < 0 && !pending_w[r].empty()) {
         chosen = pending_w[r].front();
         pending_w[r].pop_front();
@@ -128,10 +142,12 @@ std::vector<std::vector<Op>> list_schedule(const Schedule& s, const std::vector<
       if (chosen.microbatch < 0) continue;
       const int st = s.stage_of(r, chosen.chunk);
       if (chosen.kind == OpKind::F) {
-        f_done[st][chosen.microbatch] = t + 1, ++next_f[r][chosen.chunk], ++held[r];
+        f_done[st][chosen.microbatch] = t + 1, ++next_f[r][chosen.chunk], ++ahead[r], ++held[r];
       } else if (chosen.kind == OpKind::B) {
-        b_done[st][chosen.microbatch] = t + 1, ++next_b[r][chosen.chunk], --held[r];
+        b_done[st][chosen.microbatch] = t + 1, ++next_b[r][chosen.chunk], --ahead[r];
         pending_w[r].push_back({OpKind::W, chosen.microbatch, chosen.chunk});
+      } else {
+        --held[r];
       }
       ops[r].push_back(chosen);
       busy_until[r] = t + 1, --left[r], --total;
@@ -223,7 +239,7 @@ Schedule make_schedule(const ScheduleSpec& spec) {
   if (const std::string bad = check_schedule(spec); !bad.empty()) throw UsageError(bad);
   Schedule s{spec, std::vector<std::vector<Op>>(spec.ranks)};
   const int p = spec.ranks, m = spec.microbatches;
-  std::vector<int> limit(p);
+  Limits limit{std::vector<int>(p), std::vector<int>(p)};
   switch (spec.kind) {
     case ScheduleKind::gpipe:
       for (int r = 0; r < p; ++r)
@@ -237,14 +253,14 @@ Schedule make_schedule(const ScheduleSpec& spec) {
       for (int r = 0; r < p; ++r)
         s.ranks[r] = interleaved_rank(p, m, spec.chunks, r);
       break;
-    case ScheduleKind::zb_h1:  // 1F1B's in-flight forwards: p - r on rank r
+    case ScheduleKind::zb_h1:  // 1F1B's forwards ahead (p - r), its first stage's p held
       for (int r = 0; r < p; ++r)
-        limit[r] = p - r;
+        limit.ahead[r] = p - r, limit.held[r] = p;
       s.ranks = list_schedule(s, limit);
       break;
     case ScheduleKind::zb_v:  // 1F1B's first-stage memory on every rank: p stages' worth
       for (int r = 0; r < p; ++r)
-        limit[r] = 2 * p;
+        limit.ahead[r] = limit.held[r] = 2 * p;
       s.ranks = list_schedule(s, limit);
       break;
   }

@@ -109,13 +109,16 @@ TEST(PipelineSchedule, HopsOnTheCriticalPath) {
   EXPECT_DOUBLE_EQ(t.bubble(), t.step - 6);
 }
 
-// In flight: GPipe m; 1F1B min(p - r, m); ZB-H1 keeps 1F1B's forwards ahead.
+// In flight: GPipe m; 1F1B min(p - r, m); ZB-H1 1F1B's peak, p, on every rank (its deferred W's
+// hold activations); ZB-V the same p stages' worth, 2 p chunks.
 TEST(PipelineSchedule, PeakInFlight) {
   EXPECT_EQ(pp::peak_in_flight(make(ScheduleKind::gpipe, 4, 6)), (std::vector<int>{6, 6, 6, 6}));
   EXPECT_EQ(pp::peak_in_flight(make(ScheduleKind::one_f_one_b, 4, 6)),
             (std::vector<int>{4, 3, 2, 1}));
   EXPECT_EQ(pp::peak_in_flight(make(ScheduleKind::one_f_one_b, 4, 2)),
             (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(pp::peak_in_flight(make(ScheduleKind::zb_h1, 4, 8)), (std::vector<int>{4, 4, 4, 4}));
+  EXPECT_EQ(pp::peak_in_flight(make(ScheduleKind::zb_v, 4, 8, 2)), (std::vector<int>{8, 8, 8, 8}));
 }
 
 TEST(PipelineSchedule, BadInputNamesTheFlag) {

@@ -1,0 +1,78 @@
+#include "bench/pipeline/pipeline_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "common/harness/errors.hpp"
+#include "common/harness/size_list.hpp"
+
+namespace suite::pipeline {
+
+void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
+  auto* group = app.add_option_group("pipeline_flags", "the pipeline and its schedules");
+  group
+      ->add_option("--pp", f.pp,
+                   "p: pipeline stages, one rank each; 0 = the job's ranks (must "
+                   "divide them: the other ranks run further PP groups)")
+      ->capture_default_str();
+  std::string known;
+  for (const std::string& n : schedule_names())
+    known += (known.empty() ? "" : ", ") + n;
+  group->add_option("--schedule", f.schedules, "schedules (list): " + known)->capture_default_str();
+  group->add_option("--microbatches", f.microbatches, "m: micro-batches per step; 0 = 2 p")
+      ->capture_default_str();
+  group
+      ->add_option("--chunks", f.chunks,
+                   "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); "
+                   "0 = the schedule's own")
+      ->capture_default_str();
+  group
+      ->add_option("--layers", f.layers,
+                   "L: layers of the model, split over the p v stages (the first L mod p v "
+                   "stages hold one more); 0 = 2 p v")
+      ->capture_default_str();
+  sp_tp::add_layer_shape_flags(app, f.shape);
+}
+
+std::string PipelineConfig::name() const {
+  return std::string(schedule_name(spec.kind)) + "_p" + std::to_string(spec.ranks) + "_m" +
+         std::to_string(spec.microbatches) + "_v" + std::to_string(spec.chunks) + "_L" +
+         std::to_string(layers) + "_s" + std::to_string(seq) + "_b" + std::to_string(batch) + "_h" +
+         std::to_string(hidden);
+}
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
+  const int world = ctx.mpi.size();
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (f.pp < 0 || (f.pp > 0 && world % f.pp != 0))
+    throw UsageError("--pp " + n(f.pp) + " must divide the job's " + n(world) + " ranks");
+  if (f.shape.seq < 1 || f.shape.batch < 1 || f.shape.hidden < 1 || f.shape.ffn_hidden < 0)
+    throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
+                     n(f.shape.hidden) + ": must be >= 1");
+  if (f.microbatches < 0 || f.chunks < 0 || f.layers < 0)
+    throw UsageError("--microbatches " + n(f.microbatches) + ", --chunks " + n(f.chunks) +
+                     ", --layers " + n(f.layers) + ": must be >= 0 (0 = the default)");
+  std::vector<PipelineConfig> configs;
+  for (const std::string& name : split_list(f.schedules)) {
+    PipelineConfig c;
+    c.spec.kind = parse_schedule(name);
+    c.spec.ranks = f.pp == 0 ? world : f.pp;
+    c.spec.microbatches = f.microbatches == 0 ? 2 * c.spec.ranks : f.microbatches;
+    c.spec.chunks = f.chunks == 0 ? default_chunks(c.spec.kind) : f.chunks;
+    if (const std::string bad = check_schedule(c.spec); !bad.empty()) throw UsageError(bad);
+    const int stages = c.spec.ranks * c.spec.chunks;
+    c.layers = f.layers == 0 ? 2 * stages : f.layers;
+    if (c.layers < stages)
+      throw UsageError("--layers " + n(c.layers) + " is fewer than the " + n(stages) +
+                       " stages (--pp " + n(c.spec.ranks) + " x --chunks " + n(c.spec.chunks) +
+                       ")");
+    c.seq = f.shape.seq;
+    c.batch = f.shape.batch;
+    c.hidden = f.shape.hidden;
+    c.ffn = f.shape.ffn_hidden == 0 ? 4 * f.shape.hidden : f.shape.ffn_hidden;
+    c.replicas = world / c.spec.ranks;
+    configs.push_back(c);
+  }
+  return configs;
+}
+
+}  // namespace suite::pipeline

@@ -1,0 +1,36 @@
+// The pipeline benchmark's flags (pipeline_flags) and the cases they name: one per schedule of
+// --schedule, each validated (UsageError naming the flag and the numbers otherwise).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/sp_tp/layer_flags.hpp"
+#include "common/formulas/pipeline_schedule.hpp"
+#include "common/harness/context.hpp"
+
+namespace suite::pipeline {
+
+struct PipelineFlags {
+  int pp = 0;  // 0: the job's ranks
+  std::string schedules = "1f1b";
+  int microbatches = 0;  // 0: 2 p
+  int chunks = 0;        // 0: the schedule's own (default_chunks)
+  int layers = 0;        // 0: 2 p v
+  sp_tp::LayerShapeFlags shape{64, 1, 64, 1, 0};
+};
+
+void add_pipeline_flags(CLI::App& app, PipelineFlags& f);
+
+// One case's sizes, resolved.
+struct PipelineConfig {
+  ScheduleSpec spec;
+  int layers = 1;
+  std::int64_t seq = 1, batch = 1, hidden = 1, ffn = 4;
+  int replicas = 1;  // PP groups in the job: the job's ranks / p
+  std::string name() const;
+};
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx);
+
+}  // namespace suite::pipeline
