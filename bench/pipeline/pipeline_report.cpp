@@ -106,6 +106,9 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
       gather_int(static_cast<std::int64_t>(pp_comm_->bytes().sent), ctx_.mpi.size(), world_rank);
   const std::vector<std::int64_t> sends =
       gather_int(executor_->sends(), ctx_.mpi.size(), world_rank);
+  // The loss of the first PP group, from the rank that holds its last stage.
+  double loss = world_rank < p ? executor_->loss() : 0, group_loss = 0;
+  MPI_Reduce(&loss, &group_loss, 1, MPI_DOUBLE, MPI_SUM, 0, ctx_.comm.mpi_comm());
   if (world_rank != 0) return;
 
   const Measured m = from_rows(schedule_, rows);
@@ -135,6 +138,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   const double closed = closed_form_bubble(cfg_.spec.kind, p, chunk);
 
   Attributes& a = rec.attrs;
+  a.emplace_back("loss", group_loss);
   a.emplace_back("step_timeline_s", step);
   a.emplace_back("bubble_s", bubble);
   a.emplace_back("bubble_fraction", step > 0 ? bubble / step : 0.0);
