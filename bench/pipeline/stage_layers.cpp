@@ -3,15 +3,22 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/sim/sim.hpp"
 #include "kernels/core/blas_cpu.hpp"
 
 namespace suite::pipeline {
 
 namespace {
 
-// C = op(A) op(B) (+ C when accumulate), row-major.
+// C = op(A) op(B) (+ C when accumulate), row-major. Modeled compute (SMPI, --sim-flops) charges
+// its 2 m n k FLOPs instead: F, B and W then cost 2 GEMMs a layer each.
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* A,
           const double* B, double* C, bool accumulate = false) {
+  if (sim::modeled()) {
+    sim::inject_flops(2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                      static_cast<double>(k));
+    return;
+  }
   kernels::cpu::blas_gemm<double>(ta, tb, m, n, k, 1.0, A, ta ? m : k, B, tb ? k : n,
                                   accumulate ? 1.0 : 0.0, C, n);
 }

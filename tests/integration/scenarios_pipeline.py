@@ -11,10 +11,14 @@ and bad input is refused with one message.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+
 import h5py
 import numpy as np
 
 from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from scripts.cli import command_line  # noqa: E402
 
 SEQ, BATCH, HIDDEN, FFN = 8, 2, 16, 32
 SHAPE = ["--seq", str(SEQ), "--batch", str(BATCH), "--hidden", str(HIDDEN), "--ffn-hidden", str(FFN)]
@@ -107,6 +111,28 @@ def scenario_timeline(env: Env) -> None:
     print("timelines hold every op once, the hops and bytes of the schedule")
 
 
+def scenario_scripts(env: Env) -> None:
+    """`suite plot` draws a Gantt chart per case; `suite trace` writes one complete event per op
+    of the timeline, one thread per rank, which Perfetto reads as JSON."""
+    out, _ = run_pipeline(env, 4, "scripts", "--schedule", "1f1b,zb-v", "--microbatches", "4")
+    plots = env.workdir / "plots"
+    proc = subprocess.run([*command_line("plot"), str(out), "--out", str(plots)], capture_output=True,
+                          text=True, timeout=180)
+    expect(proc.returncode == 0, "suite plot failed", proc)
+    gantts = sorted(p.name for p in plots.glob("pipeline_gantt_*.png"))
+    expect(len(gantts) == 2, f"Gantt charts: {gantts}", proc)
+    trace = env.workdir / "trace.json"
+    proc = subprocess.run([*command_line("trace"), str(out), "-o", str(trace)], capture_output=True,
+                          text=True, timeout=180)
+    expect(proc.returncode == 0, "suite trace failed", proc)
+    events = json.loads(trace.read_text())["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    expect(len(ops) == 4 * 4 * 2 + 4 * 4 * 2 * 3, f"{len(ops)} op events")  # 1f1b: F, BW; zb-v: F, B, W x 2 chunks
+    expect({e["tid"] for e in ops} == {0, 1, 2, 3}, "one thread per rank")
+    expect(all(e["dur"] >= 0 and e["ts"] >= 0 for e in ops), "negative times")
+    print(f"{len(gantts)} Gantt charts, {len(ops)} trace events")
+
+
 def scenario_dropped(env: Env) -> None:
     """One micro-batch's weight gradients left out of the first stage's sums (a test hook): the
     check must fail (exit 1) for every schedule."""
@@ -137,6 +163,7 @@ SCENARIOS = {
     "pipeline_correct": scenario_correct,
     "pipeline_timeline": scenario_timeline,
     "pipeline_dropped": scenario_dropped,
+    "pipeline_scripts": scenario_scripts,
     "pipeline_bad_input": scenario_bad_input,
 }
 
