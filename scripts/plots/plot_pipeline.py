@@ -1,4 +1,4 @@
-"""Figures for pipeline (docs/RESULTS_SCHEMA.md, section pipeline): one Gantt chart per case,
+"""Figures for pipeline (docs/BENCHMARKS.md, section pipeline): one Gantt chart per case,
 `pipeline_gantt_<case>.png`: ranks over the step's time, each op a bar (forward, input gradient,
 weight gradient, or the whole backward) labelled with its micro-batch, the idle time shaded (the
 bubble), and the measured bubble beside the critical path's and the closed form's in the title.

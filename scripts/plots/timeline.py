@@ -1,4 +1,4 @@
-"""A case's op timeline (docs/RESULTS_SCHEMA.md, section pipeline): the `timeline` dataset's rows
+"""A case's op timeline (docs/BENCHMARKS.md, section pipeline): the `timeline` dataset's rows
 (one op each: rank, kind, micro-batch, chunk, stage, start and end in seconds from the step's
 first op) read as records, for the Gantt chart (plot_pipeline.py) and the Chrome trace export
 (chrome_trace.py)."""
