@@ -130,13 +130,16 @@ void PipelineExecutor::run_op(int index) {
     }
   } else if (is_backward(op.kind)) {
     Rows dx = layers.input_grad(mb, input);
+    // A whole backward sends its gradient when it ends, weight gradients included, as an
+    // autograd backward of the stage does (its first layer's input gradient comes last).
+    if (op.kind == OpKind::BW) layers.weight_grad(mb, !(stage == 0 && mb == drop_));
     if (stage == 0)
       input_grads_[mb] = std::move(dx);
     else
       send(op, stage - 1, std::move(dx));
-  }
-  if (op.kind == OpKind::W || op.kind == OpKind::BW)
+  } else {
     layers.weight_grad(mb, !(stage == 0 && mb == drop_));
+  }
   span.end = seconds_now();
   timeline_.push_back(span);
   int held = 0;

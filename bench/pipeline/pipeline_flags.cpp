@@ -7,12 +7,12 @@
 
 namespace suite::pipeline {
 
-void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
+void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
   auto* group = app.add_option_group("pipeline_flags", "the pipeline and its schedules");
   group
       ->add_option("--pp", f.pp,
-                   "p: pipeline stages, one rank each; 0 = the job's ranks (must "
-                   "divide them: the other ranks run further PP groups)")
+                   "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
+                   "other ranks run further PP groups)")
       ->capture_default_str();
   std::string known;
   for (const std::string& n : schedule_names())
@@ -25,10 +25,31 @@ void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
                    "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); "
                    "0 = the schedule's own")
       ->capture_default_str();
-  group
-      ->add_option("--layers", f.layers,
-                   "L: layers of the model, split over the p v stages (the first L mod p v "
-                   "stages hold one more); 0 = 2 p v")
+}
+
+std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p) {
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (f.microbatches < 0 || f.chunks < 0)
+    throw UsageError("--microbatches " + n(f.microbatches) + ", --chunks " + n(f.chunks) +
+                     ": must be >= 0 (0 = the default)");
+  std::vector<ScheduleSpec> specs;
+  for (const std::string& name : split_list(f.schedules)) {
+    ScheduleSpec spec;
+    spec.kind = parse_schedule(name);
+    spec.ranks = p;
+    spec.microbatches = f.microbatches == 0 ? 2 * p : f.microbatches;
+    spec.chunks = f.chunks == 0 ? default_chunks(spec.kind) : f.chunks;
+    if (const std::string bad = check_schedule(spec); !bad.empty()) throw UsageError(bad);
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
+  add_schedule_flags(app, f.schedule);
+  app.add_option("--layers", f.layers,
+                 "L: layers of the model, split over the p v stages (the first L mod p v "
+                 "stages hold one more); 0 = 2 p v")
       ->capture_default_str();
   sp_tp::add_layer_shape_flags(app, f.shape);
 }
@@ -41,35 +62,28 @@ std::string PipelineConfig::name() const {
 }
 
 std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
-  const int world = ctx.mpi.size();
+  const int world = ctx.mpi.size(), pp = f.schedule.pp;
   const auto n = [](std::int64_t v) { return std::to_string(v); };
-  if (f.pp < 0 || (f.pp > 0 && world % f.pp != 0))
-    throw UsageError("--pp " + n(f.pp) + " must divide the job's " + n(world) + " ranks");
+  if (pp < 0 || (pp > 0 && world % pp != 0))
+    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(world) + " ranks");
   if (f.shape.seq < 1 || f.shape.batch < 1 || f.shape.hidden < 1 || f.shape.ffn_hidden < 0)
     throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
                      n(f.shape.hidden) + ": must be >= 1");
-  if (f.microbatches < 0 || f.chunks < 0 || f.layers < 0)
-    throw UsageError("--microbatches " + n(f.microbatches) + ", --chunks " + n(f.chunks) +
-                     ", --layers " + n(f.layers) + ": must be >= 0 (0 = the default)");
+  if (f.layers < 0) throw UsageError("--layers " + n(f.layers) + ": must be >= 0 (0 = 2 p v)");
   std::vector<PipelineConfig> configs;
-  for (const std::string& name : split_list(f.schedules)) {
+  for (const ScheduleSpec& spec : schedule_specs(f.schedule, pp == 0 ? world : pp)) {
     PipelineConfig c;
-    c.spec.kind = parse_schedule(name);
-    c.spec.ranks = f.pp == 0 ? world : f.pp;
-    c.spec.microbatches = f.microbatches == 0 ? 2 * c.spec.ranks : f.microbatches;
-    c.spec.chunks = f.chunks == 0 ? default_chunks(c.spec.kind) : f.chunks;
-    if (const std::string bad = check_schedule(c.spec); !bad.empty()) throw UsageError(bad);
-    const int stages = c.spec.ranks * c.spec.chunks;
+    c.spec = spec;
+    const int stages = spec.ranks * spec.chunks;
     c.layers = f.layers == 0 ? 2 * stages : f.layers;
     if (c.layers < stages)
       throw UsageError("--layers " + n(c.layers) + " is fewer than the " + n(stages) +
-                       " stages (--pp " + n(c.spec.ranks) + " x --chunks " + n(c.spec.chunks) +
-                       ")");
+                       " stages (--pp " + n(spec.ranks) + " x --chunks " + n(spec.chunks) + ")");
     c.seq = f.shape.seq;
     c.batch = f.shape.batch;
     c.hidden = f.shape.hidden;
     c.ffn = f.shape.ffn_hidden == 0 ? 4 * f.shape.hidden : f.shape.ffn_hidden;
-    c.replicas = world / c.spec.ranks;
+    c.replicas = world / spec.ranks;
     configs.push_back(c);
   }
   return configs;

@@ -11,12 +11,22 @@
 
 namespace suite::pipeline {
 
-struct PipelineFlags {
+// The schedule's flags (section pipeline_flags), shared with model's pipeline section.
+struct ScheduleFlags {
   int pp = 0;  // 0: the job's ranks
   std::string schedules = "1f1b";
   int microbatches = 0;  // 0: 2 p
   int chunks = 0;        // 0: the schedule's own (default_chunks)
-  int layers = 0;        // 0: 2 p v
+};
+
+void add_schedule_flags(CLI::App& app, ScheduleFlags& f);
+
+// Every schedule --schedule names at p ranks, validated (UsageError naming the flag otherwise).
+std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p);
+
+struct PipelineFlags {
+  ScheduleFlags schedule;
+  int layers = 0;  // 0: 2 p v
   sp_tp::LayerShapeFlags shape{64, 1, 64, 1, 0};
 };
 

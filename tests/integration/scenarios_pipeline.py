@@ -23,6 +23,9 @@ from scripts.cli import command_line  # noqa: E402
 SEQ, BATCH, HIDDEN, FFN = 8, 2, 16, 32
 SHAPE = ["--seq", str(SEQ), "--batch", str(BATCH), "--hidden", str(HIDDEN), "--ffn-hidden", str(FFN)]
 SCHEDULES = "gpipe,1f1b,interleaved,zb-h1,zb-v"
+# Simulated: a GEMM of 34 MFLOP at 1 GFLOP/s beside a hop of 256 KB at 1 GB/s, as a real stage's
+# compute dwarfs its hop (modeled compute costs nothing to run).
+SIM_SHAPE = ["--seq", "256", "--batch", "1", "--hidden", "128", "--ffn-hidden", "512"]
 
 
 def run_pipeline(env: Env, ranks: int, name: str, *args: str, extra_env: dict | None = None,
@@ -146,6 +149,32 @@ def scenario_dropped(env: Env) -> None:
     print("a dropped micro-batch gradient fails the check")
 
 
+def scenario_sim_modeled(env: Env) -> None:
+    """SMPI with modeled compute (each GEMM's FLOPs at F, so F = B = W per layer and the times
+    are the platform's alone): the measured bubble equals the critical path of the schedule's
+    graph with the F, B, W and hop times of the same step within 5%, and METHODS.md 7's closed
+    form (which leaves out the hops) within 5% too, for every schedule, m = p and m = 2 p."""
+    from scenarios_sim import run_ok  # the SMPI build's runner (skips without build-sim)
+
+    for m in (4, 8):
+        out = env.workdir / f"sim_m{m}.h5"
+        with run_ok(env, "pipeline", out, "--platform", "flat", "--ranks", "4", "--bw", "1e9", "--lat", "1e-6",
+                    "--sim-flops", "1e9", flags=["--schedule", SCHEDULES, "--microbatches", str(m), *SIM_SHAPE,
+                                                 "--iters", "1", "--warmup", "0"]) as f:
+            expect(f.attrs["sim_compute_mode"] == "modeled", "not modeled compute")
+            for g in f["pipeline"].values():
+                a = g.attrs
+                split = a["schedule"] in ("zb-h1", "zb-v")
+                expect(abs(a["forward_s"] / a["input_grad_s"] - (1 if split else 0.5)) < 1e-9,
+                       f"{g.name}: F {a['forward_s']} B {a['input_grad_s']}: modeled GEMMs")
+                expect(abs(a["bubble_s"] / a["pred_bubble_s"] - 1) < 0.05,
+                       f"{g.name}: bubble {a['bubble_s']} against the critical path's {a['pred_bubble_s']}")
+                expect(abs(a["bubble_s"] / a["pred_closed_bubble_s"] - 1) < 0.05,
+                       f"{g.name}: bubble {a['bubble_s']} against the closed form's {a['pred_closed_bubble_s']}")
+                print(f"{g.name}: bubble {a['bubble_s']:.6f} s, critical path {a['pred_bubble_s']:.6f} s, "
+                      f"closed form {a['pred_closed_bubble_s']:.6f} s")
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "pipeline", {
         "pp not dividing": (["--pp", "3"], "--pp 3 must divide the job's 4 ranks"),
@@ -165,6 +194,7 @@ SCENARIOS = {
     "pipeline_dropped": scenario_dropped,
     "pipeline_scripts": scenario_scripts,
     "pipeline_bad_input": scenario_bad_input,
+    "pipeline_sim_modeled": scenario_sim_modeled,
 }
 
 if __name__ == "__main__":
