@@ -175,6 +175,30 @@ def scenario_sim_modeled(env: Env) -> None:
                       f"closed form {a['pred_closed_bubble_s']:.6f} s")
 
 
+def scenario_model(env: Env) -> None:
+    """`model --section pipeline` prints each schedule's step and bubble from the generator's
+    graph; at F = B = W = 1 per rank's layers (1/v per chunk) they are METHODS.md 7's, worked out
+    here: 3 (m + p - 1), interleaved 3 m + 3 (p - 1)/v, zb-h1 3 m + p - 1, zb-v 3 m + (p - 1)/2."""
+    p, m = 4, 8
+    proc = subprocess.run([str(env.bin_dir / "model"), "--section", "pipeline", "--pp", str(p),
+                           "--microbatches", str(m), "--schedule", SCHEDULES], capture_output=True,
+                          text=True, timeout=60)
+    expect(proc.returncode == 0, "model --section pipeline failed", proc)
+    want = {"gpipe": 3 * (m + p - 1), "1f1b": 3 * (m + p - 1), "interleaved": 3 * m + 3 * (p - 1) / 2,
+            "zb-h1": 3 * m + p - 1, "zb-v": 3 * m + (p - 1) / 2}
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.split()[:1] in
+            [[k] for k in want]}
+    expect(sorted(rows) == sorted(want), f"rows {sorted(rows)}", proc)
+    for name, step in want.items():
+        expect(abs(float(rows[name][3]) - step) < 1e-9, f"{name}: step {rows[name][3]}, want {step}", proc)
+        expect(abs(float(rows[name][4]) - (step - 3 * m)) < 1e-9, f"{name}: bubble {rows[name][4]}", proc)
+    proc = subprocess.run([str(env.bin_dir / "model"), "--section", "pipeline", "--pp", "4", "--microbatches",
+                           "6", "--schedule", "interleaved"], capture_output=True, text=True, timeout=60)
+    expect(proc.returncode == 2 and proc.stderr.count("error:") == 1 and "--microbatches 6" in proc.stderr,
+           "model: interleaved with m = 6 not refused", proc)
+    print("model's pipeline section holds the closed forms")
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "pipeline", {
         "pp not dividing": (["--pp", "3"], "--pp 3 must divide the job's 4 ranks"),
@@ -195,6 +219,7 @@ SCENARIOS = {
     "pipeline_scripts": scenario_scripts,
     "pipeline_bad_input": scenario_bad_input,
     "pipeline_sim_modeled": scenario_sim_modeled,
+    "pipeline_model": scenario_model,
 }
 
 if __name__ == "__main__":
