@@ -117,9 +117,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--compare", f.mesh_plan.compare,
                  "plan: a mesh to place in the ranking, as the plan names them (e.g. "
                  "tp8-cp16:ring-pp16-dp8)");
-  app.add_option("--layers,-L", f.p.layers,
-                 "L: layers of the model; every section also prints totals over L layers")
-      ->capture_default_str();
+  add_layers_flag(app, f.p.layers);
 }
 
 }  // namespace suite::model_cli

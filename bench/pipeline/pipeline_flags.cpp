@@ -3,27 +3,25 @@
 #include <CLI/CLI.hpp>
 
 #include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::pipeline {
 
 void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
-  auto* group = app.add_option_group("pipeline_flags", "the pipeline and its schedules");
-  group
-      ->add_option("--pp", f.pp,
-                   "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
-                   "other ranks run further PP groups)")
+  app.add_option("--pp", f.pp,
+                 "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
+                 "other ranks run further PP groups)")
       ->capture_default_str();
   std::string known;
   for (const std::string& n : schedule_names())
     known += (known.empty() ? "" : ", ") + n;
-  group->add_option("--schedule", f.schedules, "schedules (list): " + known)->capture_default_str();
-  group->add_option("--microbatches", f.microbatches, "m: micro-batches per step; 0 = 2 p")
+  app.add_option("--schedule", f.schedules, "schedules (list): " + known)->capture_default_str();
+  app.add_option("--microbatches", f.microbatches, "m: micro-batches per step; 0 = 2 p")
       ->capture_default_str();
-  group
-      ->add_option("--chunks", f.chunks,
-                   "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); "
-                   "0 = the schedule's own")
+  app.add_option("--chunks", f.chunks,
+                 "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); 0 = "
+                 "the schedule's own")
       ->capture_default_str();
 }
 
@@ -47,10 +45,7 @@ std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p) {
 
 void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
   add_schedule_flags(app, f.schedule);
-  app.add_option("--layers", f.layers,
-                 "L: layers of the model, split over the p v stages (the first L mod p v "
-                 "stages hold one more); 0 = 2 p v")
-      ->capture_default_str();
+  add_layers_flag(app, f.layers);
   sp_tp::add_layer_shape_flags(app, f.shape);
 }
 
@@ -70,11 +65,18 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
     throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
                      n(f.shape.hidden) + ": must be >= 1");
   if (f.layers < 0) throw UsageError("--layers " + n(f.layers) + ": must be >= 0 (0 = 2 p v)");
+  if (ctx.backend != Backend::cpu)
+    throw UsageError("pipeline runs its stages' layers on the host in fp64: use --backend cpu");
   std::vector<PipelineConfig> configs;
   for (const ScheduleSpec& spec : schedule_specs(f.schedule, pp == 0 ? world : pp)) {
     PipelineConfig c;
     c.spec = spec;
     const int stages = spec.ranks * spec.chunks;
+    // A message's tag names its stage and micro-batch; MPI guarantees tags up to 32767.
+    if (2LL * stages * spec.microbatches + Comm::kPeerTagBase > 32767)
+      throw UsageError("--pp " + n(spec.ranks) + " x --chunks " + n(spec.chunks) +
+                       " x --microbatches " + n(spec.microbatches) +
+                       " is above the 15883 stage micro-batches this run's MPI tags can name");
     c.layers = f.layers == 0 ? 2 * stages : f.layers;
     if (c.layers < stages)
       throw UsageError("--layers " + n(c.layers) + " is fewer than the " + n(stages) +

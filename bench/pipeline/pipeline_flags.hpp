@@ -11,7 +11,7 @@
 
 namespace suite::pipeline {
 
-// The schedule's flags (section pipeline_flags), shared with model's pipeline section.
+// The schedule's flags, shared with model's pipeline section.
 struct ScheduleFlags {
   int pp = 0;  // 0: the job's ranks
   std::string schedules = "1f1b";
