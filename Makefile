@@ -6,7 +6,7 @@
 # builds only the executables named.
 BUILD ?= build
 SIM_BUILD ?= build-sim
-SIM_TARGETS = sp_tp ring_attention ulysses moe mesh harness_overhead
+SIM_TARGETS = sp_tp ring_attention ulysses moe mesh pipeline harness_overhead
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 TARGETS ?=

@@ -34,6 +34,7 @@ COMMANDS = {
     "test-counts": Command("results.test_counts", "how many tests ran and skipped, from ctest's JUnit report"),
     # figures
     "plot": Command("plots.plot", "PNG figures of every benchmark in a results file"),
+    "trace": Command("plots.chrome_trace", "a results file's op timelines as Chrome trace-event JSON (Perfetto)"),
     "plot-varlen": Command("plots.plot_varlen", "packed documents against N_c: the model's prediction"),
     # where benchmarks run
     "simulate": Command("envs.simulate", "a benchmark on a simulated cluster (SimGrid's SMPI)"),

@@ -111,6 +111,13 @@ run moe_nodes moe --tokens 256 --hidden 128 --ffn-hidden 256 --experts 16 --top-
 mesh_shape=(--tp 2 --cp 2 --dp 0)
 if [ $((NP % 4)) -ne 0 ]; then mesh_shape=(--cp "$NP"); fi
 run mesh mesh "${mesh_shape[@]}" --seq 256 --hidden 256 --heads 4 --pass fwd_bwd --iters 5 --warmup 1
+# The fourth axis: 4 pipeline stages (NP where 4 does not divide it) of 8 small layers, 1F1B
+# against interleaved 1F1B over 8 micro-batches, each op's timeline, checked against one rank
+# running every layer; its Gantt chart comes with the plots, its Chrome trace beside them.
+pp=4
+if [ $((NP % 4)) -ne 0 ]; then pp=$NP; fi
+run pipeline pipeline --pp "$pp" --schedule 1f1b,interleaved --microbatches $((2 * pp)) --layers $((4 * pp)) \
+  --seq 64 --hidden 64 --iters 5 --warmup 1
 # pair traffic crosses nodes: it needs two nodes of 2 ranks (NP >= 4).
 a2a_traffic=uniform,zipf,incast
 if [ "$NP" -ge 4 ]; then a2a_traffic+=,pair; fi
@@ -131,6 +138,8 @@ suite wire-bytes "$dir/sp_tp.h5" --mpirun "$MPIRUN" ||
 for f in "$dir"/*.h5; do
   suite plot "$f" --out "$dir/plots/$(basename "$f" .h5)"
 done
+suite trace "$dir/pipeline.h5" -o "$dir/plots/pipeline/pipeline_trace.json" ||
+  echo "warning: suite trace failed"
 
 # Packed documents beyond this machine: the model's exact counts for the same lengths at N_c up to
 # 256 (every layout, no run needed), drawn against N_c with this run's measured points.

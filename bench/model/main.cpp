@@ -9,6 +9,7 @@
 
 #include "bench/model/formula_sections.hpp"
 #include "bench/model/model_flags.hpp"
+#include "bench/model/pipeline_section.hpp"
 #include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
 #include "kernels/core/dtype.hpp"
@@ -90,7 +91,9 @@ const std::vector<std::pair<const char*, void (*)(ModelFlags&, const Sizes&)>>& 
       {"tp_overlap",
        [](ModelFlags& f, const Sizes& z) { suite::model_cli::print_tp_overlap(f.p, z.e); }},
       {"plan", print_plan},
-      {"mesh", print_mesh}};
+      {"mesh", print_mesh},
+      {"pipeline",
+       [](ModelFlags& f, const Sizes&) { suite::model_cli::print_pipeline(f.schedule); }}};
   return sections;
 }
 

@@ -20,10 +20,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "cluster (--bw, --lat inside a node; --bw-inter, --lat-inter across); plan (not "
                  "in all): every mesh of --gpus for the model, sequence and --global-tokens, the "
                  "ones that fit --memory-gb, ranked by step time at a --calibration file's rates "
-                 "(or the flags')")
-      ->check(CLI::IsMember(
-          {"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh", "plan"}))
+                 "(or the flags'); pipeline (not in all): each --schedule's step and bubble at "
+                 "--pp, --microbatches, --chunks from the pipeline benchmark's generator")
+      ->check(CLI::IsMember({"all", "sp", "ring", "ulysses", "moe", "varlen", "tp_overlap", "mesh",
+                             "plan", "pipeline"}))
       ->capture_default_str();
+  pipeline::add_schedule_flags(app, f.schedule);
   ring::add_docs_flag(app, f.varlen.docs);
   app.add_option("--cp-sweep", f.cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
   app.add_option("--tokens-per-rank", f.tokens_per_rank,
@@ -115,9 +117,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--compare", f.mesh_plan.compare,
                  "plan: a mesh to place in the ranking, as the plan names them (e.g. "
                  "tp8-cp16:ring-pp16-dp8)");
-  app.add_option("--layers,-L", f.p.layers,
-                 "L: layers of the model; every section also prints totals over L layers")
-      ->capture_default_str();
+  add_layers_flag(app, f.p.layers);
 }
 
 }  // namespace suite::model_cli

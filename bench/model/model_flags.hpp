@@ -8,6 +8,7 @@
 #include "bench/model/params.hpp"
 #include "bench/model/plan_section.hpp"
 #include "bench/model/varlen.hpp"
+#include "bench/pipeline/pipeline_flags.hpp"
 #include "common/harness/options.hpp"
 
 namespace CLI {
@@ -25,6 +26,7 @@ struct ModelFlags {
   std::string tokens_per_rank;
   MeshOptions mesh;
   PlanOptions mesh_plan;
+  pipeline::ScheduleFlags schedule;  // --section pipeline
   double flops_bwd = 0;
   // Given on the command line? (--flops-bwd's default is --flops; --experts and --ep mean
   // "dense" and "C D" in the mesh and plan sections unless given.)

@@ -31,6 +31,14 @@ void add_batch_flag(CLI::App& app, std::int64_t& batch) {
       ->capture_default_str();
 }
 
+void add_layers_flag(CLI::App& app, int& layers) {
+  app.add_option("--layers,-L", layers,
+                 "L: layers of the model (model: every section also prints totals over L layers; "
+                 "pipeline: split over its p v stages, the first L mod p v holding one more, "
+                 "0 = 2 p v)")
+      ->capture_default_str();
+}
+
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden) {
   app.add_option("--ffn-hidden", ffn_hidden,
                  "d_ff: the MLP's width (each expert's in an MoE layer); 0 = 4h")

@@ -19,6 +19,8 @@ void add_heads_flag(CLI::App& app, int& heads);
 void add_batch_flag(CLI::App& app, std::int64_t& batch);
 // --ffn-hidden: d_ff, 0 = 4h (the executable resolves it).
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden);
+// -L, --layers: L, the model's layers (model's totals, pipeline's stages).
+void add_layers_flag(CLI::App& app, int& layers);
 void add_ranks_per_node_flag(CLI::App& app, int& ranks_per_node);
 // --sizes: message sizes in bytes, a list or range (parse_sweep).
 void add_sizes_flag(CLI::App& app, std::string& sizes);

@@ -42,7 +42,7 @@ from scripts import ROOT as REPO, module_command
 from scripts.results.process_memory import PeakMemory
 from scripts.envs.sim_platform import MAP_BY, PRESETS, PlatformError, make_platform, write
 
-BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "mesh", "harness_overhead")
+BENCHES = ("sp_tp", "ring_attention", "ulysses", "moe", "mesh", "pipeline", "harness_overhead")
 SHARED_BLOCK_BYTES = 1 << 26
 SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 

@@ -1,7 +1,7 @@
 """Write PNG figures for every bench in one results file (docs/RESULTS_SCHEMA.md).
 
 Known benches get their own figures (sp_tp, harness_overhead, ring_attention, ulysses, moe,
-mesh, kernel_bench); any other bench gets a generic
+mesh, pipeline, kernel_bench); any other bench gets a generic
 chart of the median step time per case and one measured-vs-predicted chart per `pred_<x>`.
 sp_tp files may hold collectives cases (`mode` missing or `collectives`) and layer cases
 (`mode="layer"`, figures in plot_sp_tp.py); each mode is plotted on its own.
@@ -27,6 +27,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from scripts.plots.plot_kernels import KERNEL_NEEDS, kernel_figures  # noqa: E402
 from scripts.plots.plot_mesh import MESH_NEEDS, mesh_figures  # noqa: E402
 from scripts.plots.plot_moe import MOE_NEEDS, moe_figures  # noqa: E402
+from scripts.plots.plot_pipeline import PIPELINE_NEEDS, pipeline_figures  # noqa: E402
 from scripts.plots.plot_ring import RING_NEEDS, ring_figures  # noqa: E402
 from scripts.plots.plot_sp_tp import LAYER_NEEDS, layer_figures  # noqa: E402
 from scripts.plots.plot_ulysses import ULYSSES_NEEDS, ulysses_figures  # noqa: E402
@@ -298,6 +299,8 @@ plot_moe = _figures_plotter(
     "Expert loads, load and drops against skew and CF, phases, time ratio (plot_moe.py).")
 plot_mesh = _figures_plotter(
     mesh_figures, MESH_NEEDS, "Time per axis and rank, memory per rank beside the formula (plot_mesh.py).")
+plot_pipeline = _figures_plotter(
+    pipeline_figures, PIPELINE_NEEDS, "A Gantt chart per case: ranks over time, the bubble shaded (plot_pipeline.py).")
 plot_kernel_bench = _figures_plotter(
     kernel_figures, KERNEL_NEEDS,
     "Achieved FLOP/s per case beside the peak, attention rate against s (plot_kernels.py).")
@@ -311,6 +314,7 @@ PLOTTERS: dict[str, Callable[[Results, str, Path, list[Path]], bool]] = {
     "moe": plot_moe,
     "kernel_bench": plot_kernel_bench,
     "mesh": plot_mesh,
+    "pipeline": plot_pipeline,
 }
 
 

@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 
-EXECUTABLES = ["sp_tp", "ring_attention", "ulysses", "moe", "mesh", "model", "harness_overhead",
+EXECUTABLES = ["sp_tp", "ring_attention", "ulysses", "moe", "mesh", "pipeline", "model", "harness_overhead",
                "kernel_bench"]
 
 # "  --iters INT:INT in [1 - 1000000]=20   help" or "  -s,--seq FLOAT=4096" (help on the next

@@ -1,0 +1,35 @@
+// One pipeline case: a schedule run over the PP group (setup, the timed step, the check against
+// one rank running every layer, and the report of measured against predicted,
+// pipeline_report.cpp).
+#pragma once
+
+#include <memory>
+
+#include "bench/pipeline/pipeline_executor.hpp"
+#include "bench/pipeline/pipeline_flags.hpp"
+#include "common/harness/bench_case.hpp"
+#include "common/harness/context.hpp"
+
+namespace suite::pipeline {
+
+class PipelineCase final : public BenchCase {
+ public:
+  PipelineCase(BenchContext& ctx, const PipelineConfig& cfg) : ctx_(ctx), cfg_(cfg) {}
+
+  void setup() override;
+  void step(PhaseTimer& phases) override;
+  CheckOutcome check() override;
+  void report(const Measurement& m, CaseRecord& rec) override;
+
+ private:
+  BenchContext& ctx_;
+  PipelineConfig cfg_;
+  std::unique_ptr<Comm> pp_comm_;  // this rank's PP group: consecutive ranks of the job
+  Schedule schedule_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  LayerShape shape() const { return {cfg_.seq * cfg_.batch, cfg_.hidden, cfg_.ffn}; }
+};
+
+CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg);
+
+}  // namespace suite::pipeline

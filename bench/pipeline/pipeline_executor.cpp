@@ -1,0 +1,186 @@
+#include "bench/pipeline/pipeline_executor.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/harness/run_clock.hpp"
+
+namespace suite::pipeline {
+
+namespace {
+
+constexpr int kLookahead = 2;  // receives posted this many ops ahead of the one running
+
+double seconds_now() {
+  return std::chrono::duration<double>(RunClock::now().time_since_epoch()).count();
+}
+
+// Where a hop between two chunks of one rank waits: (2 from_stage + backward, mb).
+std::pair<int, int> local_key(int from_stage, int mb, bool backward) {
+  return {2 * from_stage + (backward ? 1 : 0), mb};
+}
+
+bool is_backward(OpKind k) {
+  return k == OpKind::B || k == OpKind::BW;
+}
+
+}  // namespace
+
+int stage_first_layer(int stage, int stages, int layers) {
+  return stage * (layers / stages) + std::min(stage, layers % stages);
+}
+
+int stage_layer_count(int stage, int stages, int layers) {
+  return layers / stages + (stage < layers % stages ? 1 : 0);
+}
+
+PipelineExecutor::PipelineExecutor(const Schedule& schedule, const LayerShape& shape, int layers,
+                                   Comm& comm, int drop_microbatch)
+    : schedule_(schedule),
+      shape_(shape),
+      layers_(layers),
+      comm_(comm),
+      rank_(comm.rank()),
+      drop_(drop_microbatch) {}
+
+int PipelineExecutor::source_stage(const Op& op) const {
+  const int stage = schedule_.stage_of(rank_, op.chunk);
+  if (op.kind == OpKind::F) return stage == 0 ? -1 : stage - 1;
+  if (is_backward(op.kind)) return stage == schedule_.stages() - 1 ? -1 : stage + 1;
+  return -1;
+}
+
+int PipelineExecutor::tag(int from_stage, int mb, bool backward) const {
+  return Comm::kPeerTagBase + 2 * (from_stage * schedule_.spec.microbatches + mb) +
+         (backward ? 1 : 0);
+}
+
+void PipelineExecutor::post_receive(int index) {
+  const auto& ops = schedule_.ranks[rank_];
+  if (index >= static_cast<int>(ops.size()) || pending_recv_.count(index)) return;
+  const Op& op = ops[index];
+  const int from = source_stage(op);
+  if (from < 0 || schedule_.rank_of(from) == rank_) return;
+  Rows& data = inbox_[index];
+  data.resize(static_cast<std::size_t>(shape_.rows * shape_.hidden));
+  pending_recv_[index] =
+      comm_.post_receive(data.data(), data.size(), DType::fp64, schedule_.rank_of(from),
+                         tag(from, op.microbatch, is_backward(op.kind)));
+}
+
+Rows PipelineExecutor::take_input(int index) {
+  const Op& op = schedule_.ranks[rank_][index];
+  const int from = source_stage(op);
+  const bool backward = is_backward(op.kind);
+  if (schedule_.rank_of(from) == rank_) {
+    const auto key = local_key(from, op.microbatch, backward);
+    Rows data = std::move(local_.at(key));
+    local_.erase(key);
+    return data;
+  }
+  post_receive(index);
+  std::vector<MPI_Request> wait{pending_recv_.at(index)};
+  comm_.wait_messages(wait, schedule_.rank_of(from));
+  pending_recv_.erase(index);
+  Rows data = std::move(inbox_.at(index));
+  inbox_.erase(index);
+  return data;
+}
+
+void PipelineExecutor::send(const Op& op, int to_stage, Rows data) {
+  const int from = schedule_.stage_of(rank_, op.chunk);
+  const bool backward = is_backward(op.kind);
+  if (schedule_.rank_of(to_stage) == rank_) {
+    local_[local_key(from, op.microbatch, backward)] = std::move(data);
+    return;
+  }
+  auto msg = std::make_unique<InFlight>();
+  msg->data = std::move(data);
+  msg->request = comm_.post_send(msg->data.data(), msg->data.size(), DType::fp64,
+                                 schedule_.rank_of(to_stage), tag(from, op.microbatch, backward));
+  outbox_.push_back(std::move(msg));
+  ++sends_;
+}
+
+void PipelineExecutor::run_op(int index) {
+  const Op& op = schedule_.ranks[rank_][index];
+  const int stage = schedule_.stage_of(rank_, op.chunk), last = schedule_.stages() - 1;
+  const int mb = op.microbatch;
+  StageLayers& layers = *chunks_[op.chunk];
+  Rows input;
+  if (op.kind == OpKind::F) {
+    input = stage == 0 ? pipeline_input(shape_, mb) : take_input(index);
+  } else if (is_backward(op.kind)) {
+    if (stage == last) {
+      input = std::move(local_.at(local_key(last, mb, false)));
+      local_.erase(local_key(last, mb, false));
+    } else {
+      input = take_input(index);
+    }
+  }
+  OpSpan span{op, seconds_now(), 0};
+  if (op.kind == OpKind::F) {
+    Rows y = layers.forward(mb, input);
+    if (stage == last) {  // loss 0.5 |y|^2: its gradient is y, kept for this stage's backward
+      for (double v : y)
+        loss_ += 0.5 * v * v;
+      local_[local_key(last, mb, false)] = std::move(y);
+    } else {
+      send(op, stage + 1, std::move(y));
+    }
+  } else if (is_backward(op.kind)) {
+    Rows dx = layers.input_grad(mb, input);
+    // A whole backward sends its gradient when it ends, weight gradients included, as an
+    // autograd backward of the stage does (its first layer's input gradient comes last).
+    if (op.kind == OpKind::BW) layers.weight_grad(mb, !(stage == 0 && mb == drop_));
+    if (stage == 0)
+      input_grads_[mb] = std::move(dx);
+    else
+      send(op, stage - 1, std::move(dx));
+  } else {
+    layers.weight_grad(mb, !(stage == 0 && mb == drop_));
+  }
+  span.end = seconds_now();
+  timeline_.push_back(span);
+  int held = 0;
+  std::int64_t bytes = 0;
+  for (const auto& c : chunks_)
+    held += c->held(), bytes += c->held() * c->bytes_per_microbatch();
+  peak_held_ = std::max(peak_held_, held);
+  peak_bytes_ = std::max(peak_bytes_, bytes);
+}
+
+void PipelineExecutor::run_step() {
+  chunks_.clear();
+  for (int c = 0; c < schedule_.spec.chunks; ++c) {
+    const int stage = schedule_.stage_of(rank_, c), stages = schedule_.stages();
+    chunks_.push_back(std::make_unique<StageLayers>(shape_,
+                                                    stage_first_layer(stage, stages, layers_),
+                                                    stage_layer_count(stage, stages, layers_)));
+  }
+  timeline_.clear();
+  input_grads_.clear();
+  local_.clear();
+  loss_ = 0;
+  sends_ = peak_held_ = 0;
+  peak_bytes_ = 0;
+  const int n = static_cast<int>(schedule_.ranks[rank_].size());
+  for (int i = 0; i < n; ++i) {
+    for (int k = i; k <= i + kLookahead; ++k)
+      post_receive(k);
+    run_op(i);
+    std::vector<MPI_Request> done;  // let the sends in flight move
+    for (auto& m : outbox_)
+      done.push_back(m->request);
+    if (!done.empty()) comm_.test_messages(done);
+    for (std::size_t k = 0; k < done.size(); ++k)
+      outbox_[k]->request = done[k];
+  }
+  std::vector<MPI_Request> sends;
+  for (auto& m : outbox_)
+    sends.push_back(m->request);
+  comm_.wait_messages(sends, -1);
+  outbox_.clear();
+}
+
+}  // namespace suite::pipeline

@@ -1,0 +1,86 @@
+// Runs one rank's ops of a pipeline schedule, whatever the generator yields: each F receives
+// its micro-batch's activation from the stage before and sends its output to the stage after,
+// each B (or BW) receives the output gradient and sends the input gradient back, point to point
+// with nonblocking MPI messages through the suite's Comm (the receives of the next ops posted
+// ahead, the sends left in flight while the rank computes on). A hop between two chunks of one
+// rank (zb-v's turn) stays in memory. Records each op's start and end.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "bench/pipeline/stage_layers.hpp"
+#include "common/formulas/pipeline_schedule.hpp"
+#include "common/transport/comm.hpp"
+
+namespace suite::pipeline {
+
+// The layers of each stage: the first L mod S stages of S hold one more.
+int stage_first_layer(int stage, int stages, int layers);
+int stage_layer_count(int stage, int stages, int layers);
+
+struct OpSpan {
+  Op op;
+  double start = 0, end = 0;  // seconds from the step's start on this rank's clock
+};
+
+class PipelineExecutor {
+ public:
+  // comm: the PP group (rank r holds stage_of(r, c) for each chunk c). drop_microbatch >= 0
+  // leaves that micro-batch's weight gradients out of the first stage's sums (a test hook the
+  // correctness check must catch).
+  PipelineExecutor(const Schedule& schedule, const LayerShape& shape, int layers, Comm& comm,
+                   int drop_microbatch = -1);
+
+  // One training step: every op of this rank, from fresh gradients.
+  void run_step();
+
+  const std::vector<OpSpan>& timeline() const { return timeline_; }
+  const StageLayers& chunk(int c) const { return *chunks_[c]; }
+  // Sum over micro-batches of 0.5 |y|^2 at the last stage (on the rank holding it; 0 elsewhere).
+  double loss() const { return loss_; }
+  // The first stage's input gradient per micro-batch (on the rank holding it).
+  const std::map<int, Rows>& input_grads() const { return input_grads_; }
+  // Messages this rank sent in the last step.
+  int sends() const { return sends_; }
+  // The most micro-batch chunks whose activations the rank held at once in the last step, and
+  // their bytes (the stage layers' saved tensors).
+  int peak_held() const { return peak_held_; }
+  std::int64_t peak_activation_bytes() const { return peak_bytes_; }
+
+ private:
+  const Schedule& schedule_;
+  LayerShape shape_;
+  int layers_;
+  Comm& comm_;
+  int rank_;
+  int drop_;
+  std::vector<std::unique_ptr<StageLayers>> chunks_;
+  std::vector<OpSpan> timeline_;
+  double loss_ = 0;
+  std::map<int, Rows> input_grads_;
+  int sends_ = 0;
+  int peak_held_ = 0;
+  std::int64_t peak_bytes_ = 0;
+  // Posted receives and the data that arrived in memory, by the op index that consumes them.
+  std::map<int, Rows> inbox_;
+  std::map<int, MPI_Request> pending_recv_;
+  std::map<std::pair<int, int>, Rows> local_;  // (stage, mb) -> the gradient or activation
+  struct InFlight {
+    Rows data;
+    MPI_Request request;
+  };
+  std::vector<std::unique_ptr<InFlight>> outbox_;
+
+  // The rank and stage an op receives from (-1: none, the input or the loss's gradient).
+  int source_stage(const Op& op) const;
+  int tag(int from_stage, int mb, bool backward) const;
+  void post_receive(int index);
+  Rows take_input(int index);
+  void send(const Op& op, int to_stage, Rows data);
+  void run_op(int index);
+};
+
+}  // namespace suite::pipeline

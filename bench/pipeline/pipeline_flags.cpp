@@ -1,0 +1,94 @@
+#include "bench/pipeline/pipeline_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
+#include "common/harness/size_list.hpp"
+
+namespace suite::pipeline {
+
+void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
+  app.add_option("--pp", f.pp,
+                 "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
+                 "other ranks run further PP groups)")
+      ->capture_default_str();
+  std::string known;
+  for (const std::string& n : schedule_names())
+    known += (known.empty() ? "" : ", ") + n;
+  app.add_option("--schedule", f.schedules, "schedules (list): " + known)->capture_default_str();
+  app.add_option("--microbatches", f.microbatches, "m: micro-batches per step; 0 = 2 p")
+      ->capture_default_str();
+  app.add_option("--chunks", f.chunks,
+                 "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); 0 = "
+                 "the schedule's own")
+      ->capture_default_str();
+}
+
+std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p) {
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (f.microbatches < 0 || f.chunks < 0)
+    throw UsageError("--microbatches " + n(f.microbatches) + ", --chunks " + n(f.chunks) +
+                     ": must be >= 0 (0 = the default)");
+  std::vector<ScheduleSpec> specs;
+  for (const std::string& name : split_list(f.schedules)) {
+    ScheduleSpec spec;
+    spec.kind = parse_schedule(name);
+    spec.ranks = p;
+    spec.microbatches = f.microbatches == 0 ? 2 * p : f.microbatches;
+    spec.chunks = f.chunks == 0 ? default_chunks(spec.kind) : f.chunks;
+    if (const std::string bad = check_schedule(spec); !bad.empty()) throw UsageError(bad);
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
+  add_schedule_flags(app, f.schedule);
+  add_layers_flag(app, f.layers);
+  sp_tp::add_layer_shape_flags(app, f.shape);
+}
+
+std::string PipelineConfig::name() const {
+  return std::string(schedule_name(spec.kind)) + "_p" + std::to_string(spec.ranks) + "_m" +
+         std::to_string(spec.microbatches) + "_v" + std::to_string(spec.chunks) + "_L" +
+         std::to_string(layers) + "_s" + std::to_string(seq) + "_b" + std::to_string(batch) + "_h" +
+         std::to_string(hidden);
+}
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
+  const int world = ctx.mpi.size(), pp = f.schedule.pp;
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (pp < 0 || (pp > 0 && world % pp != 0))
+    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(world) + " ranks");
+  if (f.shape.seq < 1 || f.shape.batch < 1 || f.shape.hidden < 1 || f.shape.ffn_hidden < 0)
+    throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
+                     n(f.shape.hidden) + ": must be >= 1");
+  if (f.layers < 0) throw UsageError("--layers " + n(f.layers) + ": must be >= 0 (0 = 2 p v)");
+  if (ctx.backend != Backend::cpu)
+    throw UsageError("pipeline runs its stages' layers on the host in fp64: use --backend cpu");
+  std::vector<PipelineConfig> configs;
+  for (const ScheduleSpec& spec : schedule_specs(f.schedule, pp == 0 ? world : pp)) {
+    PipelineConfig c;
+    c.spec = spec;
+    const int stages = spec.ranks * spec.chunks;
+    // A message's tag names its stage and micro-batch; MPI guarantees tags up to 32767.
+    if (2LL * stages * spec.microbatches + Comm::kPeerTagBase > 32767)
+      throw UsageError("--pp " + n(spec.ranks) + " x --chunks " + n(spec.chunks) +
+                       " x --microbatches " + n(spec.microbatches) +
+                       " is above the 15883 stage micro-batches this run's MPI tags can name");
+    c.layers = f.layers == 0 ? 2 * stages : f.layers;
+    if (c.layers < stages)
+      throw UsageError("--layers " + n(c.layers) + " is fewer than the " + n(stages) +
+                       " stages (--pp " + n(spec.ranks) + " x --chunks " + n(spec.chunks) + ")");
+    c.seq = f.shape.seq;
+    c.batch = f.shape.batch;
+    c.hidden = f.shape.hidden;
+    c.ffn = f.shape.ffn_hidden == 0 ? 4 * f.shape.hidden : f.shape.ffn_hidden;
+    c.replicas = world / spec.ranks;
+    configs.push_back(c);
+  }
+  return configs;
+}
+
+}  // namespace suite::pipeline

@@ -1,0 +1,46 @@
+// The pipeline benchmark's flags (pipeline_flags) and the cases they name: one per schedule of
+// --schedule, each validated (UsageError naming the flag and the numbers otherwise).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/sp_tp/layer_flags.hpp"
+#include "common/formulas/pipeline_schedule.hpp"
+#include "common/harness/context.hpp"
+
+namespace suite::pipeline {
+
+// The schedule's flags, shared with model's pipeline section.
+struct ScheduleFlags {
+  int pp = 0;  // 0: the job's ranks
+  std::string schedules = "1f1b";
+  int microbatches = 0;  // 0: 2 p
+  int chunks = 0;        // 0: the schedule's own (default_chunks)
+};
+
+void add_schedule_flags(CLI::App& app, ScheduleFlags& f);
+
+// Every schedule --schedule names at p ranks, validated (UsageError naming the flag otherwise).
+std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p);
+
+struct PipelineFlags {
+  ScheduleFlags schedule;
+  int layers = 0;  // 0: 2 p v
+  sp_tp::LayerShapeFlags shape{64, 1, 64, 1, 0};
+};
+
+void add_pipeline_flags(CLI::App& app, PipelineFlags& f);
+
+// One case's sizes, resolved.
+struct PipelineConfig {
+  ScheduleSpec spec;
+  int layers = 1;
+  std::int64_t seq = 1, batch = 1, hidden = 1, ffn = 4;
+  int replicas = 1;  // PP groups in the job: the job's ranks / p
+  std::string name() const;
+};
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx);
+
+}  // namespace suite::pipeline

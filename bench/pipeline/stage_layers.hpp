@@ -1,0 +1,59 @@
+// The layers of one pipeline chunk: dense residual MLP blocks y = x + tanh(x W1) W2 (the
+// transformer's MLP half, the part whose weight-gradient GEMMs a zero-bubble schedule defers),
+// in fp64 on the host. Each micro-batch's activations are kept from its forward until its
+// weight gradients, so any number of micro-batches can be in flight, and the backward runs as
+// one op (BW) or split into the input gradient (B) and the weight gradients (W).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace suite::pipeline {
+
+struct LayerShape {
+  std::int64_t rows = 1;    // tokens of one micro-batch: b_mb s
+  std::int64_t hidden = 1;  // h
+  std::int64_t ffn = 4;     // d_ff
+};
+
+// A micro-batch's activation or gradient: [rows, hidden], row-major.
+using Rows = std::vector<double>;
+
+// The micro-batch's input to the first layer, the same on every rank.
+Rows pipeline_input(const LayerShape& shape, int microbatch);
+
+class StageLayers {
+ public:
+  // Layers first_layer .. first_layer + count - 1 of the model, their weights set from their
+  // global index (so any split of the model holds the same weights).
+  StageLayers(const LayerShape& shape, int first_layer, int count);
+
+  Rows forward(int microbatch, const Rows& input);
+  // The input gradient from the output gradient; keeps what the weight gradients need.
+  Rows input_grad(int microbatch, const Rows& grad_output);
+  // Adds the micro-batch's weight gradients (unless !accumulate) and frees its activations.
+  void weight_grad(int microbatch, bool accumulate = true);
+
+  int first_layer() const { return first_; }
+  int count() const { return static_cast<int>(w1_.size()); }
+  // Summed over the micro-batches run: [count][h f] and [count][f h].
+  const std::vector<Rows>& grad_w1() const { return dw1_; }
+  const std::vector<Rows>& grad_w2() const { return dw2_; }
+  // The micro-batches whose activations are held now, and the most held at once.
+  int held() const { return static_cast<int>(saved_.size()); }
+  int peak_held() const { return peak_; }
+  std::int64_t bytes_per_microbatch() const;
+
+ private:
+  struct Saved {
+    std::vector<Rows> x, a, dy, g;  // per layer: input, tanh, output gradient, pre-tanh gradient
+  };
+  LayerShape shape_;
+  int first_;
+  std::vector<Rows> w1_, w2_, dw1_, dw2_;
+  std::map<int, Saved> saved_;
+  int peak_ = 0;
+};
+
+}  // namespace suite::pipeline

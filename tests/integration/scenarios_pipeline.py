@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Integration scenarios of `pipeline`, the schedules run (CPU backend), one per ctest test.
+
+Each runs bench/pipeline under mpirun and reads its HDF5 file with h5py. Every case's own check
+compares the loss, the input gradients and every weight gradient with one rank running all the
+layers on the same micro-batches (fp64, 1e-10); here its verdict is read back for every schedule
+at 2 and 4 stages and m < p, m = p, m > p, the loss is recomputed by numpy from the model's
+definition (outside the suite's code), the timeline is held to the schedule's op counts, hops
+and bytes (c b_mb h e counted by hand), a micro-batch's gradient left out must fail the check,
+and bad input is refused with one message.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import h5py
+import numpy as np
+
+from run_scenario import Env, expect, expect_refused, run_cli  # noqa: E402
+from scripts.cli import command_line  # noqa: E402
+
+SEQ, BATCH, HIDDEN, FFN = 8, 2, 16, 32
+SHAPE = ["--seq", str(SEQ), "--batch", str(BATCH), "--hidden", str(HIDDEN), "--ffn-hidden", str(FFN)]
+SCHEDULES = "gpipe,1f1b,interleaved,zb-h1,zb-v"
+# Simulated: a GEMM of 34 MFLOP at 1 GFLOP/s beside a hop of 256 KB at 1 GB/s, as a real stage's
+# compute dwarfs its hop (modeled compute costs nothing to run).
+SIM_SHAPE = ["--seq", "256", "--batch", "1", "--hidden", "128", "--ffn-hidden", "512"]
+
+
+def run_pipeline(env: Env, ranks: int, name: str, *args: str, extra_env: dict | None = None,
+                 ok: bool = True):
+    out = env.workdir / f"{name}.h5"
+    proc = env.mpirun(ranks, "pipeline", "--backend", "cpu", "--dtype", "fp64", "--iters", "1",
+                      "--warmup", "0", *SHAPE, *args, "--out", str(out), extra_env=extra_env)
+    if ok:
+        expect(proc.returncode == 0, f"pipeline {name} failed", proc)
+    return out, proc
+
+
+def smooth(seed: int, n: int) -> np.ndarray:
+    """The model's values: sin(0.7 seed + 0.37 i + 0.1) (stage_layers.cpp's definition)."""
+    return np.sin(0.7 * seed + 0.37 * np.arange(n) + 0.1)
+
+
+def numpy_loss(layers: int, microbatches: int) -> float:
+    """Sum over micro-batches of 0.5 |y|^2, y after `layers` blocks x + tanh(x W1) W2."""
+    rows = SEQ * BATCH
+    w1 = [smooth(2 * l, HIDDEN * FFN).reshape(HIDDEN, FFN) / np.sqrt(HIDDEN) for l in range(layers)]
+    w2 = [0.5 * smooth(2 * l + 1, FFN * HIDDEN).reshape(FFN, HIDDEN) / np.sqrt(FFN) for l in range(layers)]
+    loss = 0.0
+    for mb in range(microbatches):
+        x = smooth(1000 + mb, rows * HIDDEN).reshape(rows, HIDDEN)
+        for l in range(layers):
+            x = x + np.tanh(x @ w1[l]) @ w2[l]
+        loss += 0.5 * float(np.sum(x * x))
+    return loss
+
+
+def check_cases(out, what: str) -> int:
+    with h5py.File(out) as f:
+        groups = list(f["pipeline"].values())
+        for g in groups:
+            a = g.attrs
+            expect(a["check_passed"] == 1, f"{what} {g.name}: check {a['check_max_abs_err']}")
+            expect(a["check_max_abs_err"] <= 1e-10, f"{what} {g.name}: error {a['check_max_abs_err']}")
+            want = numpy_loss(int(a["layers"]), int(a["microbatches"]))
+            expect(abs(a["loss"] - want) <= 1e-10 * want, f"{g.name}: loss {a['loss']} against numpy's {want}")
+        return len(groups)
+
+
+def scenario_correct(env: Env) -> None:
+    """Every schedule at 2 and 4 stages, m < p (where the schedule runs it), m = p, m > p, v = 2
+    (interleaved, zb-v) and an uneven layer split, against one rank running all layers."""
+    runs = 0
+    for p in (2, 4):
+        for m in (p, 2 * p):
+            runs += check_cases(run_pipeline(env, p, f"p{p}_m{m}", "--schedule", SCHEDULES,
+                                             "--microbatches", str(m))[0], f"p={p} m={m}")
+        # m < p and m not a multiple of p: the schedules without interleaving run them
+        # (interleaved refuses: scenario_bad_input).
+        for m in (1, 3 * p // 2 + 1):
+            runs += check_cases(run_pipeline(env, p, f"p{p}_m{m}", "--schedule", "gpipe,1f1b,zb-h1,zb-v",
+                                             "--microbatches", str(m))[0], f"p={p} m={m}")
+    runs += check_cases(run_pipeline(env, 4, "uneven", "--schedule", "1f1b,interleaved", "--layers", "11",
+                                     "--microbatches", "4")[0], "uneven layers")
+    runs += check_cases(run_pipeline(env, 4, "replicas", "--pp", "2", "--schedule", "1f1b")[0], "two PP groups")
+    print(f"{runs} cases equal one rank running every layer")
+
+
+def scenario_timeline(env: Env) -> None:
+    """The timeline holds each op of the schedule once, ops of a rank never overlap, the hops
+    and bytes per hop are those of the schedule (counted by hand), peak activations match the
+    schedule's in-flight count, and the predictions sit beside the measurements."""
+    p, m = 4, 8
+    out, _ = run_pipeline(env, p, "timeline", "--schedule", SCHEDULES, "--microbatches", str(m))
+    with h5py.File(out) as f:
+        for g in f["pipeline"].values():
+            a, t = g.attrs, g["timeline"][()]
+            v, split = int(a["chunks"]), a["schedule"] in ("zb-h1", "zb-v")
+            expect(t.shape == ((3 if split else 2) * m * p * v, 7), f"{g.name}: {t.shape} ops")
+            for r in range(p):
+                mine = t[t[:, 0] == r]
+                expect(np.all(mine[1:, 5] >= mine[:-1, 6] - 1e-12), f"{g.name}: rank {r} overlaps")
+            boundaries = p * v - 1 - (1 if a["schedule"] == "zb-v" else 0)  # the V's turn stays on a rank
+            expect(int(a["hops_per_step"]) == 2 * m * boundaries, f"{g.name}: {a['hops_per_step']} hops")
+            expect(a["bytes_per_hop"] == SEQ * BATCH * HIDDEN * 8, f"{g.name}: bytes per hop {a['bytes_per_hop']}")
+            expect(a["pred_bytes_per_hop"] == a["bytes_per_hop"], f"{g.name}: pred bytes")
+            peaks = g["peak_in_flight"][()]
+            expect(np.array_equal(peaks[0], peaks[1]), f"{g.name}: peak in flight {peaks[:2]}")
+            for key in ("bubble_s", "pred_bubble_s", "pred_closed_bubble_s", "pred_step_s"):
+                expect(np.isfinite(a[key]) and a[key] >= 0, f"{g.name}: {key} {a[key]}")
+            expect(0 <= a["bubble_fraction"] < 1, f"{g.name}: bubble fraction {a['bubble_fraction']}")
+    print("timelines hold every op once, the hops and bytes of the schedule")
+
+
+def scenario_scripts(env: Env) -> None:
+    """`suite plot` draws a Gantt chart per case; `suite trace` writes one complete event per op
+    of the timeline, one thread per rank, which Perfetto reads as JSON."""
+    out, _ = run_pipeline(env, 4, "scripts", "--schedule", "1f1b,zb-v", "--microbatches", "4")
+    plots = env.workdir / "plots"
+    proc = subprocess.run([*command_line("plot"), str(out), "--out", str(plots)], capture_output=True,
+                          text=True, timeout=180)
+    expect(proc.returncode == 0, "suite plot failed", proc)
+    gantts = sorted(p.name for p in plots.glob("pipeline_gantt_*.png"))
+    expect(len(gantts) == 2, f"Gantt charts: {gantts}", proc)
+    trace = env.workdir / "trace.json"
+    proc = subprocess.run([*command_line("trace"), str(out), "-o", str(trace)], capture_output=True,
+                          text=True, timeout=180)
+    expect(proc.returncode == 0, "suite trace failed", proc)
+    events = json.loads(trace.read_text())["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    expect(len(ops) == 4 * 4 * 2 + 4 * 4 * 2 * 3, f"{len(ops)} op events")  # 1f1b: F, BW; zb-v: F, B, W x 2 chunks
+    expect({e["tid"] for e in ops} == {0, 1, 2, 3}, "one thread per rank")
+    expect(all(e["dur"] >= 0 and e["ts"] >= 0 for e in ops), "negative times")
+    print(f"{len(gantts)} Gantt charts, {len(ops)} trace events")
+
+
+def scenario_dropped(env: Env) -> None:
+    """One micro-batch's weight gradients left out of the first stage's sums (a test hook): the
+    check must fail (exit 1) for every schedule."""
+    out, proc = run_pipeline(env, 2, "dropped", "--schedule", SCHEDULES, "--microbatches", "4",
+                             extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"}, ok=False)
+    expect(proc.returncode == 1, f"dropped micro-batch: exit {proc.returncode}, expected 1", proc)
+    expect("differs from one rank running all" in proc.stdout + proc.stderr, "dropped: message", proc)
+    with h5py.File(out) as f:
+        for g in f["pipeline"].values():
+            expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
+    print("a dropped micro-batch gradient fails the check")
+
+
+def scenario_sim_modeled(env: Env) -> None:
+    """SMPI with modeled compute (each GEMM's FLOPs at F, so F = B = W per layer and the times
+    are the platform's alone): the measured bubble equals the critical path of the schedule's
+    graph with the F, B, W and hop times of the same step within 5%, and METHODS.md 7's closed
+    form (which leaves out the hops) within 5% too, for every schedule, m = p and m = 2 p."""
+    from scenarios_sim import run_ok  # the SMPI build's runner (skips without build-sim)
+
+    for m in (4, 8):
+        out = env.workdir / f"sim_m{m}.h5"
+        with run_ok(env, "pipeline", out, "--platform", "flat", "--ranks", "4", "--bw", "1e9", "--lat", "1e-6",
+                    "--sim-flops", "1e9", flags=["--schedule", SCHEDULES, "--microbatches", str(m), *SIM_SHAPE,
+                                                 "--iters", "1", "--warmup", "0"]) as f:
+            expect(f.attrs["sim_compute_mode"] == "modeled", "not modeled compute")
+            for g in f["pipeline"].values():
+                a = g.attrs
+                split = a["schedule"] in ("zb-h1", "zb-v")
+                expect(abs(a["forward_s"] / a["input_grad_s"] - (1 if split else 0.5)) < 1e-9,
+                       f"{g.name}: F {a['forward_s']} B {a['input_grad_s']}: modeled GEMMs")
+                expect(abs(a["bubble_s"] / a["pred_bubble_s"] - 1) < 0.05,
+                       f"{g.name}: bubble {a['bubble_s']} against the critical path's {a['pred_bubble_s']}")
+                expect(abs(a["bubble_s"] / a["pred_closed_bubble_s"] - 1) < 0.05,
+                       f"{g.name}: bubble {a['bubble_s']} against the closed form's {a['pred_closed_bubble_s']}")
+                print(f"{g.name}: bubble {a['bubble_s']:.6f} s, critical path {a['pred_bubble_s']:.6f} s, "
+                      f"closed form {a['pred_closed_bubble_s']:.6f} s")
+
+
+def scenario_model(env: Env) -> None:
+    """`model --section pipeline` prints each schedule's step and bubble from the generator's
+    graph; at F = B = W = 1 per rank's layers (1/v per chunk) they are METHODS.md 7's, worked out
+    here: 3 (m + p - 1), interleaved 3 m + 3 (p - 1)/v, zb-h1 3 m + p - 1, zb-v 3 m + (p - 1)/2."""
+    p, m = 4, 8
+    proc = subprocess.run([str(env.bin_dir / "model"), "--section", "pipeline", "--pp", str(p),
+                           "--microbatches", str(m), "--schedule", SCHEDULES], capture_output=True,
+                          text=True, timeout=60)
+    expect(proc.returncode == 0, "model --section pipeline failed", proc)
+    want = {"gpipe": 3 * (m + p - 1), "1f1b": 3 * (m + p - 1), "interleaved": 3 * m + 3 * (p - 1) / 2,
+            "zb-h1": 3 * m + p - 1, "zb-v": 3 * m + (p - 1) / 2}
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.split()[:1] in
+            [[k] for k in want]}
+    expect(sorted(rows) == sorted(want), f"rows {sorted(rows)}", proc)
+    for name, step in want.items():
+        expect(abs(float(rows[name][3]) - step) < 1e-9, f"{name}: step {rows[name][3]}, want {step}", proc)
+        expect(abs(float(rows[name][4]) - (step - 3 * m)) < 1e-9, f"{name}: bubble {rows[name][4]}", proc)
+    proc = subprocess.run([str(env.bin_dir / "model"), "--section", "pipeline", "--pp", "4", "--microbatches",
+                           "6", "--schedule", "interleaved"], capture_output=True, text=True, timeout=60)
+    expect(proc.returncode == 2 and proc.stderr.count("error:") == 1 and "--microbatches 6" in proc.stderr,
+           "model: interleaved with m = 6 not refused", proc)
+    print("model's pipeline section holds the closed forms")
+
+
+def scenario_bad_input(env: Env) -> None:
+    expect_refused(env, "pipeline", {
+        "pp not dividing": (["--pp", "3"], "--pp 3 must divide the job's 4 ranks"),
+        "layers below stages": (["--layers", "3"], "--layers 3 is fewer than the 4 stages"),
+        "interleaved m": (["--schedule", "interleaved", "--microbatches", "6"],
+                          "--microbatches 6: interleaved needs a multiple of --pp 4"),
+        "chunks without chunks": (["--schedule", "1f1b", "--chunks", "2"], "--chunks 2: 1f1b has no chunks"),
+        "zb-v chunks": (["--schedule", "zb-v", "--chunks", "3"], "--chunks 3: zb-v runs exactly 2"),
+        "unknown schedule": (["--schedule", "1f1b,dualpipe"], "--schedule: unknown schedule 'dualpipe'"),
+    }, ranks=4)
+    print("bad input refused")
+
+
+SCENARIOS = {
+    "pipeline_correct": scenario_correct,
+    "pipeline_timeline": scenario_timeline,
+    "pipeline_dropped": scenario_dropped,
+    "pipeline_scripts": scenario_scripts,
+    "pipeline_bad_input": scenario_bad_input,
+    "pipeline_sim_modeled": scenario_sim_modeled,
+    "pipeline_model": scenario_model,
+}
+
+if __name__ == "__main__":
+    run_cli(SCENARIOS, __doc__)
