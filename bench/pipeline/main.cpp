@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
       "beside\n"
       "c b_mb h e, peak activations per rank beside the schedule's in-flight count; the loss,\n"
       "input gradients and every weight gradient checked against one rank running all layers.\n"
-      "Ranks beyond --pp run further PP groups (replicas, no gradient sums); the first is "
-      "recorded.";
+      "Ranks beyond --pp run further PP groups (replicas, no gradient sums), laid out with the PP\n"
+      "groups by --order (pp unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's\n"
+      "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.";
+  def.axis_order = true;
   def.cpu_dtypes = {suite::DType::fp64};
   def.add_options = [&](CLI::App& app) { suite::pipeline::add_pipeline_flags(app, flags); };
   def.make_cases = [&](suite::BenchContext& ctx) {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/transport/group_comm.hpp"
+#include "common/mesh/device_meshes.hpp"
 
 namespace suite::pipeline {
 
@@ -35,11 +35,16 @@ double relative_error(const Rows& mine, const Rows& ref) {
 }  // namespace
 
 void PipelineCase::setup() {
-  const int p = cfg_.spec.ranks;
-  pp_comm_ = make_split_comm(ctx_.device, ctx_.comm, ctx_.mpi.rank() / p);
+  DeviceMesh& mesh = ctx_.meshes.get(cfg_.mesh);
+  pp_comm_ = &mesh.axis(MeshAxis::pp);
+  recorded_ = mesh.layout().group(MeshAxis::pp, 0);
   schedule_ = make_schedule(cfg_.spec);
   executor_ = std::make_unique<PipelineExecutor>(schedule_, shape(), cfg_.layers, *pp_comm_,
                                                  dropped_microbatch());
+}
+
+bool PipelineCase::recorded() const {
+  return std::find(recorded_.begin(), recorded_.end(), ctx_.mpi.rank()) != recorded_.end();
 }
 
 void PipelineCase::step(PhaseTimer&) {
@@ -109,7 +114,8 @@ CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg) {
                  {"batch", cfg.batch},
                  {"hidden", cfg.hidden},
                  {"ffn_hidden", cfg.ffn},
-                 {"replicas", static_cast<std::int64_t>(cfg.replicas)}};
+                 {"replicas", static_cast<std::int64_t>(cfg.replicas)},
+                 {"order", mesh_order_name(cfg.mesh)}};
   spec.make = [&ctx, cfg] { return std::make_unique<PipelineCase>(ctx, cfg); };
   spec.console_counters = {"bubble_fraction", "pred_bubble_fraction"};
   return spec;

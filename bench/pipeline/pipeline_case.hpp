@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "bench/pipeline/pipeline_executor.hpp"
 #include "bench/pipeline/pipeline_flags.hpp"
@@ -24,10 +25,13 @@ class PipelineCase final : public BenchCase {
  private:
   BenchContext& ctx_;
   PipelineConfig cfg_;
-  std::unique_ptr<Comm> pp_comm_;  // this rank's PP group: consecutive ranks of the job
+  Comm* pp_comm_ = nullptr;    // this rank's PP group: the mesh's pp axis (--order)
+  std::vector<int> recorded_;  // the PP group recorded: world rank 0's, by stage
   Schedule schedule_;
   std::unique_ptr<PipelineExecutor> executor_;
   LayerShape shape() const { return {cfg_.seq * cfg_.batch, cfg_.hidden, cfg_.ffn}; }
+  // Whether this rank is in the PP group recorded.
+  bool recorded() const;
 };
 
 CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg);

@@ -11,7 +11,8 @@ namespace suite::pipeline {
 void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
   app.add_option("--pp", f.pp,
                  "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
-                 "other ranks run further PP groups)")
+                 "other ranks run further PP groups, data-parallel; --order lays the PP groups "
+                 "out: pp unnamed is outermost)")
       ->capture_default_str();
   std::string known;
   for (const std::string& n : schedule_names())
@@ -86,6 +87,9 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
     c.hidden = f.shape.hidden;
     c.ffn = f.shape.ffn_hidden == 0 ? 4 * f.shape.hidden : f.shape.ffn_hidden;
     c.replicas = world / spec.ranks;
+    c.mesh.pp = spec.ranks;
+    c.mesh.dp = c.replicas;
+    c.mesh.set_order(one_mesh_order_pp(ctx.opts.order, "pipeline"));
     configs.push_back(c);
   }
   return configs;

@@ -8,6 +8,7 @@
 #include "bench/sp_tp/layer_flags.hpp"
 #include "common/formulas/pipeline_schedule.hpp"
 #include "common/harness/context.hpp"
+#include "common/mesh/mesh_layout.hpp"
 
 namespace suite::pipeline {
 
@@ -38,6 +39,7 @@ struct PipelineConfig {
   int layers = 1;
   std::int64_t seq = 1, batch = 1, hidden = 1, ffn = 4;
   int replicas = 1;  // PP groups in the job: the job's ranks / p
+  MeshShape mesh;    // pp = p, the other ranks data-parallel, laid out by --order
   std::string name() const;
 };
 

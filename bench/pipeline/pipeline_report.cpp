@@ -88,15 +88,15 @@ double measured_hop(const Measured& m, const ScheduleGraph& g) {
 }  // namespace
 
 void PipelineCase::report(const Measurement&, CaseRecord& rec) {
-  const int p = cfg_.spec.ranks, world_rank = ctx_.mpi.rank();
+  const int p = cfg_.spec.ranks, world_rank = ctx_.mpi.rank(), pp_rank = pp_comm_->rank();
   std::vector<double> mine;
-  if (world_rank < p)
+  if (recorded())
     for (const OpSpan& span : executor_->timeline())
-      mine.insert(mine.end(),
-                  {static_cast<double>(world_rank), static_cast<double>(span.op.kind),
-                   static_cast<double>(span.op.microbatch), static_cast<double>(span.op.chunk),
-                   static_cast<double>(schedule_.stage_of(world_rank, span.op.chunk)), span.start,
-                   span.end});
+      mine.insert(
+          mine.end(),
+          {static_cast<double>(pp_rank), static_cast<double>(span.op.kind),
+           static_cast<double>(span.op.microbatch), static_cast<double>(span.op.chunk),
+           static_cast<double>(schedule_.stage_of(pp_rank, span.op.chunk)), span.start, span.end});
   const std::vector<double> rows = from_first_start(gather_spans(mine, ctx_.comm.mpi_comm()));
   const std::vector<std::int64_t> peaks =
       gather_int(executor_->peak_held(), ctx_.mpi.size(), world_rank);
@@ -107,7 +107,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   const std::vector<std::int64_t> sends =
       gather_int(executor_->sends(), ctx_.mpi.size(), world_rank);
   // The loss of the first PP group, from the rank that holds its last stage.
-  double loss = world_rank < p ? executor_->loss() : 0, group_loss = 0;
+  double loss = recorded() ? executor_->loss() : 0, group_loss = 0;
   MPI_Reduce(&loss, &group_loss, 1, MPI_DOUBLE, MPI_SUM, 0, ctx_.comm.mpi_comm());
   if (world_rank != 0) return;
 
@@ -152,7 +152,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
                  predicted.step > 0 ? predicted.bubble() / predicted.step : 0.0);
   a.emplace_back("pred_closed_bubble_s", closed);
   std::int64_t bytes = 0, messages = 0;
-  for (int r = 0; r < p; ++r)
+  for (int r : recorded_)
     bytes += sent[r], messages += sends[r];
   a.emplace_back("bytes_per_hop", messages > 0 ? static_cast<double>(bytes) / messages : 0.0);
   a.emplace_back("pred_bytes_per_hop",
@@ -161,11 +161,11 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
 
   const std::vector<int> in_flight = peak_in_flight(schedule_);
   IntTable memory{"peak_in_flight", 3, static_cast<std::size_t>(p), {}};
-  for (int r = 0; r < p; ++r)
+  for (int r : recorded_)
     memory.values.push_back(peaks[r]);
   for (int r = 0; r < p; ++r)
     memory.values.push_back(in_flight[r]);
-  for (int r = 0; r < p; ++r)
+  for (int r : recorded_)
     memory.values.push_back(peak_bytes[r]);
   rec.int_tables.push_back(std::move(memory));
   rec.tables.push_back({"timeline", rows.size() / kSpanColumns, kSpanColumns, rows});

@@ -15,6 +15,7 @@ Comm& DeviceMesh::made(std::unique_ptr<Comm>& slot, int color) {
 void DeviceMesh::make_all() {
   for (MeshAxis a : {MeshAxis::tp, MeshAxis::cp, MeshAxis::ep, MeshAxis::dp})
     axis(a);
+  if (layout_.pp() > 1) axis(MeshAxis::pp);
   dense_replicas();
   expert_replicas();
 }

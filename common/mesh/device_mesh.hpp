@@ -30,7 +30,8 @@ class DeviceMesh {
   // make_all for the composed block). The sub-groups below split one group and are made on
   // first use, by all of its ranks at the same point of the case's set-up.
   void make_all();
-  // This rank's group along the axis (tp, cp, dp: the dense mesh; ep: the expert group).
+  // This rank's group along the axis (tp, cp, dp: the dense mesh; ep: the expert group; pp:
+  // the stages' ranks in this rank's place, which a pipeline's activations hop along).
   Comm& axis(MeshAxis a);
   // The C D ranks holding this rank's dense weights (DP x CP), and the T C D / E holding its
   // experts: the groups their gradients are summed over.

@@ -9,7 +9,7 @@ DeviceMesh& DeviceMeshes::get(const MeshShape& shape) {
   for (const auto& m : meshes_) {
     const MeshShape& have = m->layout().shape();
     if (have.tp == want.tp && have.cp == want.cp && have.dp == want.dp && have.ep == want.ep &&
-        have.order == want.order)
+        have.pp == want.pp && have.order == want.order && have.pp_at == want.pp_at)
       return *m;
   }
   meshes_.push_back(std::make_unique<DeviceMesh>(device_, world_, want));

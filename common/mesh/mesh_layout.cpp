@@ -19,41 +19,62 @@ const char* mesh_axis_name(MeshAxis a) {
       return "ep";
     case MeshAxis::dp:
       return "dp";
+    case MeshAxis::pp:
+      return "pp";
   }
   return "?";
 }
 
 void add_mesh_order_flag(CLI::App& app, std::string& orders) {
-  app.add_option("--order", orders,
-                 "axis orders, inner to outer, separated by '/': each lists tp, cp, ep, dp once "
-                 "(the first varies fastest over consecutive ranks, so it lands inside a node); "
-                 "Megatron's default tp,cp,ep,dp; ep goes next to cp and dp (its groups fold them)")
+  app.add_option(
+         "--order", orders,
+         "axis orders, inner to outer, separated by '/': each lists tp, cp, dp once, ep and pp "
+         "at most once (the first varies fastest over consecutive ranks, so it lands "
+         "inside a node); Megatron's default tp,cp,ep,dp,pp, the seed's tp,cp,pp,dp; ep "
+         "goes next to cp and dp (its groups fold them; unnamed: just inside dp); pp "
+         "unnamed: outermost")
       ->capture_default_str();
 }
 
-std::array<MeshAxis, 4> parse_mesh_order(const std::string& text) {
+MeshOrder parse_mesh_order_pp(const std::string& text) {
   const std::vector<std::string> names = split_list(text);
-  const std::string usage = " (list tp, cp, ep and dp once each, inner to outer, e.g. tp,cp,ep,dp)";
-  if (names.size() != 4)
-    throw UsageError("--order " + text + ": " + std::to_string(names.size()) + " axes" + usage);
-  std::array<MeshAxis, 4> order{};
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::string& n = names[i];
+  const std::string usage =
+      " (list tp, cp and dp once each, ep and pp at most once, inner to outer, e.g. tp,cp,ep,dp,pp "
+      "or tp,cp,pp,dp)";
+  std::vector<MeshAxis> listed;
+  for (const std::string& n : names) {
+    MeshAxis a{};
     if (n == "tp")
-      order[i] = MeshAxis::tp;
+      a = MeshAxis::tp;
     else if (n == "cp")
-      order[i] = MeshAxis::cp;
+      a = MeshAxis::cp;
     else if (n == "ep")
-      order[i] = MeshAxis::ep;
+      a = MeshAxis::ep;
     else if (n == "dp")
-      order[i] = MeshAxis::dp;
+      a = MeshAxis::dp;
+    else if (n == "pp")
+      a = MeshAxis::pp;
     else
       throw UsageError("--order " + text + ": unknown axis '" + n + "'" + usage);
-    if (std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(i), order[i]) !=
-        order.begin() + static_cast<std::ptrdiff_t>(i))
+    if (std::find(listed.begin(), listed.end(), a) != listed.end())
       throw UsageError("--order " + text + ": " + n + " is named twice" + usage);
+    listed.push_back(a);
   }
+  for (MeshAxis a : {MeshAxis::tp, MeshAxis::cp, MeshAxis::dp})
+    if (std::find(listed.begin(), listed.end(), a) == listed.end())
+      throw UsageError("--order " + text + ": " + mesh_axis_name(a) + " is missing" + usage);
+  if (std::find(listed.begin(), listed.end(), MeshAxis::ep) == listed.end())
+    listed.insert(std::find(listed.begin(), listed.end(), MeshAxis::dp), MeshAxis::ep);
+  MeshOrder order;
+  const auto pp = std::find(listed.begin(), listed.end(), MeshAxis::pp);
+  order.pp_at = static_cast<int>(pp - listed.begin());
+  if (pp != listed.end()) listed.erase(pp);
+  std::copy(listed.begin(), listed.end(), order.axes.begin());
   return order;
+}
+
+std::array<MeshAxis, 4> parse_mesh_order(const std::string& text) {
+  return parse_mesh_order_pp(text).axes;
 }
 
 std::string mesh_order_name(const std::array<MeshAxis, 4>& order) {
@@ -63,11 +84,25 @@ std::string mesh_order_name(const std::array<MeshAxis, 4>& order) {
   return s;
 }
 
-std::array<MeshAxis, 4> one_mesh_order(const std::string& text, const std::string& bench) {
+std::string mesh_order_name(const MeshShape& shape) {
+  if (shape.pp == 1 && shape.pp_at >= 4) return mesh_order_name(shape.order);
+  std::string s;
+  for (int i = 0; i <= 4; ++i) {
+    if (i == shape.pp_at) s += (s.empty() ? "" : ",") + std::string("pp");
+    if (i < 4) s += (s.empty() ? "" : ",") + std::string(mesh_axis_name(shape.order[i]));
+  }
+  return s;
+}
+
+MeshOrder one_mesh_order_pp(const std::string& text, const std::string& bench) {
   if (text.find('/') != std::string::npos)
     throw UsageError("--order " + text + ": " + bench +
                      " runs one order a job (mesh sweeps several): give one, e.g. tp,cp,ep,dp");
-  return parse_mesh_order(text);
+  return parse_mesh_order_pp(text);
+}
+
+std::array<MeshAxis, 4> one_mesh_order(const std::string& text, const std::string& bench) {
+  return one_mesh_order_pp(text, bench).axes;
 }
 
 AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag,
@@ -92,14 +127,16 @@ AxisMesh axis_mesh(MeshAxis axis, int degree, int world, const char* flag,
 
 MeshLayout::MeshLayout(const MeshShape& shape, int world) : shape_(shape), world_(world) {
   auto n = [](int v) { return std::to_string(v); };
-  if (shape.tp < 1 || shape.cp < 1 || shape.dp < 1 || shape.ep < 0)
+  if (shape.tp < 1 || shape.cp < 1 || shape.dp < 1 || shape.ep < 0 || shape.pp < 1)
     throw UsageError("--tp " + n(shape.tp) + ", --cp " + n(shape.cp) + ", --dp " + n(shape.dp) +
-                     ", --ep " + n(shape.ep) + ": degrees must be >= 1 (--ep 0: C D)");
-  if (static_cast<long long>(shape.tp) * shape.cp * shape.dp != world)
+                     ", --ep " + n(shape.ep) + ", --pp " + n(shape.pp) +
+                     ": degrees must be >= 1 (--ep 0: C D)");
+  const long long ranks = static_cast<long long>(shape.tp) * shape.cp * shape.dp * shape.pp;
+  if (ranks != world)
     throw UsageError("--tp " + n(shape.tp) + " x --cp " + n(shape.cp) + " x --dp " + n(shape.dp) +
-                     " = " +
-                     std::to_string(static_cast<long long>(shape.tp) * shape.cp * shape.dp) +
-                     " ranks, but the job has " + n(world));
+                     (shape.pp > 1 ? " x --pp " + n(shape.pp) : std::string()) + " = " +
+                     std::to_string(ranks) + " ranks, but the job has " + n(world));
+  stage_ranks_ = world / shape.pp;
   const int cd = shape.cp * shape.dp;
   if (shape_.ep == 0) shape_.ep = cd;
   if (cd % shape_.ep != 0)
@@ -108,7 +145,9 @@ MeshLayout::MeshLayout(const MeshShape& shape, int world) : shape_(shape), world
                      " (an expert group holds ranks of one TP index)");
   // Strides: each axis's is the product of the sizes listed before it in its decomposition.
   int dense = 1, expert = 1;
-  for (MeshAxis a : shape_.order) {
+  for (int i = 0; i < 4; ++i) {
+    const MeshAxis a = shape_.order[static_cast<std::size_t>(i)];
+    if (i == shape_.pp_at) pp_inner_ = dense;
     if (a != MeshAxis::ep) {
       const int s = a == MeshAxis::tp ? shape_.tp : a == MeshAxis::cp ? shape_.cp : shape_.dp;
       (a == MeshAxis::tp ? dense_.tp : a == MeshAxis::cp ? dense_.second : dense_.third) = dense;
@@ -122,12 +161,22 @@ MeshLayout::MeshLayout(const MeshShape& shape, int world) : shape_(shape), world
       expert *= s;
     }
   }
-  for (int r = 0; r < world; ++r)
+  if (shape_.pp_at >= 4) pp_inner_ = dense;
+  for (int r = 0; r < stage_ranks_; ++r)
     if (r / dense_.tp % shape_.tp != r / expert_.tp % shape_.tp)
       throw UsageError(
           "--order " + mesh_order_name(shape_.order) +
           ": an expert group would hold ranks of different TP indices (with T = " + n(shape_.tp) +
           "); list ep next to cp and dp, on the same side of tp " + "(e.g. tp,cp,ep,dp)");
+}
+
+int MeshLayout::stage_rank(int rank) const {
+  return rank / (pp_inner_ * shape_.pp) * pp_inner_ + rank % pp_inner_;
+}
+
+int MeshLayout::rank_of(int stage_rank, int stage) const {
+  return stage_rank / pp_inner_ * pp_inner_ * shape_.pp + stage * pp_inner_ +
+         stage_rank % pp_inner_;
 }
 
 int MeshLayout::stride(MeshAxis a) const {
@@ -140,6 +189,8 @@ int MeshLayout::stride(MeshAxis a) const {
       return dense_.third;
     case MeshAxis::ep:
       return expert_.second;
+    case MeshAxis::pp:
+      break;
   }
   return 1;
 }
@@ -154,24 +205,37 @@ int MeshLayout::size(MeshAxis a) const {
       return shape_.dp;
     case MeshAxis::ep:
       return shape_.ep;
+    case MeshAxis::pp:
+      return shape_.pp;
   }
   return 1;
 }
 
+int MeshLayout::stage_coord(MeshAxis a, int stage_rank) const {
+  return stage_rank / stride(a) % size(a);
+}
+
 int MeshLayout::coord(MeshAxis a, int rank) const {
-  return rank / stride(a) % size(a);
+  if (a == MeshAxis::pp) return rank / pp_inner_ % shape_.pp;
+  return stage_coord(a, stage_rank(rank));
 }
 
 std::vector<int> MeshLayout::group(MeshAxis a, int rank) const {
-  const int base = rank - coord(a, rank) * stride(a);
   std::vector<int> ranks;
+  const int in_stage = stage_rank(rank), stage = coord(MeshAxis::pp, rank);
+  if (a == MeshAxis::pp) {
+    for (int i = 0; i < shape_.pp; ++i)
+      ranks.push_back(rank_of(in_stage, i));
+    return ranks;
+  }
+  const int base = in_stage - stage_coord(a, in_stage) * stride(a);
   for (int i = 0; i < size(a); ++i)
-    ranks.push_back(base + i * stride(a));
+    ranks.push_back(rank_of(base + i * stride(a), stage));
   return ranks;
 }
 
 int MeshLayout::group_color(MeshAxis a, int rank) const {
-  return rank - coord(a, rank) * stride(a);  // the group's first rank
+  return group(a, rank).front();  // the group's first rank
 }
 
 int MeshLayout::ep_ranks_per_node(int rank, int ranks_per_node) const {
@@ -194,14 +258,14 @@ int MeshLayout::ep_ranks_per_node(int rank, int ranks_per_node) const {
 std::vector<int> MeshLayout::dense_replicas(int rank) const {
   std::vector<int> ranks;
   for (int r = 0; r < world_; ++r)
-    if (coord(MeshAxis::tp, r) == coord(MeshAxis::tp, rank)) ranks.push_back(r);
+    if (dense_replicas_color(r) == dense_replicas_color(rank)) ranks.push_back(r);
   return ranks;
 }
 
 std::vector<int> MeshLayout::expert_replicas(int rank) const {
   std::vector<int> ranks;
   for (int r = 0; r < world_; ++r)
-    if (coord(MeshAxis::ep, r) == coord(MeshAxis::ep, rank)) ranks.push_back(r);
+    if (expert_replicas_color(r) == expert_replicas_color(rank)) ranks.push_back(r);
   return ranks;
 }
 

@@ -84,7 +84,14 @@ def scenario_correct(env: Env) -> None:
                                              "--microbatches", str(m))[0], f"p={p} m={m}")
     runs += check_cases(run_pipeline(env, 4, "uneven", "--schedule", "1f1b,interleaved", "--layers", "11",
                                      "--microbatches", "4")[0], "uneven layers")
-    runs += check_cases(run_pipeline(env, 4, "replicas", "--pp", "2", "--schedule", "1f1b")[0], "two PP groups")
+    # Two PP groups of the mesh: pp outermost (an order without pp, as Megatron's tp,cp,ep,dp,pp)
+    # and the seed's tp,cp,pp,dp (a group on consecutive ranks).
+    for order, name in (("tp,cp,ep,dp", "tp,cp,ep,dp,pp"), ("tp,cp,pp,dp", "tp,cp,pp,ep,dp")):
+        out = run_pipeline(env, 4, f"replicas_{order}", "--pp", "2", "--schedule", "1f1b", "--order", order)[0]
+        runs += check_cases(out, f"two PP groups, --order {order}")
+        with h5py.File(out) as f:
+            seen = {g.attrs["order"] for g in f["pipeline"].values()}
+        expect(seen == {name}, f"--order {order}: recorded {seen}, want {name}")
     print(f"{runs} cases equal one rank running every layer")
 
 

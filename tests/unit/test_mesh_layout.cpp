@@ -143,7 +143,68 @@ TEST(MeshLayout, OrderFlag) {
   EXPECT_EQ(mesh_order_name(parse_mesh_order("dp,ep,cp,tp")), "dp,ep,cp,tp");
   EXPECT_THROW(parse_mesh_order("tp,cp,ep"), UsageError);
   EXPECT_THROW(parse_mesh_order("tp,cp,ep,tp"), UsageError);
-  EXPECT_THROW(parse_mesh_order("tp,cp,ep,pp"), UsageError);
+  EXPECT_THROW(parse_mesh_order("tp,cp,ep,pp"), UsageError);  // dp missing
+  EXPECT_THROW(parse_mesh_order("tp,cp,ep,xx,dp"), UsageError);
+  EXPECT_THROW(parse_mesh_order("tp,cp,pp,pp,dp"), UsageError);
+}
+
+MeshShape pp_shape(int tp, int cp, int dp, int pp, const char* order, int ep = 0) {
+  MeshShape s;
+  s.tp = tp, s.cp = cp, s.dp = dp, s.pp = pp, s.ep = ep;
+  s.set_order(parse_mesh_order_pp(order));
+  return s;
+}
+
+TEST(MeshLayout, PpOrderFlag) {
+  // ep unnamed goes just inside dp, pp unnamed outermost.
+  const MeshOrder seed = parse_mesh_order_pp("tp,cp,pp,dp");
+  EXPECT_EQ(mesh_order_name(seed.axes), "tp,cp,ep,dp");
+  EXPECT_EQ(seed.pp_at, 2);
+  EXPECT_EQ(parse_mesh_order_pp("tp,cp,ep,dp,pp").pp_at, 4);
+  EXPECT_EQ(parse_mesh_order_pp("tp,cp,ep,dp").pp_at, 4);
+  EXPECT_EQ(parse_mesh_order_pp("pp,tp,cp,dp").pp_at, 0);
+  EXPECT_EQ(mesh_order_name(pp_shape(1, 1, 2, 2, "tp,cp,pp,dp")), "tp,cp,pp,ep,dp");
+  EXPECT_EQ(mesh_order_name(pp_shape(1, 1, 4, 1, "tp,cp,ep,dp,pp")), "tp,cp,ep,dp");
+}
+
+// Megatron's order with pp outermost, 8 ranks, T = C = P = 2: rank = tp + 2 cp + 4 pp.
+TEST(MeshLayout, PpOutermostByHand) {
+  const MeshLayout m(pp_shape(2, 2, 1, 2, "tp,cp,ep,dp,pp"), 8);
+  EXPECT_EQ(m.group(MeshAxis::pp, 0), (V{0, 4}));
+  EXPECT_EQ(m.group(MeshAxis::pp, 7), (V{3, 7}));
+  EXPECT_EQ(m.group(MeshAxis::tp, 5), (V{4, 5}));
+  EXPECT_EQ(m.group(MeshAxis::cp, 5), (V{5, 7}));
+  EXPECT_EQ(m.coord(MeshAxis::pp, 5), 1);
+  EXPECT_EQ(m.dense_replicas(5), (V{5, 7}));   // its TP index in its own stage
+  EXPECT_EQ(m.expert_replicas(5), (V{4, 5}));  // T C D / E = 2 copies in its stage
+  EXPECT_EQ(m.expert_copies(), 2);
+}
+
+// The seed's order, 16 ranks, T = C = P = D = 2: rank = tp + 2 cp + 4 pp + 8 dp.
+TEST(MeshLayout, SeedOrderByHand) {
+  const MeshLayout m(pp_shape(2, 2, 2, 2, "tp,cp,pp,dp"), 16);
+  EXPECT_EQ(m.group(MeshAxis::pp, 0), (V{0, 4}));
+  EXPECT_EQ(m.group(MeshAxis::pp, 13), (V{9, 13}));
+  EXPECT_EQ(m.group(MeshAxis::dp, 0), (V{0, 8}));
+  EXPECT_EQ(m.group(MeshAxis::cp, 13), (V{13, 15}));
+  EXPECT_EQ(m.group(MeshAxis::ep, 0), (V{0, 2, 8, 10}));
+  EXPECT_EQ(m.coord(MeshAxis::tp, 13), 1);
+  EXPECT_EQ(m.coord(MeshAxis::cp, 13), 0);
+  EXPECT_EQ(m.coord(MeshAxis::pp, 13), 1);
+  EXPECT_EQ(m.coord(MeshAxis::dp, 13), 1);
+  EXPECT_EQ(m.dense_replicas(0), (V{0, 2, 8, 10}));
+  EXPECT_EQ(m.dense_replicas(13), (V{5, 7, 13, 15}));
+  EXPECT_NE(m.group_color(MeshAxis::pp, 0), m.group_color(MeshAxis::pp, 1));
+  EXPECT_NE(m.dense_replicas_color(0), m.dense_replicas_color(4));
+}
+
+// pp innermost: a pipeline's hops between consecutive ranks, 4 ranks, T = P = 2.
+TEST(MeshLayout, PpInnermostByHand) {
+  const MeshLayout m(pp_shape(2, 1, 1, 2, "pp,tp,cp,dp"), 4);
+  EXPECT_EQ(m.group(MeshAxis::pp, 0), (V{0, 1}));
+  EXPECT_EQ(m.group(MeshAxis::tp, 0), (V{0, 2}));
+  EXPECT_EQ(m.group(MeshAxis::tp, 3), (V{1, 3}));
+  EXPECT_THROW(MeshLayout(pp_shape(2, 1, 1, 2, "pp,tp,cp,dp"), 8), UsageError);
 }
 
 }  // namespace
