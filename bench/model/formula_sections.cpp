@@ -170,7 +170,8 @@ void print_moe(const Params& p, double e) {
        "FLOP");
   line("all-to-all time / expert time",
        m::moe_a2a_to_expert_ratio(p.flops, p.bw, p.n_e, d_ff, p.swiglu), "");
-  line("overlap crossing d_ff* = (F/W)(N_e-1)/N_e (e/2; SwiGLU /1.5): experts hide the a2a above",
+  // METHODS.md section 4: (F/W)(N_e-1)/N_e, x e/2, /1.5 for SwiGLU.
+  line("overlap crossing d_ff* (experts hide the all-to-all above)",
        m::moe_overlap_dff_star(p.flops, p.bw, p.n_e, e, p.swiglu), "");
   line("dispatch + combine time per rank at W (uniform)",
        m::moe_a2a_bytes_per_rank(p.k, p.tokens, p.h, p.n_e, e) / p.bw, "s");

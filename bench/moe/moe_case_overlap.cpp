@@ -115,11 +115,13 @@ void MoeCase::report_overlap(const Measurement& m, CaseRecord& rec) const {
   rec.attrs.emplace_back("pred_step_s", profile_.pred_step_s);
   rec.attrs.emplace_back("pred_exposed_a2a_s", profile_.pred_step_s - x);
   rec.attrs.emplace_back("pred_overlap_bound_s", model::moe_overlap_step(a, x, mb));
-  if (rates_.bytes_per_s > 0)
-    rec.attrs.emplace_back("pred_d_ff_star", model::moe_overlap_dff_star(
-                                                 rates_.flops_per_s, rates_.bytes_per_s, cfg_.n_e,
-                                                 static_cast<double>(dtype_size(cfg_.dtype)),
-                                                 cfg_.mlp == Mlp::swiglu));
+  // The crossing from the F and W this record reports (report_case's, over the ranks).
+  const double F = attr_number(rec, "calib_flops_per_s"), W = attr_number(rec, "calib_bytes_per_s");
+  if (W > 0)
+    rec.attrs.emplace_back(
+        "pred_d_ff_star",
+        model::moe_overlap_dff_star(F, W, cfg_.n_e, static_cast<double>(dtype_size(cfg_.dtype)),
+                                    cfg_.mlp == Mlp::swiglu));
   rec.attrs.emplace_back(
       "overlap_exchanges",
       std::string(ctx_.comm.transport() == Transport::mpi &&

@@ -10,10 +10,13 @@ double reference (check_passed). Bad --overlap values are refused before any cas
 """
 from __future__ import annotations
 
+import math
+
 import h5py
 import numpy as np
 
 from run_scenario import Env, expect, expect_refused, run_cli
+from scenarios_moe import model_lines
 
 SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
          "--backend", "cpu", "--dtype", "fp64", "--pass", "fwd_bwd", "--save-tensors"]
@@ -91,6 +94,22 @@ def scenario_capacity(env: Env) -> None:
                    f"{name}: drops per micro-batch {drops} against {g.attrs['dropped_copies']}")
 
 
+def scenario_crossing_printed(env: Env) -> None:
+    """The results' d_ff* is METHODS 4's (F/W)(N_e-1)/N_e x e/2 (/1.5 SwiGLU) of the run's own F
+    and W, and `model --section moe` prints the same for them."""
+    with run(env, 2, "overlap_dff", "--experts", "4", "--overlap", "microbatch:2") as f:
+        for name, g in f["moe"].items():
+            a = g.attrs
+            F, W = a["calib_flops_per_s"], a["calib_bytes_per_s"]
+            want = F / W * (2 - 1) / 2 * 8 / 2 / 1.5  # fp64 rows, SwiGLU
+            expect(math.isclose(a["pred_d_ff_star"], want, rel_tol=1e-12), f"{name}: d_ff* {a['pred_d_ff_star']} != {want}")
+            printed = model_lines(env, "--section", "moe", "--experts", "4", "--ep", "2", "--swiglu",
+                                  "--dtype", "fp64", "--flops", repr(float(F)), "--bw", repr(float(W)))
+            got = printed["overlap crossing d_ff* (experts hide the all-to-all above)"]
+            expect(math.isclose(got, want, rel_tol=1e-5), f"model prints d_ff* {got}, the run {want}")
+            print(f"  ok: {name}: d_ff* {want:.1f}")
+
+
 def scenario_bad_input(env: Env) -> None:
     base = ["--tokens", "8", "--hidden", "8", "--ffn-hidden", "8", "--experts", "8"]
     expect_refused(env, "moe", {
@@ -107,6 +126,7 @@ SCENARIOS = {
     "moe_overlap_equal": scenario_equal,
     "moe_overlap_nodes": scenario_nodes,
     "moe_overlap_capacity": scenario_capacity,
+    "moe_overlap_crossing_printed": scenario_crossing_printed,
     "moe_overlap_bad_input": scenario_bad_input,
 }
 
