@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <mpi.h>
+
 #include "common/harness/errors.hpp"
 
 namespace suite::moe {
@@ -11,11 +13,23 @@ std::string key(const char* name, int i) {
   return std::string(name) + "#" + std::to_string(i);
 }
 
-template <class T>
-void add(StepBytes& sum, const T& part) {
-  sum.control += part.control;
-  sum.dispatch += part.dispatch;
-  sum.combine += part.combine;
+// One figure of every micro-batch's layer, summed.
+template <class Get>
+StepBytes summed(const std::vector<std::unique_ptr<MoeLayer>>& mbs, Get get) {
+  StepBytes sum;
+  for (const auto& l : mbs) {
+    const StepBytes part = get(*l);
+    sum.control += part.control;
+    sum.dispatch += part.dispatch;
+    sum.combine += part.combine;
+  }
+  return sum;
+}
+
+bool is_exchange(const std::string& piece_key) {
+  const std::string piece = piece_key.substr(0, piece_key.find('#'));
+  return piece == "dispatch" || piece == "combine" || piece == "bwd_combine" ||
+         piece == "bwd_dispatch";
 }
 
 }  // namespace
@@ -50,18 +64,19 @@ const char* exchange_name(Exchange x) {
   return "";
 }
 
-// Micro-batch i+1's rows leave while i's experts compute and i-1's come back.
+// Micro-batch i+1's rows leave while i's experts compute and i-1's come back. i+1 starts once
+// i has arrived: started together, the two would share the links and i arrive later.
 void forward_program(int m, const PipelineHooks& h) {
   for (int i = 0; i < m; ++i)
     h.compute(i, Work::route);
   h.compute(0, Work::permute);
   h.start(0, Exchange::dispatch);
   for (int i = 0; i < m; ++i) {
+    h.finish(i, Exchange::dispatch);
     if (i + 1 < m) {
       h.compute(i + 1, Work::permute);
       h.start(i + 1, Exchange::dispatch);
     }
-    h.finish(i, Exchange::dispatch);
     h.compute(i, Work::expert);
     h.start(i, Exchange::combine);
     if (i > 0) h.finish(i - 1, Exchange::combine);
@@ -73,8 +88,8 @@ void forward_program(int m, const PipelineHooks& h) {
 void backward_program(int m, const PipelineHooks& h) {
   h.start(0, Exchange::bwd_combine);
   for (int i = 0; i < m; ++i) {
-    if (i + 1 < m) h.start(i + 1, Exchange::bwd_combine);
     h.finish(i, Exchange::bwd_combine);
+    if (i + 1 < m) h.start(i + 1, Exchange::bwd_combine);
     h.compute(i, Work::bwd_expert);
     h.start(i, Exchange::bwd_dispatch);
     if (i > 0) h.finish(i - 1, Exchange::bwd_dispatch);
@@ -228,14 +243,23 @@ PipelineProfile MicrobatchPipeline::profile() {
   forward_program(microbatches(), h);
   if (bwd) backward_program(microbatches(), h);
   timer.end_step(true);
+  // Every exchange holds the group together, so the group runs each piece as its slowest rank
+  // computes it and as its last rank to arrive exchanges it (the others' waits are not the
+  // network's): compute pieces take the group's max, exchanges its min.
   std::map<std::string, double> seconds;
+  for (const auto& [name, values] : timer.series())
+    seconds[name] = is_exchange(name) ? -values.back() : values.back();
+  std::vector<double> v;
+  for (const auto& [name, s] : seconds)
+    v.push_back(s);
+  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE,
+                                MPI_MAX, owner_.comm_.mpi_comm()));
   PipelineProfile p;
-  for (const auto& [name, values] : timer.series()) {
-    seconds[name] = values.back();
-    const std::string piece = name.substr(0, name.find('#'));
-    const bool exchange = piece == "dispatch" || piece == "combine" || piece == "bwd_combine" ||
-                          piece == "bwd_dispatch";
-    (exchange ? p.a2a_s : p.compute_s) += values.back();
+  std::size_t i = 0;
+  for (auto& [name, s] : seconds) {
+    const double group = v[i++];
+    s = is_exchange(name) ? -group : group;
+    (is_exchange(name) ? p.a2a_s : p.compute_s) += s;
   }
   p.pred_step_s = critical_path(microbatches(), false, seconds) +
                   (bwd ? critical_path(microbatches(), true, seconds) : 0.0);
@@ -243,30 +267,19 @@ PipelineProfile MicrobatchPipeline::profile() {
 }
 
 StepBytes MicrobatchPipeline::measured_bytes() const {
-  StepBytes sum;
-  for (const auto& l : mbs_)
-    add(sum, l->measured_bytes());
-  return sum;
+  return summed(mbs_, [](const MoeLayer& l) { return l.measured_bytes(); });
 }
 
 StepBytes MicrobatchPipeline::implied_bytes() const {
-  StepBytes sum;
-  for (const auto& l : mbs_)
-    add(sum, l->implied_bytes());
-  return sum;
+  return summed(mbs_, [](const MoeLayer& l) { return l.implied_bytes(); });
 }
 
 StepBytes MicrobatchPipeline::measured_bwd_bytes() const {
-  StepBytes sum;
-  for (const auto& l : mbs_)
-    add(sum, l->measured_bwd_bytes());
-  return sum;
+  return summed(mbs_, [](const MoeLayer& l) { return l.measured_bwd_bytes(); });
 }
 
 StepBytes MicrobatchPipeline::implied_bwd_bytes() const {
-  StepBytes sum;
-  for (const auto& l : mbs_)
-    add(sum, l->implied_bwd_bytes());
+  StepBytes sum = summed(mbs_, [](const MoeLayer& l) { return l.implied_bwd_bytes(); });
   // The aux loss's all-gather is made once for the rank, by the first micro-batch.
   if (owner_.cfg_.aux_alpha != 0)
     sum.control -= static_cast<std::int64_t>(microbatches() - 1) * (owner_.ranks_ - 1) *

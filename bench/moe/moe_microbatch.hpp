@@ -39,7 +39,8 @@ void backward_program(int m, const PipelineHooks& h);
 // after the exchanges started before it, and finishing waits for it.
 double critical_path(int m, bool backward, const std::map<std::string, double>& seconds);
 
-// The eager run's times: all-to-all A and compute X summed over the micro-batches (both
+// The eager run's times, the group's (each compute piece its slowest rank's, each exchange
+// its last-arriving rank's): all-to-all A and compute X summed over the micro-batches (both
 // passes where the step has both), and the critical path with them.
 struct PipelineProfile {
   double a2a_s = 0, compute_s = 0, pred_step_s = 0;
@@ -60,6 +61,7 @@ class MicrobatchPipeline {
   void forward(PhaseTimer& phases);
   void backward(PhaseTimer& phases);
   // One step run eagerly (untimed by the harness): per-piece times and the prediction.
+  // Collective over the group.
   PipelineProfile profile();
 
   // Summed over the micro-batches (the last pass of each).

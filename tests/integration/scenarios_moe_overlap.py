@@ -7,16 +7,30 @@ gates' gradients of each `_mb<M>` case equal those of the `none` case on the sam
 (fp64, 1e-12 of the largest value), and the dispatch and combine bytes each rank handed to the
 transport equal M = 1's exactly. Both cases are also checked by the benchmark against its host
 double reference (check_passed). Bad --overlap values are refused before any case runs.
+
+sim_moe_overlap_crossing runs the SMPI build (--bin-dir: build-sim/bin, `make sim`; skipped
+without it) through scripts/studies/moe_overlap_crossing.py: modeled compute, so its verdicts
+are the same on any host.
 """
 from __future__ import annotations
 
+import csv
 import math
+import subprocess
 
 import h5py
 import numpy as np
 
 from run_scenario import Env, expect, expect_refused, run_cli
 from scenarios_moe import model_lines
+from scripts import module_command
+from scripts.studies.moe_overlap_crossing import Point
+
+SKIP = 77
+# (link, F): an NVLink-class and an InfiniBand-class node of 8 (W = 450 and 50 GB/s), F chosen
+# so that d_ff* is about 1000 on both; d_ff from d_ff*/4 to 4 d_ff*.
+CROSSING_PLATFORMS = (("nvlink", "5e14"), ("ib", "5e13"))
+CROSSING_D_FF = "256,512,1024,1536,2048,4096"
 
 SMALL = ["--tokens", "64", "--hidden", "16", "--ffn-hidden", "32", "--iters", "2", "--warmup", "1",
          "--backend", "cpu", "--dtype", "fp64", "--pass", "fwd_bwd", "--save-tensors"]
@@ -110,6 +124,38 @@ def scenario_crossing_printed(env: Env) -> None:
             print(f"  ok: {name}: d_ff* {want:.1f}")
 
 
+def scenario_sim_crossing(env: Env) -> None:
+    """M = 4 on 8 simulated ranks, a d_ff sweep per platform: at every point the step within 5%
+    of the critical path of the schedule run; the exposed all-to-all (step - X) at most
+    min(A, X)/M (+5%) at every d_ff >= 1.5 d_ff* and above A - X at every d_ff <= d_ff*/1.5,
+    d_ff* = (F/W)(N_e-1)/N_e of the run's own F and W; both sides of d_ff* in the sweep."""
+    if not (env.bin_dir / "moe").exists():
+        print(f"SKIP: {env.bin_dir / 'moe'} is not built (make sim builds the SMPI variant)")
+        raise SystemExit(SKIP)
+    for link, flops in CROSSING_PLATFORMS:
+        out = env.workdir / f"crossing_{link}.csv"
+        cmd = [*module_command("studies.moe_overlap_crossing"), "--link", link, "--sim-flops", flops,
+               "--tokens", "4096", "--d-ff", CROSSING_D_FF, "--build", str(env.bin_dir.parent), "--csv", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=env.workdir)
+        print(proc.stdout[-3000:])
+        expect(proc.returncode == 0, "moe_overlap_crossing failed", proc)
+        with out.open() as f:
+            points = [Point(int(r["d_ff"]), *(float(r[k]) for k in ("a2a_s", "compute_s", "step_s", "pred_step_s",
+                                                                    "d_ff_star", "step_m1_s")),
+                            int(r["microbatches"])) for r in csv.DictReader(f)]
+        star = points[0].d_ff_star
+        # Each point's own calibration (the same links and F: within a percent) gives its d_ff*.
+        expect(all(math.isclose(p.d_ff_star, star, rel_tol=0.01) for p in points),
+               f"{link}: d_ff* {[round(p.d_ff_star) for p in points]} differs between points")
+        expect(min(p.d_ff for p in points) <= star / 1.5 and max(p.d_ff for p in points) >= 1.5 * star,
+               f"{link}: the sweep does not cross d_ff* = {star:.0f}")
+        for p in points:
+            bad = p.verdicts()
+            expect(not bad, f"{link}, d_ff {p.d_ff}: {'; '.join(bad)}")
+            expect(p.step_s < p.step_m1_s, f"{link}, d_ff {p.d_ff}: M = 4 no faster than M = 1")
+        print(f"  ok: {link}: every point within its bounds, d_ff* = {star:.0f}")
+
+
 def scenario_bad_input(env: Env) -> None:
     base = ["--tokens", "8", "--hidden", "8", "--ffn-hidden", "8", "--experts", "8"]
     expect_refused(env, "moe", {
@@ -128,6 +174,7 @@ SCENARIOS = {
     "moe_overlap_capacity": scenario_capacity,
     "moe_overlap_crossing_printed": scenario_crossing_printed,
     "moe_overlap_bad_input": scenario_bad_input,
+    "sim_moe_overlap_crossing": scenario_sim_crossing,
 }
 
 
