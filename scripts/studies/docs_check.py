@@ -171,6 +171,27 @@ MOE_README_ROWS = ("16 | flat | -", "16 | hierarchical | -", "32 | flat | 4", "3
                    "64 | flat | 4", "64 | hierarchical | -", "64 | hierarchical | 4",
                    "128 | flat | 4", "128 | hierarchical | -", "128 | hierarchical | 4")
 
+# docs/FINDINGS.md, the MoE all-to-all behind another micro-batch: one table per platform, every
+# row moe_overlap_crossing.py prints (d_ff | A | X | step | pred | exposed | M=1 step | d_ff* |
+# verdict).
+MOE_OVERLAP_PLATFORMS = {"moe_overlap_nvlink": ("nvlink", "5e14"), "moe_overlap_ib": ("ib", "5e13")}
+
+
+def moe_overlap_command(name: str, args: argparse.Namespace) -> list[str]:
+    link, flops = MOE_OVERLAP_PLATFORMS[name]
+    return [*module_command("studies.moe_overlap_crossing"), "--link", link, "--sim-flops", flops,
+            "--build", str(args.sim_build)]
+
+
+def moe_overlap_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+    want = {}
+    for line in output.splitlines():
+        cells = line.split(None, 8)
+        if len(cells) == 9 and cells[0].isdigit():
+            want[cells[0]] = {c: (cells[c],) for c in range(1, 9)}
+    return want
+
+
 CHECKS = (
     Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
           tp_overlap_expected, (0,)),
@@ -178,6 +199,8 @@ CHECKS = (
           (0, 2, 3)),
     Check("moe_nodes_readme", "docs/FINDINGS.md", "DeepEP's configuration", moe_command,
           moe_readme_expected, (0, 1, 2), rows=MOE_README_ROWS),
+    *(Check(name, "docs/FINDINGS.md", f"| d_ff ({link}) |", functools.partial(moe_overlap_command, name),
+            moe_overlap_expected, (0,)) for name, (link, _) in MOE_OVERLAP_PLATFORMS.items()),
 )
 
 

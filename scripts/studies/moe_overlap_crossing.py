@@ -25,6 +25,7 @@ import csv
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def plot(points: list[Point], path: Path, label: str) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("d_ff")
     ax.set_ylabel("us per step")
-    ax.set_title(label, fontsize=9)
+    ax.set_title(textwrap.fill(label, 80), fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -108,13 +109,13 @@ def plot(points: list[Point], path: Path, label: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, default=8, help="N_e: ranks of the EP group (one node)")
-    p.add_argument("--tokens", type=int, default=2048, help="T: tokens per rank")
+    p.add_argument("--tokens", type=int, default=4096, help="T: tokens per rank")
     p.add_argument("--hidden", type=int, default=2048, help="h")
     p.add_argument("--microbatches", type=int, default=4, help="M")
     p.add_argument("--sim-flops", type=float, default=5e14, help="F: modeled GEMM rate, FLOP/s")
     p.add_argument("--platform", default="node8", help="simulate.py preset")
     p.add_argument("--link", help="simulate.py link preset (default: the platform's)")
-    p.add_argument("--d-ff", default="128,256,384,512,1024,1536,2048,3072,4096", help="d_ff values (list)")
+    p.add_argument("--d-ff", default="128,256,512,768,1024,1536,2048,4096", help="d_ff values (list)")
     p.add_argument("--build", type=Path, default=ROOT / "build-sim", help="the SMPI build (make sim)")
     p.add_argument("--csv", type=Path, help="also write the points here")
     p.add_argument("--plot", type=Path, help="exposed all-to-all against d_ff, d_ff* marked")
