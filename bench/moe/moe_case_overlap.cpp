@@ -124,10 +124,8 @@ void MoeCase::report_overlap(const Measurement& m, CaseRecord& rec) const {
                                     cfg_.mlp == Mlp::swiglu));
   rec.attrs.emplace_back(
       "overlap_exchanges",
-      std::string(ctx_.comm.transport() == Transport::mpi &&
-                          ctx_.device.backend() == Backend::cpu && cfg_.dispatch == Dispatch::flat
-                      ? "nonblocking all-to-all-v (MPI_Ialltoallv)"
-                      : "blocking: one micro-batch after another"));
+      std::string(pipeline_->overlapped() ? "nonblocking all-to-all-v (MPI_Ialltoallv)"
+                                          : "blocking: one micro-batch after another"));
   rec.int_tables.push_back({"drops_per_microbatch", 1, drops.size(), drops});
 }
 

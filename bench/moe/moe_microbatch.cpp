@@ -99,7 +99,8 @@ void backward_program(int m, const PipelineHooks& h) {
     h.compute(i, Work::bwd_router);
 }
 
-double critical_path(int m, bool backward, const std::map<std::string, double>& seconds) {
+double critical_path(int m, bool backward, const std::map<std::string, double>& seconds,
+                     bool overlapped) {
   double host = 0, network = 0;
   std::map<std::string, double> done;
   auto at = [&](const std::string& k) {
@@ -112,6 +113,7 @@ double critical_path(int m, bool backward, const std::map<std::string, double>& 
         const std::string k = key(exchange_name(x), i);
         network = std::max(network, host) + at(k);
         done[k] = network;
+        if (!overlapped) host = network;
       },
       [&](int i, Exchange x) { host = std::max(host, done[key(exchange_name(x), i)]); }};
   backward ? backward_program(m, replay) : forward_program(m, replay);
@@ -129,6 +131,10 @@ MicrobatchPipeline::MicrobatchPipeline(MoeLayer& owner, Device& device, Comm& gr
   for (int i = 0; i < m; ++i)
     mbs_.push_back(std::make_unique<MoeLayer>(cfg, device, group, ops, first_token + i * cfg.tokens,
                                               comms, MicrobatchOf{&owner, i * cfg.tokens}));
+}
+
+bool MicrobatchPipeline::overlapped() const {
+  return !owner_.hier_ && owner_.comm_.nonblocking_all_to_all_v();
 }
 
 void MicrobatchPipeline::set_select_bias(const std::vector<float>& bias) {
@@ -261,8 +267,8 @@ PipelineProfile MicrobatchPipeline::profile() {
     s = is_exchange(name) ? -group : group;
     (is_exchange(name) ? p.a2a_s : p.compute_s) += s;
   }
-  p.pred_step_s = critical_path(microbatches(), false, seconds) +
-                  (bwd ? critical_path(microbatches(), true, seconds) : 0.0);
+  p.pred_step_s = critical_path(microbatches(), false, seconds, overlapped()) +
+                  (bwd ? critical_path(microbatches(), true, seconds, overlapped()) : 0.0);
   return p;
 }
 

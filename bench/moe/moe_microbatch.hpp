@@ -36,8 +36,10 @@ void backward_program(int m, const PipelineHooks& h);
 
 // The critical path of a program whose pieces took `seconds` ("expert#2", "dispatch#0", ...)
 // alone: compute runs in program order on the rank; a started exchange runs on the network
-// after the exchanges started before it, and finishing waits for it.
-double critical_path(int m, bool backward, const std::map<std::string, double>& seconds);
+// after the exchanges started before it, and finishing waits for it; where the exchanges
+// block (overlapped false), starting one waits for it.
+double critical_path(int m, bool backward, const std::map<std::string, double>& seconds,
+                     bool overlapped = true);
 
 // The eager run's times, the group's (each compute piece its slowest rank's, each exchange
 // its last-arriving rank's): all-to-all A and compute X summed over the micro-batches (both
@@ -54,6 +56,9 @@ class MicrobatchPipeline {
                      std::int64_t first_token, NodeComms comms);
 
   int microbatches() const { return static_cast<int>(mbs_.size()); }
+  // Whether the exchanges start without waiting: flat dispatch on a transport that can
+  // (hierarchical dispatch runs its two levels in turn, blocking).
+  bool overlapped() const;
   void set_select_bias(const std::vector<float>& bias);
   // The owner's placement (EPLB's, once set there); the last micro-batch all-reduces the
   // replicas' gradients once every micro-batch has added its own.

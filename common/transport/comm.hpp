@@ -84,6 +84,8 @@ class Comm {
     return -1;
   }
   virtual void finish_all_to_all_v(int /*ticket*/) {}
+  // Whether start_all_to_all_v returns before the exchange is done.
+  virtual bool nonblocking_all_to_all_v() const { return false; }
   // Ring step: starts sending each part's `count` elements to rank `to` and receiving as many
   // from rank `from` into its `recv` (parts may differ in type: the backward ring moves K/V in
   // the storage type beside dK/dV partial sums in the gradient type; posted in order on both

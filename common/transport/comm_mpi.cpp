@@ -176,6 +176,8 @@ class MpiComm final : public Comm {
     return next_ticket_++;
   }
 
+  bool nonblocking_all_to_all_v() const override { return !on_device_; }
+
   void finish_all_to_all_v(int ticket) override {
     if (ticket < 0) return;
     const std::size_t i =

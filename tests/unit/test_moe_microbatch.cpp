@@ -37,6 +37,11 @@ TEST(MoeMicrobatch, TwoMicroBatchesOverlapByHand) {
   EXPECT_DOUBLE_EQ(critical_path(2, false, pieces(2, 0, 5, 1)), 20);
 }
 
+TEST(MoeMicrobatch, BlockingExchangesAddUp) {
+  // Each exchange waited for as it starts: routes 2, then 2 + 3 + 2 per micro-batch.
+  EXPECT_DOUBLE_EQ(critical_path(2, false, pieces(2, 1, 2, 3), false), 2 + 2 * (2 + 3 + 2));
+}
+
 TEST(MoeMicrobatch, BoundAndCrossing) {
   EXPECT_DOUBLE_EQ(model::moe_overlap_step(8, 6, 2), 8 + 3);
   EXPECT_DOUBLE_EQ(model::moe_overlap_step(2, 6, 4), 6 + 0.5);
