@@ -38,6 +38,7 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
                 "hierarchical dispatch needs the node and rail groups of this rank");
     hier_ = std::make_unique<HierarchicalExchange>(device, ops, *comms.node, *comms.rail, cfg.dtype,
                                                    cfg.h);
+    hier_->set_rail_nonblocking(of.owner != nullptr);  // a micro-batch overlaps its rail level
   }
   const std::int64_t T = cfg.tokens, h = cfg.h, E = cfg.experts;
   capacity_ = km::expert_capacity(cfg.capacity_factor, cfg.k, T * cfg.n_e, cfg.experts);
@@ -237,8 +238,8 @@ void MoeLayer::dispatch_start() {
     measured_.control += hier_->plan(plan_, gates_, cfg_.tokens, cfg_.k, per_rank, recv_counts_);
     ++fwd_calls_.all_to_all;
     ++fwd_calls_.all_to_all_v;
-    levels_[0] = hier_->dispatch(x_.data(), recv_.data());
-    measured_.dispatch = levels_[0].sent();
+    levels_[0] = {};
+    hier_->dispatch_start(x_.data(), levels_[0]);
     fwd_calls_.all_to_all_v += 2;
     return;
   }
@@ -248,6 +249,11 @@ void MoeLayer::dispatch_start() {
 }
 
 void MoeLayer::dispatch_finish() {
+  if (hier_) {
+    hier_->dispatch_finish(recv_.data(), levels_[0]);
+    measured_.dispatch = levels_[0].sent();
+    return;
+  }
   comm_.finish_all_to_all_v(ticket_);
   ticket_ = -1;
 }
@@ -314,7 +320,8 @@ void MoeLayer::combine_start() {
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), expert_out_.data(),
                    back_send_.data());
   if (hier_) {
-    levels_[1] = hier_->combine(back_send_.data(), out_.data());
+    levels_[1] = {};
+    hier_->combine_start(back_send_.data(), levels_[1]);
     measured_.combine = levels_[1].sent();
     fwd_calls_.all_to_all_v += 2;
     return;
@@ -328,7 +335,7 @@ void MoeLayer::combine_start() {
 }
 
 void MoeLayer::combine_finish() {
-  if (hier_) return;  // combined as it arrived
+  if (hier_) return hier_->combine_finish(out_.data(), levels_[1]);
   comm_.finish_all_to_all_v(ticket_);
   ticket_ = -1;
   ops_.combine(cfg_.tokens, cfg_.k, cfg_.h, slot_pos_.as<std::int64_t>(), gates_dev_.as<float>(),

@@ -37,8 +37,8 @@ void MoeLayer::combine_backward_start() {
   const std::int64_t h = cfg_.h;
   if (hier_) {
     ensure(grad_recv_, static_cast<std::size_t>(recv_rows_ * h) * e_);
-    levels_[2] = hier_->combine_backward(dy_.data(), grad_recv_.data(), gate_grad_dev_.as<float>());
-    measured_bwd_.combine = levels_[2].sent();
+    levels_[2] = {};
+    hier_->combine_backward_start(dy_.data(), levels_[2]);
     bwd_calls_.all_to_all_v += 3;
     return;
   }
@@ -54,6 +54,11 @@ void MoeLayer::combine_backward_start() {
 }
 
 void MoeLayer::combine_backward_finish() {
+  if (hier_) {
+    hier_->combine_backward_finish(grad_recv_.data(), gate_grad_dev_.as<float>(), levels_[2]);
+    measured_bwd_.combine = levels_[2].sent();
+    return;
+  }
   comm_.finish_all_to_all_v(ticket_);
   ticket_ = -1;
 }
@@ -134,7 +139,8 @@ void MoeLayer::dispatch_backward_start() {
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), d_expert_in_.data(),
                    d_back_send_.data());
   if (hier_) {
-    levels_[3] = hier_->dispatch_backward(d_back_send_.data(), dx_.data());
+    levels_[3] = {};
+    hier_->dispatch_backward_start(d_back_send_.data(), levels_[3]);
     measured_bwd_.dispatch = levels_[3].sent();
     bwd_calls_.all_to_all_v += 2;
     return;
@@ -147,7 +153,7 @@ void MoeLayer::dispatch_backward_start() {
 }
 
 void MoeLayer::dispatch_backward_finish() {
-  if (hier_) return;  // summed as they arrived
+  if (hier_) return hier_->dispatch_backward_finish(dx_.data(), levels_[3]);
   comm_.finish_all_to_all_v(ticket_);
   ticket_ = -1;
   ops_.combine(cfg_.tokens, cfg_.k, cfg_.h, slot_pos_.as<std::int64_t>(), nullptr,

@@ -134,7 +134,7 @@ MicrobatchPipeline::MicrobatchPipeline(MoeLayer& owner, Device& device, Comm& gr
 }
 
 bool MicrobatchPipeline::overlapped() const {
-  return !owner_.hier_ && owner_.comm_.nonblocking_all_to_all_v();
+  return owner_.comm_.nonblocking_all_to_all_v();
 }
 
 void MicrobatchPipeline::set_select_bias(const std::vector<float>& bias) {

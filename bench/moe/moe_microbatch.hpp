@@ -56,8 +56,8 @@ class MicrobatchPipeline {
                      std::int64_t first_token, NodeComms comms);
 
   int microbatches() const { return static_cast<int>(mbs_.size()); }
-  // Whether the exchanges start without waiting: flat dispatch on a transport that can
-  // (hierarchical dispatch runs its two levels in turn, blocking).
+  // Whether the exchanges start without waiting (hierarchical dispatch: its rail level; the
+  // node level blocks): on a transport that can.
   bool overlapped() const;
   void set_select_bias(const std::vector<float>& bias);
   // The owner's placement (EPLB's, once set there); the last micro-batch all-reduces the
