@@ -192,6 +192,21 @@ def moe_overlap_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
     return want
 
 
+# docs/FINDINGS.md, the same at DeepSeek-V3's sizes: moe_overlap_deepseek.py prints the table's
+# rows (dispatch | M | step | X | A | exposed | critical path).
+def moe_deepseek_command(args: argparse.Namespace) -> list[str]:
+    return [*module_command("studies.moe_overlap_deepseek"), "--build", str(args.sim_build)]
+
+
+def moe_deepseek_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+    want = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[1].isdigit():
+            want[f"{cells[0]} | {cells[1]}"] = {c: (cells[c],) for c in range(2, 7)}
+    return want
+
+
 CHECKS = (
     Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
           tp_overlap_expected, (0,)),
@@ -199,6 +214,8 @@ CHECKS = (
           (0, 2, 3)),
     Check("moe_nodes_readme", "docs/FINDINGS.md", "DeepEP's configuration", moe_command,
           moe_readme_expected, (0, 1, 2), rows=MOE_README_ROWS),
+    Check("moe_overlap_deepseek", "docs/FINDINGS.md", "| dispatch | M | step ms |", moe_deepseek_command,
+          moe_deepseek_expected, (0, 1)),
     *(Check(name, "docs/FINDINGS.md", f"| d_ff ({link}) |", functools.partial(moe_overlap_command, name),
             moe_overlap_expected, (0,)) for name, (link, _) in MOE_OVERLAP_PLATFORMS.items()),
 )
