@@ -54,6 +54,9 @@ COMMANDS = {
     "cp-side-by-side": Command("studies.cp_side_by_side", "context-parallel methods on the same packs of documents"),
     "mesh-orders": Command("studies.mesh_orders", "the same mesh degrees in several axis orders, simulated"),
     "packed-layouts": Command("studies.packed_layouts", "the ring's layouts on one pack of documents, simulated"),
+    "moe-overlap-crossing": Command("studies.moe_overlap_crossing", "the MoE all-to-all behind another micro-batch "
+                                                                     "across d_ff, simulated"),
+    "moe-overlap-deepseek": Command("studies.moe_overlap_deepseek", "the same at DeepSeek-V3's sizes, simulated"),
     "moe-node-study": Command("studies.moe_node_study", "MoE dispatch across nodes at DeepEP's configuration, simulated"),
     "ring-crossing": Command("studies.ring_crossing", "where a ring block-size sweep stops exposing its transfer"),
     "tp-overlap-crossing": Command("studies.tp_overlap_crossing", "where TP+SP's collective matmul stops "

@@ -170,6 +170,9 @@ void print_moe(const Params& p, double e) {
        "FLOP");
   line("all-to-all time / expert time",
        m::moe_a2a_to_expert_ratio(p.flops, p.bw, p.n_e, d_ff, p.swiglu), "");
+  // METHODS.md section 4: (F/W)(N_e-1)/N_e, x e/2, /1.5 for SwiGLU.
+  line("overlap crossing d_ff* (experts hide the all-to-all above)",
+       m::moe_overlap_dff_star(p.flops, p.bw, p.n_e, e, p.swiglu), "");
   line("dispatch + combine time per rank at W (uniform)",
        m::moe_a2a_bytes_per_rank(p.k, p.tokens, p.h, p.n_e, e) / p.bw, "s");
   const double expert_flops = p.k * p.tokens * m::moe_expert_flops_per_pair(p.h, d_ff, p.swiglu);

@@ -12,6 +12,7 @@
 #include "bench/moe/moe_calibrate.hpp"
 #include "bench/moe/moe_config.hpp"
 #include "bench/moe/moe_layer.hpp"
+#include "bench/moe/moe_microbatch.hpp"
 #include "bench/moe/moe_ops.hpp"
 #include "bench/moe/moe_reference_grad.hpp"
 #include "common/harness/bench_case.hpp"
@@ -48,6 +49,13 @@ class MoeCase final : public BenchCase {
   // Aux-loss-free balancing (DeepSeek-V3): after each routing step, lower the selection bias of
   // experts above the mean load and raise it for those below, by a fixed rate.
   void balance();
+  // --overlap microbatch:M (moe_case_overlap.cpp): the pipeline on the layer's buffers, after
+  // one M = 1 step of the layer itself (its time, bytes and, where small, values kept) and
+  // one eager step of the pipeline (its pieces' times and the prediction).
+  void setup_overlap(NodeComms comms);
+  // Exchange bytes and values against M = 1's ("" when equal).
+  std::string overlap_mismatch() const;
+  void report_overlap(const Measurement& m, CaseRecord& rec) const;
 
   BenchContext& ctx_;
   MoeConfig cfg_;
@@ -59,7 +67,13 @@ class MoeCase final : public BenchCase {
   std::vector<float> select_bias_;
   std::vector<double> balance_history_;
   Rates rates_;
-  std::optional<GradOutcome> grads_;  // the last check's gradient errors (fwd_bwd)
+  std::optional<GradOutcome> grads_;              // the last check's gradient errors (fwd_bwd)
+  std::unique_ptr<MicrobatchPipeline> pipeline_;  // --overlap microbatch:M, M > 1
+  PipelineProfile profile_;
+  double step_m1_s_ = 0;
+  StepBytes m1_bytes_, m1_bwd_bytes_;
+  std::optional<std::vector<double>> m1_out_;  // M = 1's output, where small enough
+  std::optional<LayerGrads> m1_grads_;
 };
 
 }  // namespace suite::moe

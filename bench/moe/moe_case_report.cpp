@@ -20,18 +20,18 @@ void MoeCase::report(const Measurement& m, CaseRecord& rec) {
   f.group_routed = layer_->group_sum(routed);
   const auto& p = layer_->prob_sum();
   f.group_prob_sum = layer_->group_sum(std::vector<double>(p.begin(), p.end()));
-  f.measured = layer_->measured_bytes();
-  f.implied = layer_->implied_bytes();
+  f.measured = pipeline_ ? pipeline_->measured_bytes() : layer_->measured_bytes();
+  f.implied = pipeline_ ? pipeline_->implied_bytes() : layer_->implied_bytes();
   f.expert_flops = layer_->expert_flops();
   for (auto n : layer_->recv_counts())
     f.recv_rows += static_cast<double>(n);
-  for (auto k : layer_->keep())
+  for (auto k : pipeline_ ? pipeline_->keep() : layer_->keep())
     f.dropped += k ? 0 : 1;
   f.rates = rates_;
   f.fwd_calls = layer_->fwd_calls();
   if (cfg_.backward()) {
-    f.bwd_measured = layer_->measured_bwd_bytes();
-    f.bwd_implied = layer_->implied_bwd_bytes();
+    f.bwd_measured = pipeline_ ? pipeline_->measured_bwd_bytes() : layer_->measured_bwd_bytes();
+    f.bwd_implied = pipeline_ ? pipeline_->implied_bwd_bytes() : layer_->implied_bwd_bytes();
     f.bwd_expert_flops = layer_->bwd_expert_flops();
     f.bwd_calls = layer_->bwd_calls();
     if (grads_)
@@ -46,6 +46,7 @@ void MoeCase::report(const Measurement& m, CaseRecord& rec) {
                     layer_->most_nodes_per_token()};
   report_levels(cfg_, levels, rec);
   report_placement(rec);
+  if (pipeline_) report_overlap(m, rec);
   rec.attrs.emplace_back("router_logits",
                          std::string(sim::modeled() ? "drawn (modeled compute: x holds no values): "
                                                       "seeded per (global token, expert), sd 1"

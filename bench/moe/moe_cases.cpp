@@ -55,9 +55,16 @@ void MoeCase::setup() {
                        " elements; use a capacity factor or a smaller T*k*h");
   }
   rates_ = calibrate_rates(cfg_, ctx_.device, group, *ops_, layer_->lend_exchange_buffers());
+  if (cfg_.microbatches > 1) setup_overlap(comms);
 }
 
 void MoeCase::step(PhaseTimer& phases) {
+  if (pipeline_) {
+    if (!cfg_.backward()) return pipeline_->forward(phases);
+    phases.time("forward", [&] { pipeline_->forward(phases); });
+    phases.time("backward", [&] { pipeline_->backward(phases); });
+    return;
+  }
   if (!cfg_.backward()) return layer_->forward(phases);
   phases.time("forward", [&] { layer_->forward(phases); });
   phases.time("backward", [&] { layer_->backward(phases); });
@@ -66,7 +73,12 @@ void MoeCase::step(PhaseTimer& phases) {
 CheckOutcome MoeCase::check() {
   std::string bytes_error = bytes_mismatch();
   std::string why;
-  if (reference_too_large(cfg_, why)) {
+  const bool own_drops = pipeline_ && !cfg_.dropless();
+  if (own_drops)
+    why =
+        "micro-batches drop against their own share of the capacity: no reference of the "
+        "whole rank's; bytes checked";
+  if (own_drops || reference_too_large(cfg_, why)) {
     // Agreed before returning: a skip on one rank must not hide a byte mismatch on another.
     auto any = agree_on_error(bytes_error.empty() ? std::nullopt
                                                   : std::optional<std::string>(bytes_error));
@@ -101,7 +113,8 @@ CheckOutcome MoeCase::check() {
 
 LayerGrads MoeCase::layer_grads() const {
   LayerGrads g{layer_->input_grad(), layer_->router_weight_grad(), {}, {}, {}};
-  const auto gate = layer_->gate_grad();
+  // The pipeline writes the layer's input gradient and weight gradients; its gates are its own.
+  const auto gate = pipeline_ ? pipeline_->gate_grad() : layer_->gate_grad();
   g.dgate.assign(gate.begin(), gate.end());
   const std::size_t slots = layer_->local_experts().size();
   for (std::size_t j = 0; j < slots; ++j) {
@@ -119,6 +132,12 @@ std::string MoeCase::bytes_mismatch() const {
            std::to_string(m.combine) + ") but the routing implies (" + std::to_string(p.control) +
            ", " + std::to_string(p.dispatch) + ", " + std::to_string(p.combine) + "); ";
   };
+  if (pipeline_) {
+    std::string why = differ("forward", pipeline_->measured_bytes(), pipeline_->implied_bytes());
+    if (cfg_.backward())
+      why += differ("backward", pipeline_->measured_bwd_bytes(), pipeline_->implied_bwd_bytes());
+    return why + pipeline_->level_mismatch() + overlap_mismatch();
+  }
   std::string why = differ("forward", layer_->measured_bytes(), layer_->implied_bytes());
   if (cfg_.backward())
     why += differ("backward", layer_->measured_bwd_bytes(), layer_->implied_bwd_bytes());
@@ -286,6 +305,8 @@ CaseSpec make_spec(BenchContext& ctx, const MoeConfig& cfg) {
     spec.params.emplace_back("max_nodes_per_token", std::int64_t{cfg.max_nodes_per_token});
   if (cfg.redundant_experts > 0)
     spec.params.emplace_back("redundant_experts", std::int64_t{cfg.redundant_experts});
+  if (cfg.microbatches > 1)
+    spec.params.emplace_back("microbatches", std::int64_t{cfg.microbatches});
   if (cfg.backward()) spec.params.emplace_back("pass", std::string(pass_name(cfg.pass)));
   const bool check_rows = check_transport_limit(ctx, cfg);
   spec.make = [&ctx, cfg, check_rows] { return std::make_unique<MoeCase>(ctx, cfg, check_rows); };
@@ -351,27 +372,30 @@ std::vector<CaseSpec> moe_cases(BenchContext& ctx, const MoeSweep& sweep) {
             for (int redundant : sweep.redundant)
               for (int max_nodes : sweep.max_nodes)
                 for (Dispatch dispatch : sweep.dispatches)
-                  for (Pass pass : sweep.passes) {  // each point once per pass, in the order named
-                    cfg.dispatch = dispatch;
-                    cfg.max_nodes_per_token = max_nodes;
-                    cfg.redundant_experts = redundant;
-                    validate(cfg);
-                    cfg.pass = pass;
-                    const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
-                    const double have = static_cast<double>(ctx.device.memory_available());
-                    if (need > 0.9 * have)
-                      throw UsageError(
-                          "moe: " + case_name(cfg) + " needs about " +
-                          std::to_string(static_cast<std::int64_t>(need) >> 20) +
-                          " MiB per rank but only " +
-                          std::to_string(static_cast<std::int64_t>(have) >> 20) +
-                          " MiB are available" +
-                          (sim::modeled()
-                               ? " (modeled compute: the routing and buffers under 1 MiB)"
-                               : "") +
-                          "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
-                    specs.push_back(make_spec(ctx, cfg));
-                  }
+                  for (int mb : sweep.microbatches)
+                    for (Pass pass :
+                         sweep.passes) {  // each point once per pass, in the order named
+                      cfg.microbatches = mb;
+                      cfg.dispatch = dispatch;
+                      cfg.max_nodes_per_token = max_nodes;
+                      cfg.redundant_experts = redundant;
+                      validate(cfg);
+                      cfg.pass = pass;
+                      const double need = estimate_bytes(cfg, ctx.device.backend() == Backend::cpu);
+                      const double have = static_cast<double>(ctx.device.memory_available());
+                      if (need > 0.9 * have)
+                        throw UsageError(
+                            "moe: " + case_name(cfg) + " needs about " +
+                            std::to_string(static_cast<std::int64_t>(need) >> 20) +
+                            " MiB per rank but only " +
+                            std::to_string(static_cast<std::int64_t>(have) >> 20) +
+                            " MiB are available" +
+                            (sim::modeled()
+                                 ? " (modeled compute: the routing and buffers under 1 MiB)"
+                                 : "") +
+                            "; use a smaller --tokens, --hidden, --ffn-hidden or more ranks");
+                      specs.push_back(make_spec(ctx, cfg));
+                    }
           }
       }
   // Knob lists are validated even when no case uses them (a typo must not pass silently).

@@ -23,6 +23,7 @@ struct MoeSweep {
   int ranks_per_node = 0;         // 0: the placement's (ranks sharing this rank's host, within N_e)
   std::vector<int> max_nodes{0};  // node-limited routing per case (0: unlimited)
   std::vector<int> redundant{0};  // EPLB redundant experts per case (0: block placement)
+  std::vector<int> microbatches{1};  // --overlap: micro-batches per case (1: none)
 };
 
 // Ranks per node inside a group of n_e: `requested`, or where it is 0 the ranks sharing this

@@ -43,6 +43,11 @@ void validate(const MoeConfig& c) {
     if (!ok) throw UsageError("moe: " + why);
   };
   need(c.tokens >= 1, "--tokens must be >= 1 (got " + std::to_string(c.tokens) + ")");
+  need(c.microbatches <= c.tokens && c.tokens % c.microbatches == 0,
+       "--overlap microbatch:" + std::to_string(c.microbatches) +
+           (c.microbatches > c.tokens ? " is more micro-batches than the rank's "
+                                      : " does not divide the rank's ") +
+           std::to_string(c.tokens) + " tokens (--tokens)");
   need(c.h >= 1 && c.d_ff >= 1, "--hidden and --ffn-hidden must be >= 1");
   need(c.experts >= 1, "--experts must be >= 1");
   need(c.experts % c.n_e == 0,
@@ -189,6 +194,7 @@ std::string case_name(const MoeConfig& c) {
   if (c.redundant_experts > 0) name += "_red" + std::to_string(c.redundant_experts);
   if (c.max_nodes_per_token > 0) name += "_maxnodes" + std::to_string(c.max_nodes_per_token);
   if (c.dispatch == Dispatch::hierarchical) name += "_hier" + std::to_string(c.ranks_per_node);
+  if (c.microbatches > 1) name += "_mb" + std::to_string(c.microbatches);
   return c.backward() ? name + "_fwd_bwd" : name;
 }
 

@@ -61,6 +61,9 @@ struct MoeConfig {
   // EPLB: the R most loaded experts (the routing after balancing) get one more replica each,
   // all replicas packed onto the ranks by load (moe_eplb.hpp); 0 = the block placement.
   int redundant_experts = 0;
+  // --overlap microbatch:M: the rank's tokens cut into M micro-batches of T / M, run as a
+  // pipeline (moe_microbatch.hpp); 1 = none. Each micro-batch's capacity is its share.
+  int microbatches = 1;
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;  // fwd_bwd: forward then backward of the same step
@@ -111,7 +114,7 @@ void drawn_logits(const MoeConfig& c, std::int64_t t0, std::int64_t rows, float*
 // "moe_fp32_T1024_h512_ff1024_E8_k2_swiglu_zipf_a1.2_cf1.25_ep4": readable, unique per case;
 // the fwd_bwd pass appends "_fwd_bwd" (forward cases keep their names: baselines match on them),
 // hierarchical dispatch "_hier<ranks per node>" before it, node-limited routing "_maxnodes<M>"
-// and redundant experts "_red<R>" before that.
+// and redundant experts "_red<R>" before that; micro-batches "_mb<M>" last of those.
 std::string case_name(const MoeConfig& c);
 
 }  // namespace suite::moe

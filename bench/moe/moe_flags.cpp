@@ -42,6 +42,27 @@ std::vector<int> parse_counts(const std::string& text, const char* flag, const c
   return out;
 }
 
+// --overlap's list: none (1 micro-batch) or microbatch:M with M >= 1.
+std::vector<int> parse_overlap(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split_list(text)) {
+    if (item == "none") {
+      out.push_back(1);
+      continue;
+    }
+    const std::string prefix = "microbatch:";
+    const std::string m = item.rfind(prefix, 0) == 0 ? item.substr(prefix.size()) : "";
+    const bool digits =
+        !m.empty() && m.size() <= 7 && m.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(m) < 1)
+      throw UsageError("--overlap: '" + item +
+                       "' is not none or microbatch:M with M a whole number >= 1");
+    out.push_back(std::stoi(m));
+  }
+  if (out.empty()) throw UsageError("--overlap: name none or microbatch:M");
+  return out;
+}
+
 MoeSweep moe_sweep(const MoeFlags& o) {
   MoeSweep s;
   s.base.h = o.hidden;
@@ -70,6 +91,7 @@ MoeSweep moe_sweep(const MoeFlags& o) {
   s.ranks_per_node = o.layer.ranks_per_node;
   s.max_nodes = parse_counts(o.max_nodes, "--max-nodes-per-token", "a node count (0 = unlimited)");
   s.redundant = parse_counts(o.redundant, "--redundant-experts", "a count of experts (0 = none)");
+  s.microbatches = parse_overlap(o.overlap);
   return s;
 }
 
@@ -117,6 +139,14 @@ void add_moe_flags(CLI::App& app, MoeFlags& o) {
                  "replica n mod 2; the backward all-reduces the two replicas' weight gradients. "
                  "Needs dropless routing and N_e >= 2. Cases named _red<R>")
       ->capture_default_str();
+  app.add_option("--overlap", o.overlap,
+                 "(list) none, or microbatch:M: the rank's T tokens cut into M micro-batches of "
+                 "T/M (M must divide T) run as a pipeline, micro-batch i+1 dispatched while i's "
+                 "experts compute and i-1 is combined (nonblocking all-to-all-v on MPI with host "
+                 "buffers; one micro-batch after another elsewhere); the backward likewise. "
+                 "Under a capacity factor each micro-batch's capacity is its share, so drops may "
+                 "differ from M = 1's (counted per micro-batch). Cases named _mb<M>")
+      ->capture_default_str();
   app.add_option("--mode", o.mode,
                  "layer (the MoE layer, default) or a2a: one all-to-all-v over a traffic "
                  "matrix (--traffic, --bytes, --a2a-algo), nccl-tests style, no layer")
@@ -149,6 +179,10 @@ std::vector<CaseSpec> moe_flag_cases(BenchContext& ctx, const MoeFlags& o) {
   const MoeSweep layer = moe_sweep(o);
   if (o.mode == "layer") return moe_cases(ctx, layer);
   if (o.mode != "a2a") throw UsageError("--mode: unknown mode '" + o.mode + "' (layer, a2a)");
+  if (layer.microbatches != std::vector<int>{1})
+    throw UsageError("--overlap " + o.overlap +
+                     ": overlaps the layer's exchanges; --mode a2a "
+                     "times one all-to-all-v alone");
   A2aSweep a;
   for (const auto& t : split_list(o.traffic))
     a.traffic.push_back(parse_traffic(t));

@@ -21,7 +21,7 @@ struct MoeFlags {
   MoeLayerFlags layer;
   std::string tokens = "1024", skew = "none", alpha = "1.0", hot = "", capacity = "0", pass = "fwd",
               max_nodes = "0", mode = "layer", traffic = "uniform", bytes = "1M", redundant = "0",
-              a2a_algo = "flat,pairwise,hierarchical";
+              a2a_algo = "flat,pairwise,hierarchical", overlap = "none";
   std::int64_t hidden = 512, ffn_hidden = 1024;
   int balance_steps = 0, ep = 0;
   double balance_rate = 0.05;

@@ -228,7 +228,8 @@ std::int64_t HierarchicalExchange::plan(const kernels::moe::DispatchPlan& flat,
 
 void HierarchicalExchange::a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_n,
                                 void* recv, const std::vector<std::int64_t>& recv_n,
-                                std::int64_t elems, DType t, LevelBytes& b, bool inter) {
+                                std::int64_t elems, DType t, LevelBytes& b, bool inter,
+                                bool start_only) {
   const std::size_t n = send_n.size();
   std::vector<std::size_t> se(n), sd(n), re(n), rd(n);
   std::size_t so = 0, ro = 0;
@@ -245,7 +246,10 @@ void HierarchicalExchange::a2av(Comm& c, const void* send, const std::vector<std
                              std::to_string(std::max(so, ro)) +
                              " elements is above this transport's limit");
   const ByteCounts before = c.bytes();
-  c.all_to_all_v(send, se, sd, recv, re, rd, t);
+  if (start_only && rail_nonblocking_)
+    rail_ticket_ = c.start_all_to_all_v(send, se, sd, recv, re, rd, t);
+  else
+    c.all_to_all_v(send, se, sd, recv, re, rd, t);
   const std::int64_t sent = c.bytes().sent - before.sent, got = c.bytes().recv - before.recv;
   (inter ? b.inter_sent : b.intra_sent) += sent;
   (inter ? b.inter_recv : b.intra_recv) += got;
@@ -254,27 +258,62 @@ void HierarchicalExchange::a2av(Comm& c, const void* send, const std::vector<std
 void HierarchicalExchange::rows_a2av(Comm& c, const void* send,
                                      const std::vector<std::int64_t>& send_rows, void* recv,
                                      const std::vector<std::int64_t>& recv_rows, LevelBytes& b,
-                                     bool inter) {
-  a2av(c, send, send_rows, recv, recv_rows, h_, t_, b, inter);
+                                     bool inter, bool start_only) {
+  a2av(c, send, send_rows, recv, recv_rows, h_, t_, b, inter, start_only);
 }
 
 LevelBytes HierarchicalExchange::dispatch(const void* x, void* recv) {
   LevelBytes b;
+  dispatch_start(x, b);
+  dispatch_finish(recv, b);
+  return b;
+}
+
+LevelBytes HierarchicalExchange::combine(const void* back, void* out) {
+  LevelBytes b;
+  combine_start(back, b);
+  combine_finish(out, b);
+  return b;
+}
+
+LevelBytes HierarchicalExchange::combine_backward(const void* dy, void* grad_recv,
+                                                  float* gate_grad) {
+  LevelBytes b;
+  combine_backward_start(dy, b);
+  combine_backward_finish(grad_recv, gate_grad, b);
+  return b;
+}
+
+LevelBytes HierarchicalExchange::dispatch_backward(const void* grad_back, void* dx) {
+  LevelBytes b;
+  dispatch_backward_start(grad_back, b);
+  dispatch_backward_finish(dx, b);
+  return b;
+}
+
+void HierarchicalExchange::finish_rail() {
+  rail_.finish_all_to_all_v(rail_ticket_);
+  rail_ticket_ = -1;
+}
+
+void HierarchicalExchange::dispatch_start(const void* x, LevelBytes& b) {
   ensure(home_send_, static_cast<std::size_t>(home_total_) * row_bytes_);
   ops_.gather_rows(home_total_, h_, home_src_dev_.as<std::int64_t>(), x, home_send_.data());
   ensure(relay_recv_, static_cast<std::size_t>(relay_total_) * row_bytes_);
-  rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true);
+  rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true, true);
+}
+
+void HierarchicalExchange::dispatch_finish(void* recv, LevelBytes& b) {
+  finish_rail();
   ensure(fan_send_, static_cast<std::size_t>(fan_total_) * row_bytes_);
   ops_.gather_rows(fan_total_, h_, fan_src_dev_.as<std::int64_t>(), relay_recv_.data(),
                    fan_send_.data());
   ensure(fan_recv_, static_cast<std::size_t>(recv_total_) * row_bytes_);
   rows_a2av(node_, fan_send_.data(), fan_rows_, fan_recv_.data(), fanin_rows_, b, false);
   ops_.gather_rows(recv_total_, h_, to_flat_dev_.as<std::int64_t>(), fan_recv_.data(), recv);
-  return b;
 }
 
-LevelBytes HierarchicalExchange::combine(const void* back, void* out) {
-  LevelBytes b;
+void HierarchicalExchange::combine_start(const void* back, LevelBytes& b) {
   ops_.gather_rows(recv_total_, h_, from_flat_dev_.as<std::int64_t>(), back, fan_recv_.data());
   ensure(relay_y_, static_cast<std::size_t>(fan_total_) * row_bytes_);  // kept for the backward
   rows_a2av(node_, fan_recv_.data(), fanin_rows_, relay_y_.data(), fan_rows_, b, false);
@@ -282,16 +321,22 @@ LevelBytes HierarchicalExchange::combine(const void* back, void* out) {
   ops_.combine(relay_total_, kmax_, h_, relay_slot_dev_.as<std::int64_t>(),
                relay_gates_dev_.as<float>(), relay_y_.data(), partial_.data());
   ensure(home_back_, static_cast<std::size_t>(home_total_) * row_bytes_);
-  rows_a2av(rail_, partial_.data(), relay_rows_, home_back_.data(), home_rows_, b, true);
-  ops_.combine(T_, M_, h_, home_slot_dev_.as<std::int64_t>(), nullptr, home_back_.data(), out);
-  return b;
+  rows_a2av(rail_, partial_.data(), relay_rows_, home_back_.data(), home_rows_, b, true, true);
 }
 
-LevelBytes HierarchicalExchange::combine_backward(const void* dy, void* grad_recv,
-                                                  float* gate_grad) {
-  LevelBytes b;
+void HierarchicalExchange::combine_finish(void* out, LevelBytes&) {
+  finish_rail();
+  ops_.combine(T_, M_, h_, home_slot_dev_.as<std::int64_t>(), nullptr, home_back_.data(), out);
+}
+
+void HierarchicalExchange::combine_backward_start(const void* dy, LevelBytes& b) {
   ops_.gather_rows(home_total_, h_, home_src_dev_.as<std::int64_t>(), dy, home_send_.data());
-  rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true);
+  rows_a2av(rail_, home_send_.data(), home_rows_, relay_recv_.data(), relay_rows_, b, true, true);
+}
+
+void HierarchicalExchange::combine_backward_finish(void* grad_recv, float* gate_grad,
+                                                   LevelBytes& b) {
+  finish_rail();
   const std::size_t slots = relay_slot_.size();
   ensure(relay_gate_grad_, slots * sizeof(float));
   ops_.combine_backward(relay_total_, kmax_, h_, relay_slot_dev_.as<std::int64_t>(),
@@ -323,18 +368,19 @@ LevelBytes HierarchicalExchange::combine_backward(const void* dy, void* grad_rec
       per_copy[static_cast<std::size_t>(home_record_copy_[i])] = got[i];
     device_.copy_from_host(gate_grad, per_copy.data(), bytes_of(per_copy));
   }
-  return b;
 }
 
-LevelBytes HierarchicalExchange::dispatch_backward(const void* grad_back, void* dx) {
-  LevelBytes b;
+void HierarchicalExchange::dispatch_backward_start(const void* grad_back, LevelBytes& b) {
   ops_.gather_rows(recv_total_, h_, from_flat_dev_.as<std::int64_t>(), grad_back, fan_recv_.data());
   rows_a2av(node_, fan_recv_.data(), fanin_rows_, fan_send_.data(), fan_rows_, b, false);
   ops_.combine(relay_total_, kmax_, h_, relay_slot_dev_.as<std::int64_t>(), nullptr,
                fan_send_.data(), partial_.data());
-  rows_a2av(rail_, partial_.data(), relay_rows_, home_back_.data(), home_rows_, b, true);
+  rows_a2av(rail_, partial_.data(), relay_rows_, home_back_.data(), home_rows_, b, true, true);
+}
+
+void HierarchicalExchange::dispatch_backward_finish(void* dx, LevelBytes&) {
+  finish_rail();
   ops_.combine(T_, M_, h_, home_slot_dev_.as<std::int64_t>(), nullptr, home_back_.data(), dx);
-  return b;
 }
 
 }  // namespace suite::moe

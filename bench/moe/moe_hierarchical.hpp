@@ -60,6 +60,20 @@ class HierarchicalExchange {
   // Input gradients in the received layout -> dx [T, h], each token's copies summed.
   LevelBytes dispatch_backward(const void* grad_back, void* dx);
 
+  // Each of the four in two halves around its rail all-to-all-v, which starts without waiting
+  // once set_rail_nonblocking(true) (a micro-batch's exchange: the node level, inside the
+  // node, stays blocking): start up to and including the rail's start, finish from its wait
+  // on; the bytes are added to b. The four above are start then finish.
+  void set_rail_nonblocking(bool on) { rail_nonblocking_ = on; }
+  void dispatch_start(const void* x, LevelBytes& b);
+  void dispatch_finish(void* recv, LevelBytes& b);
+  void combine_start(const void* back, LevelBytes& b);
+  void combine_finish(void* out, LevelBytes& b);
+  void combine_backward_start(const void* dy, LevelBytes& b);
+  void combine_backward_finish(void* grad_recv, float* gate_grad, LevelBytes& b);
+  void dispatch_backward_start(const void* grad_back, LevelBytes& b);
+  void dispatch_backward_finish(void* dx, LevelBytes& b);
+
   // What the routing implies, in rows of one dispatch, for the check against the transport's
   // counts. From this rank's routing: rows it sends across nodes (its distinct (token, other
   // node) pairs) and copy records it sends across. From the flat counts it received: rows it
@@ -79,10 +93,13 @@ class HierarchicalExchange {
   // the transport counted to b at its level.
   void a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_n, void* recv,
             const std::vector<std::int64_t>& recv_n, std::int64_t elems, DType t, LevelBytes& b,
-            bool inter);
-  // The same for token rows (h elements of the run's type).
+            bool inter, bool start_only = false);
+  // The same for token rows (h elements of the run's type); start_only: the rail's, started
+  // without waiting where set so (finish_rail waits for it).
   void rows_a2av(Comm& c, const void* send, const std::vector<std::int64_t>& send_rows, void* recv,
-                 const std::vector<std::int64_t>& recv_rows, LevelBytes& b, bool inter);
+                 const std::vector<std::int64_t>& recv_rows, LevelBytes& b, bool inter,
+                 bool start_only = false);
+  void finish_rail();
   void ensure(Buffer& b, std::size_t bytes);
   void upload_index(Buffer& dst, const std::vector<std::int64_t>& v);
 
@@ -96,6 +113,8 @@ class HierarchicalExchange {
   int P_ = 1, M_ = 1;
   std::int64_t T_ = 0;
   int k_ = 1;
+  bool rail_nonblocking_ = false;
+  int rail_ticket_ = -1;  // the rail exchange started and not yet finished
 
   // Home side: rows to each rail peer (its distinct tokens with a copy on that node), their
   // tokens; each copy record's copy index (t k + slot) per peer, in record order; per (token,

@@ -1,6 +1,7 @@
 #include "bench/moe/moe_layer.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "bench/moe/moe_buffers.hpp"
 #include "common/device/typed_host.hpp"
@@ -19,8 +20,9 @@ void MoeLayer::ensure(Buffer& b, std::size_t bytes) {
 }
 
 MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops,
-                   std::int64_t first_token, NodeComms comms)
+                   std::int64_t first_token, NodeComms comms, MicrobatchOf of)
     : cfg_(cfg),
+      of_(of),
       device_(device),
       comm_(group),
       ops_(ops),
@@ -36,6 +38,7 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
                 "hierarchical dispatch needs the node and rail groups of this rank");
     hier_ = std::make_unique<HierarchicalExchange>(device, ops, *comms.node, *comms.rail, cfg.dtype,
                                                    cfg.h);
+    hier_->set_rail_nonblocking(of.owner != nullptr);  // a micro-batch overlaps its rail level
   }
   const std::int64_t T = cfg.tokens, h = cfg.h, E = cfg.experts;
   capacity_ = km::expert_capacity(cfg.capacity_factor, cfg.k, T * cfg.n_e, cfg.experts);
@@ -49,15 +52,25 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
     else
       upload_values(b, init_block(cfg, t, index, r0, rows, cols));
   };
-  x_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  init(x_, Tensor::input, 0, first_token, T, h);
-  w_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
-  init(w_router_, Tensor::router, 0, 0, h, E);
+  // A micro-batch's rows and weights are views of its owner's (the owner made them); per
+  // token: rows of tokens (its own from of.row0), else a weight's; t: the values drawn.
+  MoeLayer* owner = of.owner;
+  auto make = [&](Buffer MoeLayer::*b, std::int64_t rows, std::int64_t cols, bool per_token,
+                  std::optional<Tensor> t) {
+    if (owner) {
+      this->*b = view_of(owner->*b, per_token ? of.row0 : 0, rows, cols);
+      return;
+    }
+    this->*b = device.alloc(static_cast<std::size_t>(rows * cols) * e_);
+    if (t) init(this->*b, *t, 0, per_token ? first_token : 0, rows, cols);
+  };
+  make(&MoeLayer::x_, T, h, true, Tensor::input);
+  make(&MoeLayer::w_router_, h, E, false, Tensor::router);
   placement_ = block_placement(cfg.experts, ranks_);
   slots_ = placement_.slots_per_rank;
   init_experts();
   logits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
-  out_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
+  make(&MoeLayer::out_, T, h, true, std::nullopt);
   {
     // The biases and the counts the host reads back: real in modeled mode too.
     sim::KeepData keep;
@@ -89,10 +102,9 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& op
   keep_.assign(chosen_.size(), 1);
   prob_sum_.assign(static_cast<std::size_t>(E), 0.0f);
   if (!cfg.backward()) return;
-  dy_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  init(dy_, Tensor::grad_output, 0, first_token, T, h);
-  dx_ = device.alloc(static_cast<std::size_t>(T * h) * e_);
-  dw_router_ = device.alloc(static_cast<std::size_t>(h * E) * e_);
+  make(&MoeLayer::dy_, T, h, true, Tensor::grad_output);
+  make(&MoeLayer::dx_, T, h, true, std::nullopt);
+  make(&MoeLayer::dw_router_, h, E, false, std::nullopt);
   dlogits_ = device.alloc(static_cast<std::size_t>(T * E) * e_);
 }
 
@@ -103,6 +115,18 @@ void MoeLayer::init_experts() {
   w2_.clear();
   dw1_.clear();
   dw2_.clear();
+  if (of_.owner) {  // the owner's weights and gradients (its placement is this one's)
+    const MoeLayer& o = *of_.owner;
+    for (int j = 0; j < slots_; ++j) {
+      const auto i = static_cast<std::size_t>(j);
+      w1_.push_back(view_of(o.w1_[i], 0, h, cfg_.w1_cols()));
+      w2_.push_back(view_of(o.w2_[i], 0, cfg_.d_ff, h));
+      if (!cfg_.backward()) continue;
+      dw1_.push_back(view_of(o.dw1_[i], 0, h, cfg_.w1_cols()));
+      dw2_.push_back(view_of(o.dw2_[i], 0, cfg_.d_ff, h));
+    }
+    return;
+  }
   for (int j = 0; j < slots_; ++j) {
     const int expert = placement_.slot_expert[static_cast<std::size_t>(rank_ * slots_ + j)];
     w1_.push_back(device_.alloc(static_cast<std::size_t>(h * cfg_.w1_cols()) * e_));
@@ -127,6 +151,14 @@ void MoeLayer::set_placement(const ExpertPlacement& p, std::vector<ReplicaSync> 
   slots_ = p.slots_per_rank;
   replica_sync_ = std::move(sync);
   init_experts();
+}
+
+void MoeLayer::release_step_buffers() {
+  for (Buffer* b :
+       {&send_, &recv_, &regroup_gather_, &regroup_scatter_, &expert_in_, &hidden_, &act_,
+        &expert_out_, &back_send_, &back_recv_, &grad_send_, &grad_recv_, &d_expert_out_, &d_act_,
+        &d_hidden_, &d_expert_in_, &d_back_send_, &d_back_recv_})
+    *b = Buffer();
 }
 
 std::vector<int> MoeLayer::local_experts() const {
@@ -163,7 +195,12 @@ void MoeLayer::permute_in() {
   ops_.gather_rows(rows, cfg_.h, send_src_.as<std::int64_t>(), x_.data(), send_.data());
 }
 
-void MoeLayer::dispatch() {
+Buffer MoeLayer::view_of(const Buffer& b, std::int64_t row0, std::int64_t rows,
+                         std::int64_t cols) const {
+  return Buffer(row(b, row0, cols), static_cast<std::size_t>(rows * cols) * e_, [](void*) {});
+}
+
+void MoeLayer::dispatch_start() {
   const int per_rank = slots_;
   const std::int64_t h = cfg_.h;
   // Counts first: block (destination, local expert) -> how many rows follow.
@@ -201,14 +238,24 @@ void MoeLayer::dispatch() {
     measured_.control += hier_->plan(plan_, gates_, cfg_.tokens, cfg_.k, per_rank, recv_counts_);
     ++fwd_calls_.all_to_all;
     ++fwd_calls_.all_to_all_v;
-    levels_[0] = hier_->dispatch(x_.data(), recv_.data());
-    measured_.dispatch = levels_[0].sent();
+    levels_[0] = {};
+    hier_->dispatch_start(x_.data(), levels_[0]);
     fwd_calls_.all_to_all_v += 2;
     return;
   }
   measured_.dispatch = all_to_all_v_bytes(send_.data(), send_elems_, send_displs_, recv_.data(),
                                           recv_elems_, recv_displs_);
   ++fwd_calls_.all_to_all_v;
+}
+
+void MoeLayer::dispatch_finish() {
+  if (hier_) {
+    hier_->dispatch_finish(recv_.data(), levels_[0]);
+    measured_.dispatch = levels_[0].sent();
+    return;
+  }
+  comm_.finish_all_to_all_v(ticket_);
+  ticket_ = -1;
 }
 
 std::int64_t MoeLayer::all_to_all_v_bytes(const void* send,
@@ -222,7 +269,11 @@ std::int64_t MoeLayer::all_to_all_v_bytes(const void* send,
     throw std::runtime_error("moe: one all-to-all-v of " + std::to_string(std::max(sent, got)) +
                              " elements is above this transport's limit");
   const std::int64_t before = comm_.bytes().sent;
-  comm_.all_to_all_v(send, send_elems, send_displs, recv, recv_elems, recv_displs, cfg_.dtype);
+  if (of_.owner)  // a micro-batch's: finished by the matching *_finish()
+    ticket_ = comm_.start_all_to_all_v(send, send_elems, send_displs, recv, recv_elems, recv_displs,
+                                       cfg_.dtype);
+  else
+    comm_.all_to_all_v(send, send_elems, send_displs, recv, recv_elems, recv_displs, cfg_.dtype);
   return comm_.bytes().sent - before;
 }
 
@@ -263,13 +314,14 @@ void MoeLayer::experts() {
   }
 }
 
-void MoeLayer::combine() {
+void MoeLayer::combine_start() {
   const std::int64_t h = cfg_.h;
   ensure(back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), expert_out_.data(),
                    back_send_.data());
   if (hier_) {
-    levels_[1] = hier_->combine(back_send_.data(), out_.data());
+    levels_[1] = {};
+    hier_->combine_start(back_send_.data(), levels_[1]);
     measured_.combine = levels_[1].sent();
     fwd_calls_.all_to_all_v += 2;
     return;
@@ -280,7 +332,13 @@ void MoeLayer::combine() {
   measured_.combine = all_to_all_v_bytes(back_send_.data(), recv_elems_, recv_displs_,
                                          back_recv_.data(), send_elems_, send_displs_);
   ++fwd_calls_.all_to_all_v;
-  ops_.combine(cfg_.tokens, cfg_.k, h, slot_pos_.as<std::int64_t>(), gates_dev_.as<float>(),
+}
+
+void MoeLayer::combine_finish() {
+  if (hier_) return hier_->combine_finish(out_.data(), levels_[1]);
+  comm_.finish_all_to_all_v(ticket_);
+  ticket_ = -1;
+  ops_.combine(cfg_.tokens, cfg_.k, cfg_.h, slot_pos_.as<std::int64_t>(), gates_dev_.as<float>(),
                back_recv_.data(), out_.data());
 }
 
@@ -288,10 +346,16 @@ void MoeLayer::forward(PhaseTimer& phases) {
   fwd_calls_ = {};
   phases.time("route", [&] { route(); });
   phases.time("permute", [&] { permute_in(); });
-  phases.time("dispatch", [&] { dispatch(); });
+  phases.time("dispatch", [&] {
+    dispatch_start();
+    dispatch_finish();
+  });
   phases.time("permute", [&] { regroup(); });
   phases.time("expert", [&] { experts(); });
-  phases.time("combine", [&] { combine(); });
+  phases.time("combine", [&] {
+    combine_start();
+    combine_finish();
+  });
 }
 
 StepBytes MoeLayer::implied_bytes() const {

@@ -80,13 +80,26 @@ struct ReplicaSync {
   Comm* comm = nullptr;
 };
 
+class MoeLayer;
+
+// A micro-batch's layer (moe_microbatch.hpp) works on rows [row0, row0 + its T) of owner's
+// input, output and their gradients, with owner's weights, and adds its weight gradients to
+// owner's (the first micro-batch writes them); its exchanges start without waiting.
+struct MicrobatchOf {
+  MoeLayer* owner = nullptr;
+  std::int64_t row0 = 0;
+};
+
 class MoeLayer {
  public:
   // first_token: global index of this rank's first token (its input rows are keyed by it).
   // comms: required when cfg.dispatch is hierarchical.
   MoeLayer(const MoeConfig& cfg, Device& device, Comm& group, MoeOps& ops, std::int64_t first_token,
-           NodeComms comms = {});
+           NodeComms comms = {}, MicrobatchOf of = {});
 
+  // Frees the buffers a step grows (the next step grows them again): the whole layer's, once
+  // its micro-batches run the steps.
+  void release_step_buffers();
   // Route only (the "route" phase of forward; moe_router.cpp): fills the routing arrays below.
   void route();
   // Collective over the group: the most rows any of its ranks sends or receives in one
@@ -186,6 +199,8 @@ class MoeLayer {
   int group_rank() const { return rank_; }
 
  private:
+  friend class MicrobatchPipeline;  // runs the phases below micro-batch by micro-batch
+  Buffer view_of(const Buffer& b, std::int64_t row0, std::int64_t rows, std::int64_t cols) const;
   void init_experts();
   void sync_replicas();
   void route_drawn();
@@ -193,16 +208,25 @@ class MoeLayer {
   void settle_drops();
   std::uint64_t routing_fingerprint() const;
   void permute_in();
-  void dispatch();
+  // Each exchange in two halves: start (its sends posted) and finish (waited for, and what
+  // follows it on this rank); the blocking layer runs them back to back.
+  void dispatch_start();
+  void dispatch_finish();
   void regroup();
   void experts();
-  void combine();
-  void combine_backward();
+  void combine_start();
+  void combine_finish();
+  void combine_backward_start();
+  void combine_backward_finish();
   void regroup_backward();
   void experts_backward();
-  void dispatch_backward();
-  void router_backward();
-  std::vector<float> aux_loss_prob_grad();
+  void dispatch_backward_start();
+  void dispatch_backward_finish();
+  void router_backward(const std::vector<float>& prob_grad);
+  // The aux loss's gradient on every probability, from this rank's routed copies per expert
+  // (the whole rank's: summed over its micro-batches) over `tokens` tokens per rank.
+  std::vector<float> aux_loss_prob_grad(const std::vector<double>& routed, std::int64_t tokens);
+  std::vector<double> routed_per_expert() const;
   std::int64_t all_to_all_v_bytes(const void* send, const std::vector<std::size_t>& send_elems,
                                   const std::vector<std::size_t>& send_displs, void* recv,
                                   const std::vector<std::size_t>& recv_elems,
@@ -215,11 +239,14 @@ class MoeLayer {
   void* row(const Buffer& b, std::int64_t r, std::int64_t cols) const;
 
   MoeConfig cfg_;
+  MicrobatchOf of_;
+  int ticket_ = -1;  // the exchange started and not yet finished (-1: none or blocking)
   std::unique_ptr<HierarchicalExchange> hier_;
   ExpertPlacement placement_;
   int slots_ = 1;  // slots (expert weights) per rank: E / N_e, or (E + R) / N_e with replicas
   std::vector<ReplicaSync> replica_sync_;
-  std::vector<std::int32_t> phys_chosen_;  // per copy: its slot (= its expert without replicas)
+  std::vector<std::int64_t> copies_before_;  // per expert: copies of earlier micro-batches
+  std::vector<std::int32_t> phys_chosen_;    // per copy: its slot (= its expert without replicas)
   LevelBytes levels_[4];
   Device& device_;
   Comm& comm_;

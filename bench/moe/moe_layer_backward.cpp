@@ -14,22 +14,31 @@ void MoeLayer::backward(PhaseTimer& phases) {
   measured_bwd_ = {};
   bwd_calls_ = {};
   bwd_flops_ = 0;
-  phases.time("bwd_combine", [&] { combine_backward(); });
+  phases.time("bwd_combine", [&] {
+    combine_backward_start();
+    combine_backward_finish();
+  });
   phases.time("bwd_permute", [&] { regroup_backward(); });
   phases.time("bwd_expert", [&] { experts_backward(); });
   if (!replica_sync_.empty()) phases.time("bwd_replicas", [&] { sync_replicas(); });
-  phases.time("bwd_dispatch", [&] { dispatch_backward(); });
-  phases.time("bwd_router", [&] { router_backward(); });
+  phases.time("bwd_dispatch", [&] {
+    dispatch_backward_start();
+    dispatch_backward_finish();
+  });
+  phases.time("bwd_router", [&] {
+    router_backward(cfg_.aux_alpha != 0 ? aux_loss_prob_grad(routed_per_expert(), cfg_.tokens)
+                                        : std::vector<float>(cfg_.experts, 0.0f));
+  });
 }
 
 // Gate gradients and the gate-weighted output gradient of each kept copy, in the send order
 // of the dispatch, then to the experts' ranks along the dispatch's route.
-void MoeLayer::combine_backward() {
+void MoeLayer::combine_backward_start() {
   const std::int64_t h = cfg_.h;
   if (hier_) {
     ensure(grad_recv_, static_cast<std::size_t>(recv_rows_ * h) * e_);
-    levels_[2] = hier_->combine_backward(dy_.data(), grad_recv_.data(), gate_grad_dev_.as<float>());
-    measured_bwd_.combine = levels_[2].sent();
+    levels_[2] = {};
+    hier_->combine_backward_start(dy_.data(), levels_[2]);
     bwd_calls_.all_to_all_v += 3;
     return;
   }
@@ -44,6 +53,16 @@ void MoeLayer::combine_backward() {
   ++bwd_calls_.all_to_all_v;
 }
 
+void MoeLayer::combine_backward_finish() {
+  if (hier_) {
+    hier_->combine_backward_finish(grad_recv_.data(), gate_grad_dev_.as<float>(), levels_[2]);
+    measured_bwd_.combine = levels_[2].sent();
+    return;
+  }
+  comm_.finish_all_to_all_v(ticket_);
+  ticket_ = -1;
+}
+
 // Received output gradients into [local expert][source rank] order, as the forward's inputs.
 void MoeLayer::regroup_backward() {
   ensure(d_expert_out_, static_cast<std::size_t>(recv_rows_ * cfg_.h) * e_);
@@ -56,9 +75,11 @@ void MoeLayer::experts_backward() {
   ensure(d_act_, static_cast<std::size_t>(recv_rows_ * d_ff) * e_);
   ensure(d_hidden_, static_cast<std::size_t>(recv_rows_ * w1c) * e_);
   ensure(d_expert_in_, static_cast<std::size_t>(recv_rows_ * h) * e_);
+  // A later micro-batch adds its weight gradients to those already there.
+  const bool add = of_.row0 > 0;
   auto gemm = [&](bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
-                  const void* b, void* c) {
-    ops_.gemm_ex(ta, tb, m, n, k, a, b, 0.0, c);
+                  const void* b, void* c, bool accumulate = false) {
+    ops_.gemm_ex(ta, tb, m, n, k, a, b, accumulate ? 1.0 : 0.0, c);
     bwd_flops_ += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   };
   // Per local expert over all of its rows (never per token): dA = dY W2^T, dW2 = A^T dY.
@@ -69,8 +90,8 @@ void MoeLayer::experts_backward() {
       gemm(false, true, n, d_ff, h, row(d_expert_out_, offset, h), w2_[j].data(),
            row(d_act_, offset, d_ff));
       gemm(true, false, d_ff, h, n, row(act_, offset, d_ff), row(d_expert_out_, offset, h),
-           dw2_[j].data());
-    } else {
+           dw2_[j].data(), add);
+    } else if (!add) {
       ops_.zero(dw2_[j].data(), dw2_[j].bytes());
     }
     offset += n;
@@ -85,11 +106,11 @@ void MoeLayer::experts_backward() {
     const std::int64_t n = regroup_.expert_rows[j];
     if (n > 0) {
       gemm(true, false, h, w1c, n, row(expert_in_, offset, h), row(d_hidden_, offset, w1c),
-           dw1_[j].data());
+           dw1_[j].data(), add);
       gemm(false, true, n, h, w1c, row(d_hidden_, offset, w1c), w1_[j].data(),
            row(d_expert_in_, offset, h));
     } else {
-      ops_.zero(dw1_[j].data(), dw1_[j].bytes());
+      if (!add) ops_.zero(dw1_[j].data(), dw1_[j].bytes());
     }
     offset += n;
   }
@@ -112,13 +133,14 @@ void MoeLayer::sync_replicas() {
 
 // Input gradients back to received order, home along the combine's route, and each token's
 // kept copies summed (the dispatch sent one row per kept copy).
-void MoeLayer::dispatch_backward() {
+void MoeLayer::dispatch_backward_start() {
   const std::int64_t h = cfg_.h;
   ensure(d_back_send_, static_cast<std::size_t>(recv_rows_ * h) * e_);
   ops_.gather_rows(recv_rows_, h, regroup_scatter_.as<std::int64_t>(), d_expert_in_.data(),
                    d_back_send_.data());
   if (hier_) {
-    levels_[3] = hier_->dispatch_backward(d_back_send_.data(), dx_.data());
+    levels_[3] = {};
+    hier_->dispatch_backward_start(d_back_send_.data(), levels_[3]);
     measured_bwd_.dispatch = levels_[3].sent();
     bwd_calls_.all_to_all_v += 2;
     return;
@@ -128,8 +150,14 @@ void MoeLayer::dispatch_backward() {
   measured_bwd_.dispatch = all_to_all_v_bytes(d_back_send_.data(), recv_elems_, recv_displs_,
                                               d_back_recv_.data(), send_elems_, send_displs_);
   ++bwd_calls_.all_to_all_v;
-  ops_.combine(cfg_.tokens, cfg_.k, h, slot_pos_.as<std::int64_t>(), nullptr, d_back_recv_.data(),
-               dx_.data());
+}
+
+void MoeLayer::dispatch_backward_finish() {
+  if (hier_) return hier_->dispatch_backward_finish(dx_.data(), levels_[3]);
+  comm_.finish_all_to_all_v(ticket_);
+  ticket_ = -1;
+  ops_.combine(cfg_.tokens, cfg_.k, cfg_.h, slot_pos_.as<std::int64_t>(), nullptr,
+               d_back_recv_.data(), dx_.data());
 }
 
 // The router's gradient: the gates' (renormalised over the k chosen, drops included in the
@@ -137,25 +165,30 @@ void MoeLayer::dispatch_backward() {
 // fraction, held constant; P_i = mean probability over the group's N = T N_e tokens), through
 // the softmax; then dW_router = x^T dz and dx += dz W_router^T. Local but for f_i: the group's
 // routed counts, one all-gather of E values per rank.
-void MoeLayer::router_backward() {
+void MoeLayer::router_backward(const std::vector<float>& prob_grad) {
   const std::int64_t T = cfg_.tokens, E = cfg_.experts, h = cfg_.h;
-  std::vector<float> prob_grad(static_cast<std::size_t>(E), 0.0f);
-  if (cfg_.aux_alpha != 0) prob_grad = aux_loss_prob_grad();
   upload(prob_grad_dev_, prob_grad.data(), bytes_of(prob_grad));
   ops_.router_backward(T, cfg_.experts, cfg_.k, logits_.data(), logit_bias_.as<float>(),
                        chosen_dev_.as<std::int32_t>(), gate_grad_dev_.as<float>(),
                        prob_grad_dev_.as<float>(), dlogits_.data());
-  ops_.gemm_ex(true, false, h, E, T, x_.data(), dlogits_.data(), 0.0, dw_router_.data());
+  ops_.gemm_ex(true, false, h, E, T, x_.data(), dlogits_.data(), of_.row0 > 0 ? 1.0 : 0.0,
+               dw_router_.data());
   ops_.gemm_ex(false, true, T, h, E, dlogits_.data(), w_router_.data(), 1.0, dx_.data());
 }
 
 // The aux loss's gradient on every probability, alpha E f_i / N, with f_i the group's routed
 // fraction: one all-gather of the routed counts.
-std::vector<float> MoeLayer::aux_loss_prob_grad() {
-  const std::int64_t T = cfg_.tokens, E = cfg_.experts;
-  std::vector<double> routed(static_cast<std::size_t>(E), 0.0);
+std::vector<double> MoeLayer::routed_per_expert() const {
+  std::vector<double> routed(static_cast<std::size_t>(cfg_.experts), 0.0);
   for (auto e : chosen_)
     routed[static_cast<std::size_t>(e)] += 1;
+  return routed;
+}
+
+std::vector<float> MoeLayer::aux_loss_prob_grad(const std::vector<double>& routed_here,
+                                                std::int64_t T) {
+  const std::int64_t E = cfg_.experts;
+  std::vector<double> routed = routed_here;
   upload(routed_send_, routed.data(), bytes_of(routed));
   const std::int64_t before = comm_.bytes().sent;
   // An all-gather (each rank's E counts to every other rank, summed here) rather than an

@@ -60,7 +60,9 @@ void MoeLayer::route() {
   // split rule (the n-th copy this rank routes to an expert goes to replica n mod replicas).
   phys_chosen_.assign(chosen_.begin(), chosen_.end());
   if (placement_.redundant() > 0) {
-    std::vector<std::int64_t> seen(static_cast<std::size_t>(cfg_.experts), 0);
+    // A micro-batch counts on from the copies its rank's earlier micro-batches routed.
+    std::vector<std::int64_t> seen = copies_before_;
+    seen.resize(static_cast<std::size_t>(cfg_.experts), 0);
     for (auto& e : phys_chosen_)
       e = replica_for_copy(placement_, e, seen[static_cast<std::size_t>(e)]++);
   }

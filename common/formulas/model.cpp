@@ -184,6 +184,13 @@ double moe_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, 
   double r = flops_per_s / bytes_per_s * (n_e - 1) / n_e / d_ff;
   return swiglu ? r / 1.5 : r;
 }
+double moe_overlap_step(double a2a_s, double compute_s, int microbatches) {
+  return std::max(a2a_s, compute_s) + std::min(a2a_s, compute_s) / microbatches;
+}
+double moe_overlap_dff_star(double flops_per_s, double bytes_per_s, int n_e, double e,
+                            bool swiglu) {
+  return moe_a2a_to_expert_ratio(flops_per_s, bytes_per_s, n_e, 1.0, swiglu) * e / 2;
+}
 double moe_capacity(double capacity_factor, double k, double tokens, int experts) {
   return capacity_factor * k * tokens / experts;
 }

@@ -171,6 +171,13 @@ double moe_expert_flops_per_pair(double h, double d_ff, bool swiglu);
 // All-to-all time / expert time: (F/W) ((N_e-1)/N_e) / d_ff, divided by 1.5 for SwiGLU.
 double moe_a2a_to_expert_ratio(double flops_per_s, double bytes_per_s, int n_e, double d_ff,
                                bool swiglu);
+// Hiding the all-to-all behind another micro-batch: with A the layer's all-to-all time and X
+// the compute beside it (both for all M micro-batches), the pipelined layer takes about
+// max(A, X) + min(A, X) / M (the fill and the drain).
+double moe_overlap_step(double a2a_s, double compute_s, int microbatches);
+// The crossing: the experts' compute hides the all-to-all from d_ff* = (F/W) (N_e-1)/N_e on
+// (e/2 for rows of e bytes: 1 in bf16), divided by 1.5 for SwiGLU.
+double moe_overlap_dff_star(double flops_per_s, double bytes_per_s, int n_e, double e, bool swiglu);
 // Tokens an expert accepts: CF * k * N / E.
 double moe_capacity(double capacity_factor, double k, double tokens, int experts);
 // Switch load-balancing loss alpha * E * sum f_i P_i over E experts.

@@ -71,6 +71,21 @@ class Comm {
                             const std::vector<std::size_t>& send_displs, void* recv,
                             const std::vector<std::size_t>& recv_counts,
                             const std::vector<std::size_t>& recv_displs, DType t) = 0;
+  // The same started without waiting (an MoE micro-batch's rows travel while another's
+  // experts compute): the buffers stay untouched until finish_all_to_all_v(ticket) has waited
+  // for it; every rank starts them in the same order. Counted as all_to_all_v counts, at the
+  // start. MPI on host buffers: MPI_Ialltoallv, moving inside later MPI calls; elsewhere
+  // (staged buffers, NCCL) it runs blocking here and finish returns at once.
+  virtual int start_all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                                 const std::vector<std::size_t>& send_displs, void* recv,
+                                 const std::vector<std::size_t>& recv_counts,
+                                 const std::vector<std::size_t>& recv_displs, DType t) {
+    all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+    return -1;
+  }
+  virtual void finish_all_to_all_v(int /*ticket*/) {}
+  // Whether start_all_to_all_v returns before the exchange is done.
+  virtual bool nonblocking_all_to_all_v() const { return false; }
   // Ring step: starts sending each part's `count` elements to rank `to` and receiving as many
   // from rank `from` into its `recv` (parts may differ in type: the backward ring moves K/V in
   // the storage type beside dK/dV partial sums in the gradient type; posted in order on both

@@ -150,33 +150,46 @@ class MpiComm final : public Comm {
                     const std::vector<std::size_t>& send_displs, void* recv,
                     const std::vector<std::size_t>& recv_counts,
                     const std::vector<std::size_t>& recv_displs, DType t) override {
-    SUITE_CHECK(send_counts.size() == static_cast<std::size_t>(size_) &&
-                    send_displs.size() == send_counts.size() &&
-                    recv_counts.size() == send_counts.size() &&
-                    recv_displs.size() == send_counts.size(),
-                "all_to_all_v needs one count and displacement per rank");
-    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
-    std::size_t send_extent = 0, recv_extent = 0;
-    std::int64_t sent = 0, got = 0;
+    VCounts v = v_counts(send_counts, send_displs, recv_counts, recv_displs, t);
     const std::int64_t e = static_cast<std::int64_t>(dtype_size(t));
-    for (int r = 0; r < size_; ++r) {
-      sc[r] = as_int(send_counts[r]);
-      sd[r] = as_int(send_displs[r]);
-      rc[r] = as_int(recv_counts[r]);
-      rd[r] = as_int(recv_displs[r]);
-      send_extent = std::max(send_extent, send_displs[r] + send_counts[r]);
-      recv_extent = std::max(recv_extent, recv_displs[r] + recv_counts[r]);
-      if (r != rank_) {
-        sent += static_cast<std::int64_t>(send_counts[r]) * e;
-        got += static_cast<std::int64_t>(recv_counts[r]) * e;
-      }
-    }
-    Staged s = stage(send, send_extent * e, recv, recv_extent * e, t, false);
+    Staged s = stage(send, v.send_extent * e, recv, v.recv_extent * e, t, false);
     WaitScope wait(*this, "all-to-all-v");
-    SUITE_MPI_CHECK(MPI_Alltoallv(s.send, sc.data(), sd.data(), mpi_type(t), s.recv, rc.data(),
-                                  rd.data(), mpi_type(t), comm_));
-    unstage(s, recv, recv_extent * e);
-    count(sent, got);
+    SUITE_MPI_CHECK(MPI_Alltoallv(s.send, v.sc.data(), v.sd.data(), mpi_type(t), s.recv,
+                                  v.rc.data(), v.rd.data(), mpi_type(t), comm_));
+    unstage(s, recv, v.recv_extent * e);
+    count(v.sent, v.got);
+  }
+
+  int start_all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                         const std::vector<std::size_t>& send_displs, void* recv,
+                         const std::vector<std::size_t>& recv_counts,
+                         const std::vector<std::size_t>& recv_displs, DType t) override {
+    if (on_device_)  // staged or device buffers: blocking, as the interface says
+      return Comm::start_all_to_all_v(send, send_counts, send_displs, recv, recv_counts,
+                                      recv_displs, t);
+    PendingV p{v_counts(send_counts, send_displs, recv_counts, recv_displs, t), MPI_REQUEST_NULL};
+    // The count arrays must outlive the request: they move with it (their storage stays put).
+    SUITE_MPI_CHECK(MPI_Ialltoallv(send, p.v.sc.data(), p.v.sd.data(), mpi_type(t), recv,
+                                   p.v.rc.data(), p.v.rd.data(), mpi_type(t), comm_, &p.request));
+    count(p.v.sent, p.v.got);
+    pending_v_.push_back(std::move(p));
+    return next_ticket_++;
+  }
+
+  bool nonblocking_all_to_all_v() const override { return !on_device_; }
+
+  void finish_all_to_all_v(int ticket) override {
+    if (ticket < 0) return;
+    const std::size_t i =
+        static_cast<std::size_t>(ticket - (next_ticket_ - static_cast<int>(pending_v_.size())));
+    SUITE_CHECK(i < pending_v_.size(), "finish_all_to_all_v of a ticket not in flight");
+    {
+      WaitScope wait(*this, "all-to-all-v (started earlier)");
+      SUITE_MPI_CHECK(MPI_Wait(&pending_v_[i].request, MPI_STATUS_IGNORE));
+    }
+    // Finished ones leave from the front, so tickets map to positions.
+    while (!pending_v_.empty() && pending_v_.front().request == MPI_REQUEST_NULL)
+      pending_v_.erase(pending_v_.begin());
   }
 
   using Comm::start_exchange;
@@ -268,6 +281,43 @@ class MpiComm final : public Comm {
   // Nonblocking where MPI takes the buffers as they are: host memory, or CUDA-aware but for bf16
   // (its sum runs on the host), and no placeholders (SMPI's nonblocking sum copies its buffers
   // into real temporaries).
+  // An all-to-all-v's int counts and displacements, and the bytes it moves to other ranks.
+  struct VCounts {
+    std::vector<int> sc, sd, rc, rd;
+    std::size_t send_extent = 0, recv_extent = 0;
+    std::int64_t sent = 0, got = 0;
+  };
+  struct PendingV {
+    VCounts v;
+    MPI_Request request;
+  };
+  VCounts v_counts(const std::vector<std::size_t>& send_counts,
+                   const std::vector<std::size_t>& send_displs,
+                   const std::vector<std::size_t>& recv_counts,
+                   const std::vector<std::size_t>& recv_displs, DType t) const {
+    SUITE_CHECK(send_counts.size() == static_cast<std::size_t>(size_) &&
+                    send_displs.size() == send_counts.size() &&
+                    recv_counts.size() == send_counts.size() &&
+                    recv_displs.size() == send_counts.size(),
+                "all_to_all_v needs one count and displacement per rank");
+    VCounts v{std::vector<int>(size_), std::vector<int>(size_), std::vector<int>(size_),
+              std::vector<int>(size_)};
+    const std::int64_t e = static_cast<std::int64_t>(dtype_size(t));
+    for (int r = 0; r < size_; ++r) {
+      v.sc[r] = as_int(send_counts[r]);
+      v.sd[r] = as_int(send_displs[r]);
+      v.rc[r] = as_int(recv_counts[r]);
+      v.rd[r] = as_int(recv_displs[r]);
+      v.send_extent = std::max(v.send_extent, send_displs[r] + send_counts[r]);
+      v.recv_extent = std::max(v.recv_extent, recv_displs[r] + recv_counts[r]);
+      if (r != rank_) {
+        v.sent += static_cast<std::int64_t>(send_counts[r]) * e;
+        v.got += static_cast<std::int64_t>(recv_counts[r]) * e;
+      }
+    }
+    return v;
+  }
+
   bool nonblocking_sum(std::size_t bytes, DType t) const {
     const bool as_they_are = !on_device_ || (cuda_aware_ && t != DType::bf16);  // as stage()
     return as_they_are && !placeholder_ring(bytes) && size_ > 1;
@@ -384,7 +434,9 @@ class MpiComm final : public Comm {
     if (s.staged) device_.copy_from_host(recv, s.recv, recv_bytes);
   }
 
-  std::vector<MPI_Request> pending_sums_;  // start_all_reduce's, until finished
+  std::vector<MPI_Request> pending_sums_;
+  std::vector<PendingV> pending_v_;  // started all-to-all-vs, oldest first
+  int next_ticket_ = 0;              // start_all_reduce's, until finished
   Device& device_;
   bool on_device_ = false;
   bool cuda_aware_ = false;

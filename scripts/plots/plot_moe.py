@@ -16,7 +16,11 @@ variant once (its forward case when there is one).
   forward case's step beside the fwd_bwd case's forward + backward, backward / forward written;
 - `<bench>_ratio.png`: all-to-all / expert time, measured vs (F/W)((N_e-1)/N_e)/d_ff, and for
   the backward vs half of it;
-- `<bench>_balance.png`: max/mean load per aux-loss-free balancing step (when recorded).
+- `<bench>_balance.png`: max/mean load per aux-loss-free balancing step (when recorded);
+- `<bench>_overlap.png` (cases of `--overlap microbatch:M`): per case the M = 1 step, the
+  pipelined step, the schedule's critical path and the compute X, the exposed all-to-all
+  (step - X) written above; across several d_ff, the exposed all-to-all against d_ff with
+  each d_ff* marked.
 
 `moe_figures` returns {file name: figure}; plot.py titles and saves them.
 """
@@ -295,13 +299,44 @@ def balance_figure(cases: list[Case], title: Title) -> plt.Figure | None:
     return _finish(fig, ax, title("aux-loss-free balancing"))
 
 
+def overlap_figure(cases: list[Case], title: Title) -> plt.Figure | None:
+    overlapped = [c for c in cases if _num(c, "microbatches", 1) > 1]
+    if not overlapped:
+        return None
+    if len({_num(c, "d_ff") for c in overlapped}) > 1:  # a d_ff sweep: the crossing
+        fig, ax = plt.subplots(figsize=(7, 5))
+        by_ff = sorted(overlapped, key=lambda c: _num(c, "d_ff"))
+        ff = [_num(c, "d_ff") for c in by_ff]
+        ax.plot(ff, [_num(c, "exposed_a2a_s") * 1e6 for c in by_ff], "o-", label="exposed all-to-all (step - X)")
+        ax.plot(ff, [_num(c, "pred_exposed_a2a_s") * 1e6 for c in by_ff], "x--", label="critical path - X")
+        for star in sorted({round(_num(c, "pred_d_ff_star")) for c in by_ff if _num(c, "pred_d_ff_star") > 0}):
+            ax.axvline(star, color="k", linestyle=":", linewidth=1, label=f"d_ff* = {star}")
+        ax.set_xscale("log")
+        ax.set_xlabel("d_ff")
+        ax.set_ylabel("us per step")
+        return _finish(fig, ax, title("exposed all-to-all against d_ff"))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(overlapped)), 5))
+    bars = (("step_m1_s", "M = 1 step"), ("time_median_s", "pipelined step"),
+            ("pred_step_s", "critical path (pred)"), ("overlap_compute_s", "compute X"))
+    x = np.arange(len(overlapped))
+    width = 0.8 / len(bars)
+    for i, (attr, label) in enumerate(bars):
+        ax.bar(x + i * width, [_num(c, attr, 0) * 1e6 for c in overlapped], width, label=label, color=f"C{i}")
+    for j, c in enumerate(overlapped):
+        ax.annotate(f"exposed {_num(c, 'exposed_a2a_s') * 1e6:.0f} us", (x[j] + 0.4, _num(c, "step_m1_s", 0) * 1e6),
+                    ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x + 0.4, [f"M={_num(c, 'microbatches'):g}, {_short(c)}" for c in overlapped], fontsize=7)
+    ax.set_ylabel("us per step")
+    return _finish(fig, ax, title("all-to-all behind another micro-batch"))
+
+
 def moe_figures(cases: list[Case], bench: str, title: Title) -> dict[str, plt.Figure]:
     """Every figure the cases allow, keyed by file name (routing figures: one case a variant)."""
     routing = variants(cases)
     makers = {"expert_load": (load_figure, routing), "load_vs_skew": (skew_figure, routing),
               "load_vs_cf": (cf_figure, routing), "phases": (phases_figure, cases),
               "passes": (passes_figure, cases), "ratio": (ratio_figure, cases),
-              "balance": (balance_figure, routing)}
+              "balance": (balance_figure, routing), "overlap": (overlap_figure, cases)}
     figures = {}
     for name, (make, which) in makers.items():
         fig = make(which, lambda what: title(f"{bench}: {what}"))

@@ -11,7 +11,8 @@ compared as printed, and every row the command prints must be in the table (or, 
 that quotes some rows, every row it names). The tables: TP+SP's overlap crossings, MoE across
 nodes (two documents), what the mesh order buys (two tables), the packed-document layouts
 (two documents, two packs) and the group-cast beside the other CP methods (two packs) at 64
-simulated ranks, and the planner's error at 64 GPUs (dense and MoE). `--long` adds their
+simulated ranks, the planner's error at 64 GPUs (dense and MoE), and the MoE all-to-all behind
+another micro-batch (across d_ff on two platforms, and at DeepSeek-V3's sizes). `--long` adds their
 512-rank columns and the planner's 256-GPU rows (5 minutes to over an hour of simulation each);
 without it each of those is listed as not rerun. Columns measured on a host (4 CPU ranks, wall
 time, memory) are not rerun. `make docs-check` runs them all but the long ones (about 15
@@ -312,6 +313,40 @@ def plan_checks() -> tuple[Check, ...]:
                        plan_check_expected(model, gpus), (0, 1), rows=(f"{model} | {gpus}",),
                        long=gpus > 64)
                  for model in PLAN_MODELS for gpus in (64, 256))
+# docs/FINDINGS.md, the MoE all-to-all behind another micro-batch: one table per platform, every
+# row moe_overlap_crossing.py prints (d_ff | A | X | step | pred | exposed | M=1 step | d_ff* |
+# verdict).
+MOE_OVERLAP_PLATFORMS = {"moe_overlap_nvlink": ("nvlink", "5e14"), "moe_overlap_ib": ("ib", "5e13")}
+
+
+def moe_overlap_command(name: str, args: argparse.Namespace) -> list[str]:
+    link, flops = MOE_OVERLAP_PLATFORMS[name]
+    return [*module_command("studies.moe_overlap_crossing"), "--link", link, "--sim-flops", flops,
+            "--build", str(args.sim_build)]
+
+
+def moe_overlap_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+    want = {}
+    for line in output.splitlines():
+        cells = line.split(None, 8)
+        if len(cells) == 9 and cells[0].isdigit():
+            want[cells[0]] = {c: (cells[c],) for c in range(1, 9)}
+    return want
+
+
+# docs/FINDINGS.md, the same at DeepSeek-V3's sizes: moe_overlap_deepseek.py prints the table's
+# rows (dispatch | M | step | X | A | exposed | critical path).
+def moe_deepseek_command(args: argparse.Namespace) -> list[str]:
+    return [*module_command("studies.moe_overlap_deepseek"), "--build", str(args.sim_build)]
+
+
+def moe_deepseek_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+    want = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[1].isdigit():
+            want[f"{cells[0]} | {cells[1]}"] = {c: (cells[c],) for c in range(2, 7)}
+    return want
 
 
 CHECKS = (
@@ -329,6 +364,10 @@ CHECKS = (
           mesh_orders_expected, (0,), key_of=backticked),
     *cp_checks(),
     *plan_checks(),
+    Check("moe_overlap_deepseek", "docs/FINDINGS.md", "| dispatch | M | step ms |", moe_deepseek_command,
+          moe_deepseek_expected, (0, 1)),
+    *(Check(name, "docs/FINDINGS.md", f"| d_ff ({link}) |", functools.partial(moe_overlap_command, name),
+            moe_overlap_expected, (0,)) for name, (link, _) in MOE_OVERLAP_PLATFORMS.items()),
 )
 
 

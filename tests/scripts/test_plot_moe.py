@@ -191,3 +191,29 @@ def test_fwd_bwd_only_runs_still_get_every_routing_figure(results_writer, tmp_pa
     path = results_writer("steps.h5", "moe", sweep(passes=("fwd_bwd",)))
     names = _written(run_script("plot.py", path, "--out", tmp_path / "o"))
     assert {n for n in names if not n.startswith("per_rank_")} == ALL_PNGS | {"moe_passes.png"}
+
+
+def overlap_case(fwd: dict[str, Any], m: int, d_ff: int) -> dict[str, Any]:
+    """An `_mb<M>` case as moe_case_overlap.cpp records it."""
+    case = {**fwd, "name": fwd["name"].replace("_ff128", f"_ff{d_ff}") + f"_mb{m}", "params": {**fwd["params"], "microbatches": m, "d_ff": d_ff},
+            "attrs": dict(fwd["attrs"])}
+    step = fwd["attrs"]["phase_expert_median_s"] + 2e-5
+    case["attrs"].update(microbatches=m, d_ff=d_ff, overlap_a2a_s=2e-4, overlap_compute_s=3e-4,
+                         exposed_a2a_s=step - 3e-4, step_m1_s=5e-4, pred_step_s=step * 1.01,
+                         pred_exposed_a2a_s=step * 1.01 - 3e-4, pred_d_ff_star=256.0)
+    return case
+
+
+def test_overlapped_cases_get_the_overlap_figure(results_writer):
+    base = sweep(cfs=(0.0,), skews=(("none", 0.0),), balance=False)
+    mb = overlap_case(base[0], 4, 128)
+    one, res = _figures(results_writer, base + [mb])
+    (recorded,) = [c for c in res.cases_of("moe") if c.name == mb["name"]]
+    heights = [p.get_height() for p in one["moe_overlap.png"].axes[0].patches]
+    assert heights == pytest.approx([500.0, recorded.attrs["time_median_s"] * 1e6, mb["attrs"]["pred_step_s"] * 1e6,
+                                     300.0])
+    sweep_ff, _ = _figures(results_writer, [overlap_case(base[0], 4, ff) for ff in (128, 512)])
+    lines = {l.get_label() for l in sweep_ff["moe_overlap.png"].axes[0].get_lines()}
+    assert {"exposed all-to-all (step - X)", "d_ff* = 256"} <= lines
+    assert "moe_overlap.png" not in _figures(results_writer, base)[0]
+    plt.close("all")
