@@ -60,55 +60,65 @@ class OverheadCase final : public suite::BenchCase {
   suite::Buffer send_, recv_;
 };
 
+const char* const kDescription =
+    "The suite's all-reduce (through the Comm interface and the harness) against a plain "
+    "MPI_Allreduce\n"
+    "loop at the same sizes, both timed per iteration after a barrier, max over ranks, median.\n"
+    "ratio = suite / plain; target <= 1.05 at 1 MiB and above. CPU backend, MPI transport.";
+
+// One case per size of the sweep.
+std::vector<suite::CaseSpec> overhead_cases(suite::BenchContext& ctx, const std::string& sizes) {
+  if (ctx.backend != suite::Backend::cpu || ctx.comm.transport() != suite::Transport::mpi)
+    throw suite::UsageError(
+        "harness_overhead compares against plain MPI on host buffers: use --backend cpu");
+  std::vector<suite::CaseSpec> specs;
+  const auto e = static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
+  for (auto n : suite::parse_sweep(sizes)) {
+    if (static_cast<std::size_t>(n / e) > ctx.comm.max_count())
+      throw suite::UsageError("size " + std::to_string(n) +
+                              " is above MPI's count limit for one call");
+    if (n <= 0 || n % e != 0)
+      throw suite::UsageError("size " + std::to_string(n) +
+                              " is not a multiple of the element size");
+    suite::CaseSpec spec;
+    spec.name = "allreduce_" + std::string(suite::dtype_name(ctx.dtype)) + "_n" +
+                suite::format_scaled_int(n);
+    spec.params = {{"op", std::string("allreduce")},
+                   {"dtype", std::string(suite::dtype_name(ctx.dtype))},
+                   {"n_bytes", n}};
+    spec.make = [&ctx, n] { return std::make_unique<OverheadCase>(ctx, n); };
+    spec.console_counters = {"ratio"};
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+void print_overhead_table(const std::vector<suite::CaseRecord>& records) {
+  std::printf("\nHarness overhead (median step time, max over ranks)\n%-28s %12s %12s %8s\n",
+              "case", "suite_us", "plain_us", "ratio");
+  for (const auto& r : records) {
+    double suite_t = 0, plain = 0, ratio = 0;
+    for (const auto& [name, v] : r.attrs) {
+      if (name == "time_median_s") suite_t = std::get<double>(v);
+      if (name == "plain_mpi_median_s") plain = std::get<double>(v);
+      if (name == "ratio") ratio = std::get<double>(v);
+    }
+    std::printf("%-28s %12.1f %12.1f %8.3f\n", r.name.c_str(), suite_t * 1e6, plain * 1e6, ratio);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string sizes = "4K:16M:x4";
-  suite::BenchDefinition def;
-  def.name = "harness_overhead";
-  def.description =
-      "The suite's all-reduce (through the Comm interface and the harness) against a plain "
-      "MPI_Allreduce\n"
-      "loop at the same sizes, both timed per iteration after a barrier, max over ranks, median.\n"
-      "ratio = suite / plain; target <= 1.05 at 1 MiB and above. CPU backend, MPI transport.";
-  def.add_options = [&](CLI::App& app) { suite::add_sizes_flag(app, sizes); };
-  def.make_cases = [&](suite::BenchContext& ctx) {
-    if (ctx.backend != suite::Backend::cpu || ctx.comm.transport() != suite::Transport::mpi)
-      throw suite::UsageError(
-          "harness_overhead compares against plain MPI on host buffers: use --backend cpu");
-    std::vector<suite::CaseSpec> specs;
-    const auto e = static_cast<std::int64_t>(suite::dtype_size(ctx.dtype));
-    for (auto n : suite::parse_sweep(sizes)) {
-      if (static_cast<std::size_t>(n / e) > ctx.comm.max_count())
-        throw suite::UsageError("size " + std::to_string(n) +
-                                " is above MPI's count limit for one call");
-      if (n <= 0 || n % e != 0)
-        throw suite::UsageError("size " + std::to_string(n) +
-                                " is not a multiple of the element size");
-      suite::CaseSpec spec;
-      spec.name = "allreduce_" + std::string(suite::dtype_name(ctx.dtype)) + "_n" +
-                  suite::format_scaled_int(n);
-      spec.params = {{"op", std::string("allreduce")},
-                     {"dtype", std::string(suite::dtype_name(ctx.dtype))},
-                     {"n_bytes", n}};
-      spec.make = [&ctx, n] { return std::make_unique<OverheadCase>(ctx, n); };
-      spec.console_counters = {"ratio"};
-      specs.push_back(std::move(spec));
-    }
-    return specs;
-  };
-  def.summarize = [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
-    std::printf("\nHarness overhead (median step time, max over ranks)\n%-28s %12s %12s %8s\n",
-                "case", "suite_us", "plain_us", "ratio");
-    for (const auto& r : records) {
-      double suite_t = 0, plain = 0, ratio = 0;
-      for (const auto& [name, v] : r.attrs) {
-        if (name == "time_median_s") suite_t = std::get<double>(v);
-        if (name == "plain_mpi_median_s") plain = std::get<double>(v);
-        if (name == "ratio") ratio = std::get<double>(v);
-      }
-      std::printf("%-28s %12.1f %12.1f %8.3f\n", r.name.c_str(), suite_t * 1e6, plain * 1e6, ratio);
-    }
-  };
-  return suite::run_benchmark(argc, argv, def);
+  return suite::run_benchmark(
+      argc, argv,
+      {.name = "harness_overhead",
+       .description = kDescription,
+       .add_options = [&](CLI::App& app) { suite::add_sizes_flag(app, sizes); },
+       .make_cases = [&](suite::BenchContext& ctx) { return overhead_cases(ctx, sizes); },
+       .summarize =
+           [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
+             print_overhead_table(records);
+           }});
 }

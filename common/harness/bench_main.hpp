@@ -15,22 +15,22 @@
 namespace suite {
 
 struct BenchDefinition {
-  std::string name;         // executable and HDF5 group name
-  std::string description;  // first lines of --help
+  std::string name{};         // executable and HDF5 group name
+  std::string description{};  // first lines of --help
   std::vector<DType> cpu_dtypes{DType::fp32, DType::fp64};
   std::vector<DType> cuda_dtypes{DType::bf16, DType::fp32};
   // Adds the benchmark's own flags (bound to variables the other callbacks can see).
-  std::function<void(CLI::App&)> add_options;
+  std::function<void(CLI::App&)> add_options{};
   // Builds every case from the flags. Runs on every rank; throws UsageError on bad input.
-  std::function<std::vector<CaseSpec>(BenchContext&)> make_cases;
+  std::function<std::vector<CaseSpec>(BenchContext&)> make_cases{};
   // Rank 0, after the run: a readable table of the cases written.
-  std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize;
+  std::function<void(const BenchContext&, const std::vector<CaseRecord>&)> summarize{};
   // Optional: the benchmark's own mesh and axis from the flags and the job's rank count, e.g.
   // axis_mesh(MeshAxis::tp, tp, world_size, "--tp") (common/mesh/mesh_layout.hpp). ctx.comm is
   // then this rank's group along that axis (all groups run each case at once), and
   // ctx.meshes.own() the mesh; barriers, step times and checks stay job-wide. Unset: one group
   // of all ranks.
-  std::function<AxisMesh(int world_size)> mesh;
+  std::function<AxisMesh(int world_size)> mesh{};
   // The benchmark's groups are laid out by --order (ctx.opts.order), as mesh's axes are: the
   // default puts each group on consecutive ranks, the method's axis last spreads it over the
   // job. Implied by `mesh`; set it where the cases make their meshes (ulysses' --cp list).
