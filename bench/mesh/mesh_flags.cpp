@@ -16,6 +16,20 @@ std::vector<int> degrees(const std::string& flag, const std::string& text) {
   return parse_int_list(flag, text, 0);
 }
 
+// One --grad-bucket item: a size in MB.
+double bucket_mb(const std::string& item) {
+  std::size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(item, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (item.empty() || used != item.size() || !(v >= 0) || v > 1e6)
+    throw UsageError("--grad-bucket " + item + ": a size in MB >= 0 (0: after the backward)");
+  return v;
+}
+
 }  // namespace
 
 void add_mesh_flags(CLI::App& app, MeshFlags& f) {
@@ -65,35 +79,21 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   base.dtype = ctx.dtype;
   base.seed = ctx.opts.seed;
   if (f.moe.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
-  const std::vector<moe::Dispatch> dispatches = moe::parse_dispatch_list(f.moe.dispatch);
+  const std::vector<moe::Dispatch> dispatches =
+      parse_list("--dispatch", f.moe.dispatch, moe::parse_dispatch);
   for (moe::Dispatch d : dispatches)
     if (d == moe::Dispatch::hierarchical && f.moe.ranks_per_node < 1)
       throw UsageError("--dispatch hierarchical needs --ranks-per-node (the ranks of one node)");
   const std::vector<int> experts = degrees("--experts", f.moe.experts);
-  const std::vector<bool> causal = parse_causal_list("--causal", f.causal);
-  std::vector<std::array<MeshAxis, 4>> orders;
-  for (const std::string& o : split_list(f.order, '/'))
-    orders.push_back(parse_mesh_order(o));
-  std::vector<CpChoice> methods;
-  for (const std::string& m : split_list(f.cp_method))
-    methods.push_back(parse_cp_method(m));
-  const std::vector<sp_tp::TpOverlapMode> overlaps = sp_tp::parse_tp_overlap_list(f.tp_overlap);
-  const std::vector<ring::Layout> layouts = ring::parse_layouts("--layout", f.layout);
-  const std::vector<Pass> passes = parse_pass_list("--pass", f.pass);
-  std::vector<double> buckets;
-  for (const std::string& item : split_list(f.grad_bucket)) {
-    std::size_t used = 0;
-    double v = -1;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || !(v >= 0) || v > 1e6)
-      throw UsageError("--grad-bucket " + item + ": a size in MB >= 0 (0: after the backward)");
-    buckets.push_back(v);
-  }
-  if (buckets.empty()) throw UsageError("--grad-bucket names nothing");
+  const std::vector<bool> causal = parse_list("--causal", f.causal, parse_causal);
+  const auto orders = parse_list("--order", f.order, parse_mesh_order, '/');
+  const auto methods = parse_list("--cp-method", f.cp_method, parse_cp_method);
+  const std::vector<sp_tp::TpOverlapMode> overlaps =
+      parse_list("--tp-overlap", f.tp_overlap, sp_tp::parse_tp_overlap);
+  const std::vector<ring::Layout> layouts =
+      parse_list("--layout", f.layout, ring::parse_layout_name);
+  const std::vector<Pass> passes = parse_list("--pass", f.pass, parse_pass);
+  const auto buckets = parse_list("--grad-bucket", f.grad_bucket, bucket_mb);
   std::vector<MeshConfig> out;
   std::string skipped;  // --dp 0 combinations that leave no whole DP degree
   for (int tp : degrees("--tp", f.tp))

@@ -338,19 +338,11 @@ class A2aCase final : public BenchCase {
 }  // namespace
 
 std::vector<A2aAlgo> parse_a2a_algos(const std::string& text) {
-  std::vector<A2aAlgo> out;
-  for (const auto& a : split_list(text)) {
-    if (a == "flat")
-      out.push_back(A2aAlgo::flat);
-    else if (a == "pairwise")
-      out.push_back(A2aAlgo::pairwise);
-    else if (a == "hierarchical")
-      out.push_back(A2aAlgo::hierarchical);
-    else
-      throw UsageError("--a2a-algo: unknown algorithm '" + a + "' (flat, pairwise, hierarchical)");
-  }
-  if (out.empty()) throw UsageError("--a2a-algo: name at least one");
-  return out;
+  return parse_list("--a2a-algo", text,
+                    named<A2aAlgo>("--a2a-algo", "algorithm",
+                                   {{"flat", A2aAlgo::flat},
+                                    {"pairwise", A2aAlgo::pairwise},
+                                    {"hierarchical", A2aAlgo::hierarchical}}));
 }
 
 std::vector<CaseSpec> a2a_cases(BenchContext& ctx, const A2aSweep& sweep) {

@@ -15,8 +15,7 @@ namespace suite::moe {
 namespace {
 
 std::vector<double> parse_numbers(const std::string& text, const char* flag) {
-  std::vector<double> out;
-  for (const auto& item : split_list(text)) {
+  return parse_list(flag, text, [flag](const std::string& item) {
     std::size_t used = 0;
     double v = NAN;
     try {
@@ -26,9 +25,8 @@ std::vector<double> parse_numbers(const std::string& text, const char* flag) {
     }
     if (item.empty() || used != item.size() || !std::isfinite(v))
       throw UsageError(std::string(flag) + ": '" + item + "' is not a number");
-    out.push_back(v);
-  }
-  return out;
+    return v;
+  });
 }
 
 // A list of whole numbers >= 0 (counts), each named `what` in the error.
@@ -44,12 +42,8 @@ std::vector<int> parse_counts(const std::string& text, const char* flag, const c
 
 // --overlap's list: none (1 micro-batch) or microbatch:M with M >= 1.
 std::vector<int> parse_overlap(const std::string& text) {
-  std::vector<int> out;
-  for (const auto& item : split_list(text)) {
-    if (item == "none") {
-      out.push_back(1);
-      continue;
-    }
+  return parse_list("--overlap", text, [](const std::string& item) {
+    if (item == "none") return 1;
     const std::string prefix = "microbatch:";
     const std::string m = item.rfind(prefix, 0) == 0 ? item.substr(prefix.size()) : "";
     const bool digits =
@@ -57,10 +51,8 @@ std::vector<int> parse_overlap(const std::string& text) {
     if (!digits || std::stoi(m) < 1)
       throw UsageError("--overlap: '" + item +
                        "' is not none or microbatch:M with M a whole number >= 1");
-    out.push_back(std::stoi(m));
-  }
-  if (out.empty()) throw UsageError("--overlap: name none or microbatch:M");
-  return out;
+    return std::stoi(m);
+  });
 }
 
 MoeSweep moe_sweep(const MoeFlags& o) {
@@ -71,23 +63,17 @@ MoeSweep moe_sweep(const MoeFlags& o) {
   s.base.balance_steps = o.balance_steps;
   s.base.balance_rate = o.balance_rate;
   s.base.mlp = parse_mlp(o.layer.mlp);
-  for (const auto& k : split_list(o.skew)) {
-    if (k == "none")
-      s.skews.push_back(Skew::none);
-    else if (k == "zipf")
-      s.skews.push_back(Skew::zipf);
-    else if (k == "hot")
-      s.skews.push_back(Skew::hot);
-    else
-      throw UsageError("--skew: unknown skew kind '" + k + "' (none, zipf, hot)");
-  }
+  s.skews =
+      parse_list("--skew", o.skew,
+                 named<Skew>("--skew", "skew kind",
+                             {{"none", Skew::none}, {"zipf", Skew::zipf}, {"hot", Skew::hot}}));
   s.tokens = parse_sweep(o.tokens);
   s.experts = parse_sweep(o.layer.experts);
   s.alphas = parse_numbers(o.alpha, "--alpha");
   if (!o.hot.empty()) s.hot_factors = parse_numbers(o.hot, "--hot-factor");  // else per case
   s.capacity_factors = parse_numbers(o.capacity, "--capacity-factor");
-  s.passes = parse_pass_list("--pass", o.pass);
-  s.dispatches = parse_dispatch_list(o.layer.dispatch);
+  s.passes = parse_list("--pass", o.pass, parse_pass);
+  s.dispatches = parse_list("--dispatch", o.layer.dispatch, parse_dispatch);
   s.ranks_per_node = o.layer.ranks_per_node;
   s.max_nodes = parse_counts(o.max_nodes, "--max-nodes-per-token", "a node count (0 = unlimited)");
   s.redundant = parse_counts(o.redundant, "--redundant-experts", "a count of experts (0 = none)");
@@ -184,9 +170,7 @@ std::vector<CaseSpec> moe_flag_cases(BenchContext& ctx, const MoeFlags& o) {
                      ": overlaps the layer's exchanges; --mode a2a "
                      "times one all-to-all-v alone");
   A2aSweep a;
-  for (const auto& t : split_list(o.traffic))
-    a.traffic.push_back(parse_traffic(t));
-  if (a.traffic.empty()) throw UsageError("--traffic: name at least one pattern");
+  a.traffic = parse_list("--traffic", o.traffic, parse_traffic);
   a.bytes = parse_sweep(o.bytes);
   a.algos = parse_a2a_algos(o.a2a_algo);
   a.ranks_per_node = resolve_ranks_per_node(ctx, o.layer.ranks_per_node, ctx.comm.size());

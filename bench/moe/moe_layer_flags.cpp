@@ -37,18 +37,10 @@ Mlp parse_mlp(const std::string& text) {
   throw UsageError("--mlp: unknown MLP '" + text + "' (swiglu, gelu)");
 }
 
-std::vector<Dispatch> parse_dispatch_list(const std::string& text) {
-  std::vector<Dispatch> out;
-  for (const auto& d : split_list(text)) {
-    if (d == "flat")
-      out.push_back(Dispatch::flat);
-    else if (d == "hierarchical")
-      out.push_back(Dispatch::hierarchical);
-    else
-      throw UsageError("--dispatch: unknown dispatch '" + d + "' (flat, hierarchical)");
-  }
-  if (out.empty()) throw UsageError("--dispatch: name at least one");
-  return out;
+Dispatch parse_dispatch(const std::string& item) {
+  return named<Dispatch>(
+      "--dispatch", "dispatch",
+      {{"flat", Dispatch::flat}, {"hierarchical", Dispatch::hierarchical}})(item);
 }
 
 }  // namespace suite::moe

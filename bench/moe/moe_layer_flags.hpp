@@ -26,7 +26,7 @@ void add_moe_layer_flags(CLI::App& app, MoeLayerFlags& f);
 
 // "swiglu" or "gelu"; UsageError naming --mlp otherwise.
 Mlp parse_mlp(const std::string& text);
-// "flat,hierarchical" -> the dispatches; UsageError naming --dispatch otherwise.
-std::vector<Dispatch> parse_dispatch_list(const std::string& text);
+// One --dispatch item: "flat" or "hierarchical"; UsageError naming the flag otherwise.
+Dispatch parse_dispatch(const std::string& item);
 
 }  // namespace suite::moe

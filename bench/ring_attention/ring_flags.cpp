@@ -70,22 +70,16 @@ RingSweep ring_sweep(const RingFlags& f, DType dtype) {
   RingSweep s;
   static_cast<AttentionShape&>(s) = resolved(f.shape);
   s.blocks = parse_sweep(f.blocks);
-  s.layouts = parse_layouts("--layout", f.layouts);
-  for (const auto& v : split_list(f.variants)) {
-    if (v == "ring")
-      s.variants.push_back(Variant::ring);
-    else if (v == "allgather")
-      s.variants.push_back(Variant::allgather);
-    else if (v == "groupcast")
-      s.variants.push_back(Variant::groupcast);
-    else
-      throw UsageError("--variant: unknown value '" + v + "' (ring, allgather, groupcast)");
-  }
-  if (s.variants.empty()) throw UsageError("--variant names nothing");
-  s.causal = parse_causal_list("--causal", f.causal);
+  s.layouts = parse_list("--layout", f.layouts, parse_layout_name);
+  s.variants = parse_list("--variant", f.variants,
+                          named<Variant>("--variant", "value",
+                                         {{"ring", Variant::ring},
+                                          {"allgather", Variant::allgather},
+                                          {"groupcast", Variant::groupcast}}));
+  s.causal = parse_list("--causal", f.causal, parse_causal);
   s.attn_kernel = f.attn_kernel;
   s.poll_progress = f.cpu_progress == "poll";
-  s.passes = parse_pass_list("--pass", f.passes);
+  s.passes = parse_list("--pass", f.passes, parse_pass);
   s.grad_dtype = parse_grad_dtype_flag(f.grad_dtype, dtype);
   if (!f.docs.empty()) {
     s.docs = parse_doc_spec(f.docs);

@@ -5,26 +5,12 @@
 #include "common/harness/size_list.hpp"
 
 namespace suite::ring {
-namespace {
-
-template <class T, class Parse>
-std::vector<T> parse_each(const std::string& flag, const std::string& text, Parse parse,
-                          const std::string& allowed) {
-  std::vector<T> out;
-  for (const auto& item : split_list(text)) {
-    auto v = parse(item);
-    if (!v) throw UsageError(flag + ": unknown value '" + item + "' (" + allowed + ")");
-    out.push_back(*v);
-  }
-  if (out.empty()) throw UsageError(flag + " names nothing");
-  return out;
-}
-
-}  // namespace
-
-std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text) {
-  return parse_each<Layout>(flag, text, parse_layout,
-                            "contiguous, zigzag, striped; with --docs also doc_zigzag, balanced");
+Layout parse_layout_name(const std::string& item) {
+  const std::optional<Layout> layout = parse_layout(item);
+  if (!layout)
+    throw UsageError("--layout: unknown value '" + item +
+                     "' (contiguous, zigzag, striped; with --docs also doc_zigzag, balanced)");
+  return *layout;
 }
 
 void add_layout_flag(CLI::App& app, std::string& layouts) {

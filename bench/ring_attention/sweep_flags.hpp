@@ -13,8 +13,8 @@
 
 namespace suite::ring {
 
-// "contiguous,zigzag" -> layouts; UsageError naming `flag` and the allowed values otherwise.
-std::vector<Layout> parse_layouts(const std::string& flag, const std::string& text);
+// One --layout item: "zigzag" -> Layout::zigzag; UsageError naming the allowed values otherwise.
+Layout parse_layout_name(const std::string& item);
 // --layout (a list of layouts), --docs (packed documents), --kv-heads (0 = heads), --head-dim,
 // --balanced-chunk: one help text each for ring_attention, ulysses, mesh and model (each with
 // its own default).

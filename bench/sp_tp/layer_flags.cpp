@@ -32,27 +32,16 @@ void add_tp_overlap_flag(CLI::App& app, std::string& modes) {
       ->capture_default_str();
 }
 
-std::vector<TpOverlapMode> parse_tp_overlap_list(const std::string& text) {
-  std::vector<TpOverlapMode> modes;
-  auto add_once = [&](TpOverlapMode m) {
-    if (std::find(modes.begin(), modes.end(), m) == modes.end()) modes.push_back(m);
-  };
-  for (const auto& v : split_list(text)) {
-    if (v == "none")
-      add_once(TpOverlapMode{});
-    else if (v == "ring")
-      add_once(TpOverlapMode{TpOverlap::ring, 0});
-    else if (v.rfind("chunks:", 0) == 0) {
-      const std::string k = v.substr(7);
-      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 9 ||
-          std::stoi(k) < 1)
-        throw UsageError("--tp-overlap " + v + ": K must be a whole number >= 1");
-      add_once(TpOverlapMode{TpOverlap::chunks, std::stoi(k)});
-    } else
-      throw UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
-  }
-  if (modes.empty()) throw UsageError("--tp-overlap names nothing (none, ring, chunks:K)");
-  return modes;
+TpOverlapMode parse_tp_overlap(const std::string& v) {
+  if (v == "none") return TpOverlapMode{};
+  if (v == "ring") return TpOverlapMode{TpOverlap::ring, 0};
+  if (v.rfind("chunks:", 0) != 0)
+    throw UsageError("--tp-overlap: unknown mode '" + v + "' (none, ring, chunks:K)");
+  const std::string k = v.substr(7);
+  if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 9 ||
+      std::stoi(k) < 1)
+    throw UsageError("--tp-overlap " + v + ": K must be a whole number >= 1");
+  return TpOverlapMode{TpOverlap::chunks, std::stoi(k)};
 }
 
 }  // namespace suite::sp_tp

@@ -24,7 +24,7 @@ void add_layer_shape_flags(CLI::App& app, LayerShapeFlags& f);
 
 // --tp-overlap: none, ring, chunks:K (a list).
 void add_tp_overlap_flag(CLI::App& app, std::string& modes);
-// "none,ring,chunks:4" -> the modes, each once; UsageError naming --tp-overlap otherwise.
-std::vector<TpOverlapMode> parse_tp_overlap_list(const std::string& text);
+// One --tp-overlap item: "none", "ring" or "chunks:K"; UsageError naming the flag otherwise.
+TpOverlapMode parse_tp_overlap(const std::string& item);
 
 }  // namespace suite::sp_tp

@@ -23,42 +23,23 @@ LayerSweep layer_sweep(const SpTpFlags& o) {
   sweep.base.heads = o.shape.heads;
   sweep.base.d_ff = o.shape.ffn_hidden;
   sweep.base.dropout = o.dropout;
-  sweep.causal = parse_causal_list("--causal", o.causal);
+  sweep.causal = parse_list("--causal", o.causal, parse_causal);
   sweep.base.attn_kernel = o.attn_kernel;
-  // Each named once, however often listed (as --pass and --bwd-overlap).
-  auto add_once = [](auto& list, auto value) {
-    if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
-  };
-  for (const auto& v : split_list(o.variants)) {
-    if (v == "tp")
-      add_once(sweep.variants, Variant::tp);
-    else if (v == "tp_sp")
-      add_once(sweep.variants, Variant::tp_sp);
-    else
-      throw UsageError("--variants: unknown variant '" + v + "' (tp, tp_sp)");
-  }
-  for (const auto& a : split_list(o.attention)) {
-    if (a == "fused")
-      add_once(sweep.fused, true);
-    else if (a == "unfused")
-      add_once(sweep.fused, false);
-    else
-      throw UsageError("--attention: unknown path '" + a + "' (fused, unfused)");
-  }
-  if (sweep.variants.empty() || sweep.fused.empty())
-    throw UsageError("--variants and --attention name nothing");
-  sweep.passes = parse_pass_list("--pass", o.pass);
-  sweep.bwd_overlap.clear();
-  for (const auto& v : split_list(o.bwd_overlap)) {
-    if (v != "1" && v != "0") throw UsageError("--bwd-overlap: '" + v + "' is not 1 or 0");
-    add_once(sweep.bwd_overlap, v == "1");
-  }
-  if (sweep.bwd_overlap.empty()) throw UsageError("--bwd-overlap names nothing (1, 0)");
+  sweep.variants = parse_list(
+      "--variants", o.variants,
+      named<Variant>("--variants", "variant", {{"tp", Variant::tp}, {"tp_sp", Variant::tp_sp}}));
+  sweep.fused =
+      parse_list("--attention", o.attention,
+                 named<bool>("--attention", "path", {{"fused", true}, {"unfused", false}}));
+  sweep.passes = parse_list("--pass", o.pass, parse_pass);
+  sweep.bwd_overlap =
+      parse_list("--bwd-overlap", o.bwd_overlap,
+                 named<bool>("--bwd-overlap", "value", {{"1", true}, {"0", false}}));
   if (sweep.bwd_overlap != std::vector<bool>{true} &&
       std::find(sweep.passes.begin(), sweep.passes.end(), Pass::fwd_bwd) == sweep.passes.end())
     throw UsageError("--bwd-overlap " + o.bwd_overlap +
                      ": the overlap is the training step's; add --pass fwd_bwd");
-  sweep.tp_overlap = parse_tp_overlap_list(o.tp_overlap);
+  sweep.tp_overlap = parse_list("--tp-overlap", o.tp_overlap, parse_tp_overlap);
   const bool wants_overlap =
       std::any_of(sweep.tp_overlap.begin(), sweep.tp_overlap.end(),
                   [](const TpOverlapMode& m) { return m.kind != TpOverlap::none; });
@@ -70,21 +51,11 @@ LayerSweep layer_sweep(const SpTpFlags& o) {
   return sweep;
 }
 
-std::vector<CollectiveOp> parse_ops(const std::string& text) {
-  std::vector<CollectiveOp> ops;
-  for (const auto& item : split_list(text)) {
-    if (item == "allreduce")
-      ops.push_back(CollectiveOp::all_reduce);
-    else if (item == "rs_ag")
-      ops.push_back(CollectiveOp::rs_ag);
-    else
-      throw UsageError("--ops: unknown op '" + item + "' (allreduce, rs_ag)");
-  }
-  return ops;
-}
-
 std::vector<CaseSpec> collective_specs(BenchContext& ctx, const SpTpFlags& o) {
-  auto ops = parse_ops(o.ops);
+  const auto ops = parse_list("--ops", o.ops,
+                              named<CollectiveOp>("--ops", "op",
+                                                  {{"allreduce", CollectiveOp::all_reduce},
+                                                   {"rs_ag", CollectiveOp::rs_ag}}));
   std::vector<CollectiveSize> sizes;
   for (auto n : parse_sweep(o.sizes))
     sizes.push_back({n, "n" + format_scaled_int(n)});

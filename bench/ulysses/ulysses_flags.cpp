@@ -53,25 +53,19 @@ UlyssesSweep ulysses_sweep(const UlyssesFlags& f, DType dtype) {
       throw UsageError("--seq-per-rank " + std::to_string(v) + " must be >= 1");
   s.cp = parse_int_list("--cp", f.cp, 0);  // 0 = all ranks
   if (f.degrees != "all") s.degrees = parse_int_list("--ulysses-degree", f.degrees, 1);
-  s.layouts = ring::parse_layouts("--layout", f.layouts);
-  s.ring_variants.clear();
-  for (const auto& v : split_list(f.ring_variants)) {
-    if (v == "ring")
-      s.ring_variants.push_back(ring::Variant::ring);
-    else if (v == "groupcast")
-      s.ring_variants.push_back(ring::Variant::groupcast);
-    else
-      throw UsageError("--ring-variant: unknown value '" + v + "' (ring, groupcast)");
-  }
-  if (s.ring_variants.empty()) throw UsageError("--ring-variant names nothing");
+  s.layouts = parse_list("--layout", f.layouts, ring::parse_layout_name);
+  s.ring_variants = parse_list("--ring-variant", f.ring_variants,
+                               named<ring::Variant>("--ring-variant", "value",
+                                                    {{"ring", ring::Variant::ring},
+                                                     {"groupcast", ring::Variant::groupcast}}));
   if (!f.docs.empty()) {
     s.docs = ring::parse_doc_spec(f.docs);
     s.docs->balanced_chunk = f.balanced_chunk;
   }
-  s.causal = parse_causal_list("--causal", f.causal);
+  s.causal = parse_list("--causal", f.causal, parse_causal);
   s.kv_replicate = f.kv_replicate;
   s.attn_kernel = f.attn_kernel;
-  s.passes = parse_pass_list("--pass", f.passes);
+  s.passes = parse_list("--pass", f.passes, parse_pass);
   s.grad_dtype = parse_grad_dtype_flag(f.grad_dtype, dtype);
   return s;
 }

@@ -41,15 +41,8 @@ void add_causal_flag(CLI::App& app, std::string& causal) {
       ->capture_default_str();
 }
 
-std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text) {
-  std::vector<bool> out;
-  for (const auto& item : split_list(text)) {
-    if (item != "1" && item != "0")
-      throw UsageError(flag + ": unknown value '" + item + "' (0, 1)");
-    out.push_back(item == "1");
-  }
-  if (out.empty()) throw UsageError(flag + " names nothing");
-  return out;
+bool parse_causal(const std::string& item) {
+  return named<bool>("--causal", "value", {{"0", false}, {"1", true}})(item);
 }
 
 }  // namespace suite

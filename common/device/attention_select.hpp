@@ -23,9 +23,9 @@ std::unique_ptr<kernels::AttentionEngine> make_attention_engine(Device& device, 
 // --attn-kernel (auto, suite, cudnn), declared and parsed here once for every benchmark that
 // computes attention: CLI11 refuses other names, `choice` receives the parsed kernel.
 void add_attn_kernel_flag(CLI::App& app, kernels::AttnKernelChoice& choice);
-// --causal (a list of 1 causal, 0 full), parsed by parse_causal_list.
+// --causal (a list of 1 causal, 0 full), each item parsed by parse_causal.
 void add_causal_flag(CLI::App& app, std::string& causal);
 // "0,1" -> {false, true}; UsageError naming `flag` otherwise.
-std::vector<bool> parse_causal_list(const std::string& flag, const std::string& text);
+bool parse_causal(const std::string& item);
 
 }  // namespace suite

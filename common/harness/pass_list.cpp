@@ -13,20 +13,8 @@ std::string_view pass_name(Pass p) {
   return p == Pass::fwd ? "fwd" : "fwd_bwd";
 }
 
-std::vector<Pass> parse_pass_list(const std::string& flag, const std::string& text) {
-  std::vector<Pass> out;
-  for (const std::string& item : split_list(text)) {
-    Pass p;
-    if (item == "fwd")
-      p = Pass::fwd;
-    else if (item == "fwd_bwd")
-      p = Pass::fwd_bwd;
-    else
-      throw UsageError(flag + ": unknown pass '" + item + "' (fwd, fwd_bwd)");
-    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-  }
-  if (out.empty()) throw UsageError(flag + " names no pass (fwd, fwd_bwd)");
-  return out;
+Pass parse_pass(const std::string& item) {
+  return named<Pass>("--pass", "pass", {{"fwd", Pass::fwd}, {"fwd_bwd", Pass::fwd_bwd}})(item);
 }
 
 DType parse_grad_dtype_flag(const std::string& text, DType storage) {

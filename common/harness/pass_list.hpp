@@ -19,9 +19,9 @@ enum class Pass { fwd, fwd_bwd };
 
 std::string_view pass_name(Pass p);
 
-// "fwd,fwd_bwd" -> {fwd, fwd_bwd}, in order, duplicates dropped. Throws UsageError naming
-// `flag` and the accepted values for anything else (or an empty list).
-std::vector<Pass> parse_pass_list(const std::string& flag, const std::string& text);
+// One --pass item: "fwd" or "fwd_bwd"; UsageError naming the flag and the accepted values
+// otherwise (the list: parse_list("--pass", text, parse_pass)).
+Pass parse_pass(const std::string& item);
 
 // What --help says about the flag, the same in every benchmark.
 constexpr const char* kPassHelp =

@@ -59,3 +59,26 @@ TEST(SizeList, IntListsKeepTheirBounds) {
   }
   EXPECT_THROW(suite::parse_int_list("--tp", "2M", 0), suite::UsageError);  // above 2^20
 }
+
+TEST(ParseList, EachItemOnceInOrder) {
+  const auto parse = [](const std::string& s) { return std::stoi(s); };
+  EXPECT_EQ(suite::parse_list("--x", "3,1,3,2", parse), (std::vector<int>{3, 1, 2}));
+  EXPECT_EQ(suite::parse_list("--x", "4/5", parse, '/'), (std::vector<int>{4, 5}));
+  try {
+    suite::parse_list("--x", "", parse);
+    FAIL() << "an empty list was accepted";
+  } catch (const suite::UsageError& e) {
+    EXPECT_STREQ(e.what(), "--x names nothing");
+  }
+}
+
+TEST(ParseList, NamedItemsAndTheirError) {
+  const auto kind = suite::named<int>("--kind", "kind", {{"a", 1}, {"b", 2}});
+  EXPECT_EQ(suite::parse_list("--kind", "b,a,b", kind), (std::vector<int>{2, 1}));
+  try {
+    suite::parse_list("--kind", "a,,b", kind);  // an empty item is an unknown one
+    FAIL() << "an empty item was accepted";
+  } catch (const suite::UsageError& e) {
+    EXPECT_STREQ(e.what(), "--kind: unknown kind '' (a, b)");
+  }
+}
