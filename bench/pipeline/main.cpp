@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
       "input gradients and every weight gradient checked against one rank running all layers.\n"
       "Ranks beyond --pp run further PP groups (replicas, no gradient sums), laid out with the PP\n"
       "groups by --order (pp unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's\n"
-      "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.";
+      "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.\n"
+      "--stage block: each stage holds L/p layers of mesh's transformer block instead, TP+SP over\n"
+      "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.";
   def.axis_order = true;
   def.cpu_dtypes = {suite::DType::fp64};
   def.add_options = [&](CLI::App& app) { suite::pipeline::add_pipeline_flags(app, flags); };

@@ -76,37 +76,14 @@ StageKind parse_stage(const std::string& name) {
   throw UsageError("--stage " + name + ": mlp or block");
 }
 
-}  // namespace
-
-std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
-  const int world = ctx.mpi.size();
-  const auto n = [](std::int64_t v) { return std::to_string(v); };
-  const StageKind stage = parse_stage(f.stage);
-  std::vector<PipelineConfig> configs;
-  for (int tp : mesh::degrees("--tp", f.tp))
-    for (int cp : mesh::degrees("--cp", f.cp)) {
-      if (tp < 1 || cp < 1 || world % (tp * cp) != 0)
-        throw UsageError("--tp " + n(tp) + " x --cp " + n(cp) + " must divide the job's " +
-                         n(world) + " ranks");
-      if (stage == StageKind::mlp && tp * cp > 1)
-        throw UsageError("--tp " + n(tp) + ", --cp " + n(cp) + ": --stage mlp has no TP or CP");
-      for (PipelineConfig c : stage_configs(f, ctx, world / (tp * cp))) {
-        c.stage = stage;
-        c.mesh.tp = tp, c.mesh.cp = cp;
-        // The block's sizes on a stage's T x C ranks, as mesh validates them.
-        if (stage == StageKind::block) mesh::validate(block_config(c), tp * cp);
-        configs.push_back(c);
-      }
-    }
-  return configs;
-}
-
+// The cases of one T x C = stage_ranks: the job's ranks / (T C) left for p and the replicas.
 std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchContext& ctx,
-                                          int world) {
-  const int pp = f.schedule.pp;
+                                          int stage_ranks) {
+  const int world = ctx.mpi.size() / stage_ranks, pp = f.schedule.pp;
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (pp < 0 || (pp > 0 && world % pp != 0))
-    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(world) + " ranks / (T C)");
+    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(ctx.mpi.size()) + " ranks" +
+                     (stage_ranks > 1 ? " / (--tp x --cp = " + n(stage_ranks) + ")" : ""));
   if (f.shape.seq < 1 || f.shape.batch < 1 || f.shape.hidden < 1 || f.shape.ffn_hidden < 0)
     throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
                      n(f.shape.hidden) + ": must be >= 1");
@@ -139,6 +116,31 @@ std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchCon
     c.mesh.set_order(one_mesh_order_pp(ctx.opts.order, "pipeline"));
     configs.push_back(c);
   }
+  return configs;
+}
+
+}  // namespace
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
+  const int world = ctx.mpi.size();
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  const StageKind stage = parse_stage(f.stage);
+  std::vector<PipelineConfig> configs;
+  for (int tp : mesh::degrees("--tp", f.tp))
+    for (int cp : mesh::degrees("--cp", f.cp)) {
+      if (tp < 1 || cp < 1 || world % (tp * cp) != 0)
+        throw UsageError("--tp " + n(tp) + " x --cp " + n(cp) + " must divide the job's " +
+                         n(world) + " ranks");
+      if (stage == StageKind::mlp && tp * cp > 1)
+        throw UsageError("--tp " + n(tp) + ", --cp " + n(cp) + ": --stage mlp has no TP or CP");
+      for (PipelineConfig c : stage_configs(f, ctx, tp * cp)) {
+        c.stage = stage;
+        c.mesh.tp = tp, c.mesh.cp = cp;
+        // The block's sizes on a stage's T x C ranks, as mesh validates them.
+        if (stage == StageKind::block) mesh::validate(block_config(c), tp * cp);
+        configs.push_back(c);
+      }
+    }
   return configs;
 }
 

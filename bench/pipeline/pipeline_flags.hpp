@@ -52,8 +52,4 @@ struct PipelineConfig {
 };
 
 std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx);
-// The cases of one T x C: `world` ranks left for p and the replicas.
-std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchContext& ctx,
-                                          int world);
-
 }  // namespace suite::pipeline
