@@ -119,13 +119,13 @@ def scenario_block(env: Env) -> None:
     x CP 2) and both (8 ranks), every schedule (zero-bubble ones with B and W fused), m < p,
     m = p, m > p and v = 2, each against one rank running all L layers; the loss of one
     (schedule, m, L) is the same whatever T, C, p and schedule, and equals a single rank's run."""
-    losses: dict[tuple[int, int], set[float]] = {}
+    losses: dict[tuple[int, int], list[float]] = {}
 
     def record(out, what: str) -> None:
         with h5py.File(out) as f:
             for name, loss in block_cases(out, what).items():
                 a = f[name].attrs
-                losses.setdefault((int(a["microbatches"]), int(a["layers"])), set()).add(round(loss, 9))
+                losses.setdefault((int(a["microbatches"]), int(a["layers"])), []).append(loss)
 
     for degrees in (["--tp", "2"], ["--cp", "2"]):
         tag = "_".join(degrees).replace("-", "")
@@ -141,7 +141,8 @@ def scenario_block(env: Env) -> None:
         record(run_pipeline(env, 1, f"block_one_m{m}", *BLOCK, "--pp", "1", "--layers", "4", "--schedule", "1f1b",
                             "--microbatches", str(m))[0], f"one rank m={m}")
     for key, seen in losses.items():
-        expect(len(seen) == 1, f"(m, L) = {key}: losses {seen} differ across T, C, p and schedules")
+        expect(max(seen) - min(seen) <= 1e-10 * max(seen),
+               f"(m, L) = {key}: losses {seen} differ across T, C, p and schedules")
     print(f"{sum(len(s) for s in losses.values())} block losses, each (m, L) one value; every check passed")
 
 
