@@ -9,14 +9,6 @@
 namespace suite::mesh {
 namespace {
 
-std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg) {
-  try {
-    return sp_tp::make_layer_ops(device, cfg.dtype, cfg.attn_kernel);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());  // e.g. --attn-kernel cudnn where cuDNN cannot start
-  }
-}
-
 // A test hook: the gradient sum it names is left out, so the check must fail (the bug a
 // composed step must not have).
 bool omitted(const char* phase) {
@@ -25,6 +17,25 @@ bool omitted(const char* phase) {
 }
 
 }  // namespace
+
+std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg) {
+  try {
+    return sp_tp::make_layer_ops(device, cfg.dtype, cfg.attn_kernel);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());  // e.g. --attn-kernel cudnn where cuDNN cannot start
+  }
+}
+
+std::vector<std::int64_t> token_rows(const MeshConfig& cfg,
+                                     const std::vector<std::int64_t>& positions, int tp, int dp) {
+  const std::int64_t L = cfg.sp_rows(), b = cfg.b, B = cfg.global_batch();
+  std::vector<std::int64_t> rows;
+  for (std::int64_t i = 0; i < L; ++i) {
+    const std::int64_t row = tp * L + i;  // in the TP group's c b rows (token-major)
+    rows.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * b + row % b);
+  }
+  return rows;
+}
 
 ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMesh& mesh)
     : cfg_(cfg),
@@ -42,12 +53,8 @@ ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMes
     for (std::int64_t p = 0; p < cfg.s; ++p)
       positions.push_back(p);
   }
-  const std::int64_t L = cfg.sp_rows(), b = cfg.b, B = cfg.global_batch();
-  const int tp = mesh.coord(MeshAxis::tp), dp = mesh.coord(MeshAxis::dp);
-  for (std::int64_t i = 0; i < L; ++i) {
-    const std::int64_t row = tp * L + i;  // in the TP group's c b rows (token-major)
-    global_rows_.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * b + row % b);
-  }
+  global_rows_ = token_rows(cfg, positions, mesh.coord(MeshAxis::tp), mesh.coord(MeshAxis::dp));
+  const std::int64_t L = cfg.sp_rows();
   parts.global_rows = global_rows_;
   parts.grad_ready = [this](const std::string& name) { gradient_ready(name); };
   if (cfg.moe()) {

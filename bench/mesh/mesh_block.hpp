@@ -65,6 +65,13 @@ class ComposedBlock {
   void gradient_ready(const std::string& name);
 };
 
+// The layer's ops for the block's dtype and attention kernel (UsageError where they cannot start).
+std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg);
+// The global row (position p, global batch index g: p D b + g) of each token-wise row of TP rank
+// `tp` on DP rank `dp`, whose CP rank holds the tokens at `positions`.
+std::vector<std::int64_t> token_rows(const MeshConfig& cfg,
+                                     const std::vector<std::int64_t>& positions, int tp, int dp);
+
 // The rows of the single-rank block (T = C = D = 1 over the global batch of D b sequences):
 // the reference the composed block must equal. Runs on this rank alone.
 struct ReferenceBlock {

@@ -9,12 +9,12 @@
 #include "common/harness/size_list.hpp"
 
 namespace suite::mesh {
-namespace {
 
-// A degree list ("1,2" or a range); 0 is allowed where the flag gives it a meaning.
 std::vector<int> degrees(const std::string& flag, const std::string& text) {
   return parse_int_list(flag, text, 0);
 }
+
+namespace {
 
 // One --grad-bucket item: a size in MB.
 double bucket_mb(const std::string& item) {
@@ -32,11 +32,15 @@ double bucket_mb(const std::string& item) {
 
 }  // namespace
 
+void add_tp_cp_flags(CLI::App& app, std::string& tp, std::string& cp) {
+  app.add_option("--tp", tp, "T: tensor-parallel degrees (list); the layer's TP+SP group")
+      ->capture_default_str();
+  app.add_option("--cp", cp, "C: context-parallel degrees (list); attention's group")
+      ->capture_default_str();
+}
+
 void add_mesh_flags(CLI::App& app, MeshFlags& f) {
-  app.add_option("--tp", f.tp, "T: tensor-parallel degrees (list); the layer's TP+SP group")
-      ->capture_default_str();
-  app.add_option("--cp", f.cp, "C: context-parallel degrees (list); attention's group")
-      ->capture_default_str();
+  add_tp_cp_flags(app, f.tp, f.cp);
   app.add_option("--dp", f.dp,
                  "D: data-parallel degrees (list); 0 = the job's ranks / (T C). Every combination "
                  "of --tp, --cp, --dp must multiply to the job's ranks")

@@ -30,6 +30,10 @@ struct MeshFlags {
 };
 
 void add_mesh_flags(CLI::App& app, MeshFlags& f);
+// --tp and --cp, the block's degrees (lists), for mesh and for the pipeline's block stages.
+void add_tp_cp_flags(CLI::App& app, std::string& tp, std::string& cp);
+// A degree list ("1,2" or a range); 0 is allowed where the flag gives it a meaning.
+std::vector<int> degrees(const std::string& flag, const std::string& text);
 
 // Every case the flags name, validated (UsageError naming the flag otherwise).
 std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx);

@@ -6,34 +6,44 @@
 #include "bench/pipeline/pipeline_flags.hpp"
 #include "common/harness/bench_main.hpp"
 
+namespace {
+
+const char* const kDescription =
+    "Pipeline parallelism: the model's --layers dense residual MLP blocks (y = x + tanh(x W1)\n"
+    "W2, fp64) split over p = --pp stages of one rank each (v = --chunks chunks per rank for\n"
+    "the interleaved and V-shaped schedules), --microbatches micro-batches of --batch sequences\n"
+    "of --seq tokens per step. Each --schedule (gpipe, 1f1b, interleaved, zb-h1, zb-v) comes\n"
+    "from one generator (common/formulas/pipeline_schedule.hpp) and one executor runs it:\n"
+    "activations forward and their gradients backward point to point, nonblocking. Per case:\n"
+    "each op's start and end on each rank (the timeline table), the bubble beside the critical\n"
+    "path of the schedule's graph with the F, B, W and hop times measured in the same step\n"
+    "(pred_bubble_s) and METHODS.md 7's closed form (pred_closed_bubble_s), bytes per hop "
+    "beside\n"
+    "c b_mb h e, peak activations per rank beside the schedule's in-flight count; the loss,\n"
+    "input gradients and every weight gradient checked against one rank running all layers.\n"
+    "Ranks beyond --pp run further PP groups (replicas, no gradient sums), laid out with the PP\n"
+    "groups by --order (pp unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's\n"
+    "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.\n"
+    "--stage block: each stage holds L/p layers of mesh's transformer block instead, TP+SP over\n"
+    "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.";
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  suite::pipeline::PipelineFlags flags;
-  suite::BenchDefinition def;
-  def.name = "pipeline";
-  def.description =
-      "Pipeline parallelism: the model's --layers dense residual MLP blocks (y = x + tanh(x W1)\n"
-      "W2, fp64) split over p = --pp stages of one rank each (v = --chunks chunks per rank for\n"
-      "the interleaved and V-shaped schedules), --microbatches micro-batches of --batch sequences\n"
-      "of --seq tokens per step. Each --schedule (gpipe, 1f1b, interleaved, zb-h1, zb-v) comes\n"
-      "from one generator (common/formulas/pipeline_schedule.hpp) and one executor runs it:\n"
-      "activations forward and their gradients backward point to point, nonblocking. Per case:\n"
-      "each op's start and end on each rank (the timeline table), the bubble beside the critical\n"
-      "path of the schedule's graph with the F, B, W and hop times measured in the same step\n"
-      "(pred_bubble_s) and METHODS.md 7's closed form (pred_closed_bubble_s), bytes per hop "
-      "beside\n"
-      "c b_mb h e, peak activations per rank beside the schedule's in-flight count; the loss,\n"
-      "input gradients and every weight gradient checked against one rank running all layers.\n"
-      "Ranks beyond --pp run further PP groups (replicas, no gradient sums), laid out with the PP\n"
-      "groups by --order (pp unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's\n"
-      "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.";
-  def.axis_order = true;
-  def.cpu_dtypes = {suite::DType::fp64};
-  def.add_options = [&](CLI::App& app) { suite::pipeline::add_pipeline_flags(app, flags); };
-  def.make_cases = [&](suite::BenchContext& ctx) {
-    std::vector<suite::CaseSpec> specs;
-    for (const suite::pipeline::PipelineConfig& cfg : suite::pipeline::pipeline_configs(flags, ctx))
-      specs.push_back(suite::pipeline::make_case(ctx, cfg));
-    return specs;
-  };
-  return suite::run_benchmark(argc, argv, def);
+  using namespace suite::pipeline;
+  PipelineFlags flags;
+  return suite::run_benchmark(
+      argc, argv,
+      {.name = "pipeline",
+       .description = kDescription,
+       .cpu_dtypes = {suite::DType::fp64},
+       .add_options = [&](CLI::App& app) { add_pipeline_flags(app, flags); },
+       .make_cases =
+           [&](suite::BenchContext& ctx) {
+             std::vector<suite::CaseSpec> specs;
+             for (const PipelineConfig& cfg : pipeline_configs(flags, ctx))
+               specs.push_back(make_case(ctx, cfg));
+             return specs;
+           },
+       .axis_order = true});
 }

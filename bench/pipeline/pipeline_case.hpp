@@ -8,6 +8,7 @@
 
 #include "bench/pipeline/pipeline_executor.hpp"
 #include "bench/pipeline/pipeline_flags.hpp"
+#include "bench/pipeline/stage_layers.hpp"
 #include "common/harness/bench_case.hpp"
 #include "common/harness/context.hpp"
 
@@ -25,8 +26,9 @@ class PipelineCase final : public BenchCase {
  private:
   BenchContext& ctx_;
   PipelineConfig cfg_;
-  Comm* pp_comm_ = nullptr;    // this rank's PP group: the mesh's pp axis (--order)
-  std::vector<int> recorded_;  // the PP group recorded: world rank 0's, by stage
+  Comm* pp_comm_ = nullptr;          // this rank's PP group: the mesh's pp axis (--order)
+  std::vector<Comm*> stage_groups_;  // the TP and CP groups inside this rank's stage
+  std::vector<int> recorded_;        // the PP group recorded: world rank 0's, by stage
   Schedule schedule_;
   std::unique_ptr<PipelineExecutor> executor_;
   LayerShape shape() const { return {cfg_.seq * cfg_.batch, cfg_.hidden, cfg_.ffn}; }

@@ -34,10 +34,10 @@ int stage_layer_count(int stage, int stages, int layers) {
   return layers / stages + (stage < layers % stages ? 1 : 0);
 }
 
-PipelineExecutor::PipelineExecutor(const Schedule& schedule, const LayerShape& shape, int layers,
+PipelineExecutor::PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers,
                                    Comm& comm, int drop_microbatch)
     : schedule_(schedule),
-      shape_(shape),
+      make_stage_(std::move(make_stage)),
       layers_(layers),
       comm_(comm),
       rank_(comm.rank()),
@@ -62,7 +62,7 @@ void PipelineExecutor::post_receive(int index) {
   const int from = source_stage(op);
   if (from < 0 || schedule_.rank_of(from) == rank_) return;
   Rows& data = inbox_[index];
-  data.resize(static_cast<std::size_t>(shape_.rows * shape_.hidden));
+  data.resize(chunks_[op.chunk]->hop_values());
   pending_recv_[index] =
       comm_.post_receive(data.data(), data.size(), DType::fp64, schedule_.rank_of(from),
                          tag(from, op.microbatch, is_backward(op.kind)));
@@ -106,10 +106,11 @@ void PipelineExecutor::run_op(int index) {
   const Op& op = schedule_.ranks[rank_][index];
   const int stage = schedule_.stage_of(rank_, op.chunk), last = schedule_.stages() - 1;
   const int mb = op.microbatch;
-  StageLayers& layers = *chunks_[op.chunk];
+  Stage& layers = *chunks_[op.chunk];
+  const bool keep = !(stage == 0 && mb == drop_);
   Rows input;
   if (op.kind == OpKind::F) {
-    input = stage == 0 ? pipeline_input(shape_, mb) : take_input(index);
+    input = stage == 0 ? layers.input(mb) : take_input(index);
   } else if (is_backward(op.kind)) {
     if (stage == last) {
       input = std::move(local_.at(local_key(last, mb, false)));
@@ -129,16 +130,16 @@ void PipelineExecutor::run_op(int index) {
       send(op, stage + 1, std::move(y));
     }
   } else if (is_backward(op.kind)) {
-    Rows dx = layers.input_grad(mb, input);
     // A whole backward sends its gradient when it ends, weight gradients included, as an
     // autograd backward of the stage does (its first layer's input gradient comes last).
-    if (op.kind == OpKind::BW) layers.weight_grad(mb, !(stage == 0 && mb == drop_));
+    Rows dx =
+        op.kind == OpKind::BW ? layers.backward(mb, input, keep) : layers.input_grad(mb, input);
     if (stage == 0)
       input_grads_[mb] = std::move(dx);
     else
       send(op, stage - 1, std::move(dx));
   } else {
-    layers.weight_grad(mb, !(stage == 0 && mb == drop_));
+    layers.weight_grad(mb, keep);
   }
   span.end = seconds_now();
   timeline_.push_back(span);
@@ -151,13 +152,13 @@ void PipelineExecutor::run_op(int index) {
 }
 
 void PipelineExecutor::run_step() {
-  chunks_.clear();
-  for (int c = 0; c < schedule_.spec.chunks; ++c) {
+  for (int c = static_cast<int>(chunks_.size()); c < schedule_.spec.chunks; ++c) {
     const int stage = schedule_.stage_of(rank_, c), stages = schedule_.stages();
-    chunks_.push_back(std::make_unique<StageLayers>(shape_,
-                                                    stage_first_layer(stage, stages, layers_),
-                                                    stage_layer_count(stage, stages, layers_)));
+    chunks_.push_back(make_stage_(stage_first_layer(stage, stages, layers_),
+                                  stage_layer_count(stage, stages, layers_)));
   }
+  for (auto& c : chunks_)
+    c->begin_step();
   timeline_.clear();
   input_grads_.clear();
   local_.clear();
@@ -181,6 +182,8 @@ void PipelineExecutor::run_step() {
     sends.push_back(m->request);
   comm_.wait_messages(sends, -1);
   outbox_.clear();
+  for (auto& c : chunks_)
+    c->finish_step();
 }
 
 }  // namespace suite::pipeline

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "bench/pipeline/stage_layers.hpp"
+#include "bench/pipeline/stage.hpp"
 #include "common/formulas/pipeline_schedule.hpp"
 #include "common/transport/comm.hpp"
 
@@ -28,17 +28,19 @@ struct OpSpan {
 
 class PipelineExecutor {
  public:
-  // comm: the PP group (rank r holds stage_of(r, c) for each chunk c). drop_microbatch >= 0
-  // leaves that micro-batch's weight gradients out of the first stage's sums (a test hook the
-  // correctness check must catch).
-  PipelineExecutor(const Schedule& schedule, const LayerShape& shape, int layers, Comm& comm,
+  // comm: the PP group (rank r holds stage_of(r, c) for each chunk c); make_stage: the layers of
+  // each chunk, made on the first step and kept. drop_microbatch >= 0 leaves that micro-batch's
+  // weight gradients out of the first stage's sums (a test hook the correctness check must
+  // catch).
+  PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers, Comm& comm,
                    int drop_microbatch = -1);
 
   // One training step: every op of this rank, from fresh gradients.
   void run_step();
 
   const std::vector<OpSpan>& timeline() const { return timeline_; }
-  const StageLayers& chunk(int c) const { return *chunks_[c]; }
+  const Stage& chunk(int c) const { return *chunks_[c]; }
+  Stage& chunk(int c) { return *chunks_[c]; }
   // Sum over micro-batches of 0.5 |y|^2 at the last stage (on the rank holding it; 0 elsewhere).
   double loss() const { return loss_; }
   // The first stage's input gradient per micro-batch (on the rank holding it).
@@ -52,12 +54,12 @@ class PipelineExecutor {
 
  private:
   const Schedule& schedule_;
-  LayerShape shape_;
+  StageFactory make_stage_;
   int layers_;
   Comm& comm_;
   int rank_;
   int drop_;
-  std::vector<std::unique_ptr<StageLayers>> chunks_;
+  std::vector<std::unique_ptr<Stage>> chunks_;
   std::vector<OpSpan> timeline_;
   double loss_ = 0;
   std::map<int, Rows> input_grads_;

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench/mesh/mesh_flags.hpp"
+#include "bench/pipeline/block_chunk.hpp"
 #include "common/harness/errors.hpp"
 #include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
@@ -32,9 +34,9 @@ std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p) {
     throw UsageError("--microbatches " + n(f.microbatches) + ", --chunks " + n(f.chunks) +
                      ": must be >= 0 (0 = the default)");
   std::vector<ScheduleSpec> specs;
-  for (const std::string& name : split_list(f.schedules)) {
+  for (ScheduleKind kind : parse_list("--schedule", f.schedules, parse_schedule)) {
     ScheduleSpec spec;
-    spec.kind = parse_schedule(name);
+    spec.kind = kind;
     spec.ranks = p;
     spec.microbatches = f.microbatches == 0 ? 2 * p : f.microbatches;
     spec.chunks = f.chunks == 0 ? default_chunks(spec.kind) : f.chunks;
@@ -48,20 +50,40 @@ void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
   add_schedule_flags(app, f.schedule);
   add_layers_flag(app, f.layers);
   sp_tp::add_layer_shape_flags(app, f.shape);
+  app.add_option("--stage", f.stage,
+                 "a stage's layers: mlp (the residual MLP blocks) or block (mesh's transformer "
+                 "block, TP+SP over --tp and attention over --cp inside the stage; its backward "
+                 "runs whole, so zb-h1 and zb-v run their order with B and W fused into one BW)")
+      ->capture_default_str();
+  mesh::add_tp_cp_flags(app, f.tp, f.cp);
 }
 
 std::string PipelineConfig::name() const {
-  return std::string(schedule_name(spec.kind)) + "_p" + std::to_string(spec.ranks) + "_m" +
+  const std::string block = stage == StageKind::block ? "_block_t" + std::to_string(mesh.tp) +
+                                                            "_c" + std::to_string(mesh.cp)
+                                                      : "";
+  return std::string(schedule_name(spec.kind)) + block + "_p" + std::to_string(spec.ranks) + "_m" +
          std::to_string(spec.microbatches) + "_v" + std::to_string(spec.chunks) + "_L" +
          std::to_string(layers) + "_s" + std::to_string(seq) + "_b" + std::to_string(batch) + "_h" +
          std::to_string(hidden);
 }
 
-std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
-  const int world = ctx.mpi.size(), pp = f.schedule.pp;
+namespace {
+
+StageKind parse_stage(const std::string& name) {
+  if (name == "mlp") return StageKind::mlp;
+  if (name == "block") return StageKind::block;
+  throw UsageError("--stage " + name + ": mlp or block");
+}
+
+// The cases of one T x C = stage_ranks: the job's ranks / (T C) left for p and the replicas.
+std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchContext& ctx,
+                                          int stage_ranks) {
+  const int world = ctx.mpi.size() / stage_ranks, pp = f.schedule.pp;
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (pp < 0 || (pp > 0 && world % pp != 0))
-    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(world) + " ranks");
+    throw UsageError("--pp " + n(pp) + " must divide the job's " + n(ctx.mpi.size()) + " ranks" +
+                     (stage_ranks > 1 ? " / (--tp x --cp = " + n(stage_ranks) + ")" : ""));
   if (f.shape.seq < 1 || f.shape.batch < 1 || f.shape.hidden < 1 || f.shape.ffn_hidden < 0)
     throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
                      n(f.shape.hidden) + ": must be >= 1");
@@ -86,12 +108,39 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
     c.batch = f.shape.batch;
     c.hidden = f.shape.hidden;
     c.ffn = f.shape.ffn_hidden == 0 ? 4 * f.shape.hidden : f.shape.ffn_hidden;
+    c.heads = f.shape.heads;
+    c.seed = ctx.opts.seed;
     c.replicas = world / spec.ranks;
     c.mesh.pp = spec.ranks;
     c.mesh.dp = c.replicas;
     c.mesh.set_order(one_mesh_order_pp(ctx.opts.order, "pipeline"));
     configs.push_back(c);
   }
+  return configs;
+}
+
+}  // namespace
+
+std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx) {
+  const int world = ctx.mpi.size();
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  const StageKind stage = parse_stage(f.stage);
+  std::vector<PipelineConfig> configs;
+  for (int tp : mesh::degrees("--tp", f.tp))
+    for (int cp : mesh::degrees("--cp", f.cp)) {
+      if (tp < 1 || cp < 1 || world % (tp * cp) != 0)
+        throw UsageError("--tp " + n(tp) + " x --cp " + n(cp) + " must divide the job's " +
+                         n(world) + " ranks");
+      if (stage == StageKind::mlp && tp * cp > 1)
+        throw UsageError("--tp " + n(tp) + ", --cp " + n(cp) + ": --stage mlp has no TP or CP");
+      for (PipelineConfig c : stage_configs(f, ctx, tp * cp)) {
+        c.stage = stage;
+        c.mesh.tp = tp, c.mesh.cp = cp;
+        // The block's sizes on a stage's T x C ranks, as mesh validates them.
+        if (stage == StageKind::block) mesh::validate(block_config(c), tp * cp);
+        configs.push_back(c);
+      }
+    }
   return configs;
 }
 

@@ -25,10 +25,15 @@ void add_schedule_flags(CLI::App& app, ScheduleFlags& f);
 // Every schedule --schedule names at p ranks, validated (UsageError naming the flag otherwise).
 std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p);
 
+// What a stage's layers are: the toy residual MLP (mlp) or mesh's composed block (block).
+enum class StageKind { mlp, block };
+
 struct PipelineFlags {
   ScheduleFlags schedule;
   int layers = 0;  // 0: 2 p v
   sp_tp::LayerShapeFlags shape{64, 1, 64, 1, 0};
+  std::string stage = "mlp";
+  std::string tp = "1", cp = "1";  // the block's, inside each stage
 };
 
 void add_pipeline_flags(CLI::App& app, PipelineFlags& f);
@@ -38,11 +43,13 @@ struct PipelineConfig {
   ScheduleSpec spec;
   int layers = 1;
   std::int64_t seq = 1, batch = 1, hidden = 1, ffn = 4;
-  int replicas = 1;  // PP groups in the job: the job's ranks / p
-  MeshShape mesh;    // pp = p, the other ranks data-parallel, laid out by --order
+  StageKind stage = StageKind::mlp;
+  std::int64_t heads = 1;
+  std::uint64_t seed = 1234;
+  int replicas = 1;  // PP groups in the job: the job's ranks / (p T C)
+  MeshShape mesh;    // pp = p, tp = T, cp = C, the other ranks data-parallel, laid out by --order
   std::string name() const;
 };
 
 std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx);
-
 }  // namespace suite::pipeline

@@ -106,8 +106,12 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
       gather_int(static_cast<std::int64_t>(pp_comm_->bytes().sent), ctx_.mpi.size(), world_rank);
   const std::vector<std::int64_t> sends =
       gather_int(executor_->sends(), ctx_.mpi.size(), world_rank);
-  // The loss of the first PP group, from the rank that holds its last stage.
-  double loss = recorded() ? executor_->loss() : 0, group_loss = 0;
+  // The loss of the first PP group, from the ranks that hold its last stage: each its rows',
+  // summed over the stage's TP and CP groups.
+  double loss = executor_->loss(), group_loss = 0;
+  for (Comm* group : stage_groups_)
+    MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, group->mpi_comm());
+  if (!recorded()) loss = 0;
   MPI_Reduce(&loss, &group_loss, 1, MPI_DOUBLE, MPI_SUM, 0, ctx_.comm.mpi_comm());
   if (world_rank != 0) return;
 
@@ -133,7 +137,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   for (const auto& [key, v] : m.durations)
     all[key.second].insert(all[key.second].end(), v.begin(), v.end());
   OpCosts chunk{mean(all[OpKind::F]),
-                mean(all[splits_backward(cfg_.spec.kind) ? OpKind::B : OpKind::BW]),
+                mean(all[schedule_.split_backward() ? OpKind::B : OpKind::BW]),
                 mean(all[OpKind::W])};
   const double closed = closed_form_bubble(cfg_.spec.kind, p, chunk);
 
@@ -155,8 +159,8 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   for (int r : recorded_)
     bytes += sent[r], messages += sends[r];
   a.emplace_back("bytes_per_hop", messages > 0 ? static_cast<double>(bytes) / messages : 0.0);
-  a.emplace_back("pred_bytes_per_hop",
-                 static_cast<double>(cfg_.seq * cfg_.batch * cfg_.hidden * 8));
+  a.emplace_back("pred_bytes_per_hop", static_cast<double>(cfg_.seq * cfg_.batch * cfg_.hidden * 8 /
+                                                           (cfg_.mesh.tp * cfg_.mesh.cp)));
   a.emplace_back("hops_per_step", messages);
 
   const std::vector<int> in_flight = peak_in_flight(schedule_);

@@ -59,7 +59,6 @@ StageLayers::StageLayers(const LayerShape& shape, int first_layer, int count)
 Rows StageLayers::forward(int mb, const Rows& input) {
   const std::int64_t n = shape_.rows, h = shape_.hidden, f = shape_.ffn;
   Saved& s = saved_[mb];
-  peak_ = std::max(peak_, held());
   Rows x = input;
   for (int l = 0; l < count(); ++l) {
     Rows a(static_cast<std::size_t>(n * f));
@@ -103,6 +102,12 @@ void StageLayers::weight_grad(int mb, bool accumulate) {
     gemm(true, false, f, h, n, s.a[l].data(), s.dy[l].data(), dw2_[l].data(), true);
   }
   saved_.erase(mb);
+}
+
+void StageLayers::begin_step() {
+  for (auto* grads : {&dw1_, &dw2_})
+    for (Rows& g : *grads)
+      std::fill(g.begin(), g.end(), 0.0);
 }
 
 std::int64_t StageLayers::bytes_per_microbatch() const {

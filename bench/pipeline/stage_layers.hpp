@@ -9,6 +9,8 @@
 #include <map>
 #include <vector>
 
+#include "bench/pipeline/stage.hpp"
+
 namespace suite::pipeline {
 
 struct LayerShape {
@@ -17,33 +19,33 @@ struct LayerShape {
   std::int64_t ffn = 4;     // d_ff
 };
 
-// A micro-batch's activation or gradient: [rows, hidden], row-major.
-using Rows = std::vector<double>;
-
 // The micro-batch's input to the first layer, the same on every rank.
 Rows pipeline_input(const LayerShape& shape, int microbatch);
 
-class StageLayers {
+class StageLayers final : public Stage {
  public:
   // Layers first_layer .. first_layer + count - 1 of the model, their weights set from their
   // global index (so any split of the model holds the same weights).
   StageLayers(const LayerShape& shape, int first_layer, int count);
 
-  Rows forward(int microbatch, const Rows& input);
+  Rows input(int microbatch) const override { return pipeline_input(shape_, microbatch); }
+  std::size_t hop_values() const override {
+    return static_cast<std::size_t>(shape_.rows * shape_.hidden);
+  }
+  Rows forward(int microbatch, const Rows& input) override;
   // The input gradient from the output gradient; keeps what the weight gradients need.
-  Rows input_grad(int microbatch, const Rows& grad_output);
-  // Adds the micro-batch's weight gradients (unless !accumulate) and frees its activations.
-  void weight_grad(int microbatch, bool accumulate = true);
+  Rows input_grad(int microbatch, const Rows& grad_output) override;
+  void weight_grad(int microbatch, bool accumulate = true) override;
+  void begin_step() override;
 
-  int first_layer() const { return first_; }
-  int count() const { return static_cast<int>(w1_.size()); }
+  int first_layer() const override { return first_; }
+  int count() const override { return static_cast<int>(w1_.size()); }
   // Summed over the micro-batches run: [count][h f] and [count][f h].
   const std::vector<Rows>& grad_w1() const { return dw1_; }
   const std::vector<Rows>& grad_w2() const { return dw2_; }
   // The micro-batches whose activations are held now, and the most held at once.
-  int held() const { return static_cast<int>(saved_.size()); }
-  int peak_held() const { return peak_; }
-  std::int64_t bytes_per_microbatch() const;
+  int held() const override { return static_cast<int>(saved_.size()); }
+  std::int64_t bytes_per_microbatch() const override;
 
  private:
   struct Saved {
@@ -53,7 +55,6 @@ class StageLayers {
   int first_;
   std::vector<Rows> w1_, w2_, dw1_, dw2_;
   std::map<int, Saved> saved_;
-  int peak_ = 0;
 };
 
 }  // namespace suite::pipeline

@@ -28,6 +28,7 @@ enum class Role {
   temporary,  // forward working buffers, released when the forward ends
   output,     // the layer output (the next layer's input)
   backward,   // everything the backward allocates: activation and weight gradients, scratch
+  stashed,    // a pipeline stage's copies of the ledger for micro-batches still in flight
 };
 
 struct LedgerEntry {

@@ -27,7 +27,7 @@ std::map<OpKey, OpRef> locate(const Schedule& s) {
 // The op whose output this op consumes, if the schedule has it.
 std::vector<OpKey> data_sources(const Schedule& s, int rank, const Op& op) {
   const int stage = s.stage_of(rank, op.chunk), last = s.stages() - 1, mb = op.microbatch;
-  const OpKind grad = splits_backward(s.spec.kind) ? OpKind::B : OpKind::BW;
+  const OpKind grad = s.split_backward() ? OpKind::B : OpKind::BW;
   switch (op.kind) {
     case OpKind::F:
       if (stage == 0) return {};

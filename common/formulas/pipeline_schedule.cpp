@@ -267,9 +267,21 @@ Schedule make_schedule(const ScheduleSpec& spec) {
   return s;
 }
 
+Schedule fuse_backward(Schedule schedule) {
+  for (auto& ops : schedule.ranks) {
+    ops.erase(
+        std::remove_if(ops.begin(), ops.end(), [](const Op& o) { return o.kind == OpKind::W; }),
+        ops.end());
+    for (Op& o : ops)
+      if (o.kind == OpKind::B) o.kind = OpKind::BW;
+  }
+  schedule.fused = true;
+  return schedule;
+}
+
 std::vector<int> peak_in_flight(const Schedule& s) {
   std::vector<int> peak(s.spec.ranks, 0);
-  const OpKind release = splits_backward(s.spec.kind) ? OpKind::W : OpKind::BW;
+  const OpKind release = s.split_backward() ? OpKind::W : OpKind::BW;
   for (int r = 0; r < s.spec.ranks; ++r) {
     int held = 0;
     for (const Op& op : s.ranks[r]) {

@@ -55,7 +55,12 @@ struct Schedule {
   ScheduleSpec spec;
   std::vector<std::vector<Op>> ranks;  // [rank][position]
 
+  // B and W run as one BW in the zero-bubble schedules' order (fuse_backward).
+  bool fused = false;
+
   int stages() const { return spec.ranks * spec.chunks; }
+  // Whether its backward runs as B and W apart.
+  bool split_backward() const { return splits_backward(spec.kind) && !fused; }
   // The model stage (0 = first layers) of a rank's chunk, and back.
   int stage_of(int rank, int chunk) const;
   int rank_of(int stage) const;
@@ -64,6 +69,9 @@ struct Schedule {
 
 // The schedule's ops; check_schedule(spec) must be empty (UsageError otherwise).
 Schedule make_schedule(const ScheduleSpec& spec);
+// The schedule with each B run as the whole backward (BW) and its W dropped: the order of a
+// zero-bubble schedule for stages whose backward does not split.
+Schedule fuse_backward(Schedule schedule);
 
 // Peak micro-batch chunks whose activations a rank holds at once (from its F until its BW, or
 // its W when the backward is split: a deferred W keeps its GEMMs' inputs), per rank.

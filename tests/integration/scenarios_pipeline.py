@@ -7,7 +7,9 @@ layers on the same micro-batches (fp64, 1e-10); here its verdict is read back fo
 at 2 and 4 stages and m < p, m = p, m > p, the loss is recomputed by numpy from the model's
 definition (outside the suite's code), the timeline is held to the schedule's op counts, hops
 and bytes (c b_mb h e counted by hand), a micro-batch's gradient left out must fail the check,
-and bad input is refused with one message.
+and bad input is refused with one message. With --stage block (mesh's composed block in each
+stage, TP and CP inside it) the same check is read back for every schedule, and the loss is held
+equal across T, C, p and schedules and to one rank's run.
 """
 from __future__ import annotations
 
@@ -95,6 +97,55 @@ def scenario_correct(env: Env) -> None:
     print(f"{runs} cases equal one rank running every layer")
 
 
+# mesh's block as the stages: head dimension 64 (the attention kernels'), s a multiple of 2 C T.
+BLOCK = ["--stage", "block", "--seq", "8", "--batch", "2", "--hidden", "128", "--heads", "2", "--ffn-hidden", "64"]
+
+
+def block_cases(out, what: str) -> dict[str, float]:
+    """Every case's check passed (1e-10 against one rank running all L layers); its loss by name."""
+    with h5py.File(out) as f:
+        for g in f["pipeline"].values():
+            a = g.attrs
+            expect(a["check_passed"] == 1 and a["check_max_abs_err"] <= 1e-10,
+                   f"{what} {g.name}: check {a['check_max_abs_err']}")
+            # A hop carries this rank's s b / (T C) rows of h doubles (one stage: no hops).
+            want = 8 * 2 * 128 * 8 // (a["tp"] * a["cp"]) if a["pp"] > 1 else 0
+            expect(a["bytes_per_hop"] == want, f"{what} {g.name}: bytes per hop {a['bytes_per_hop']}, want {want}")
+        return {g.name: float(g.attrs["loss"]) for g in f["pipeline"].values()}
+
+
+def scenario_block(env: Env) -> None:
+    """--stage block: mesh's composed block in each stage with TP (2 stages x TP 2), CP (2 stages
+    x CP 2) and both (8 ranks), every schedule (zero-bubble ones with B and W fused), m < p,
+    m = p, m > p and v = 2, each against one rank running all L layers; the loss of one
+    (schedule, m, L) is the same whatever T, C, p and schedule, and equals a single rank's run."""
+    losses: dict[tuple[int, int], list[float]] = {}
+
+    def record(out, what: str) -> None:
+        with h5py.File(out) as f:
+            for name, loss in block_cases(out, what).items():
+                a = f[name].attrs
+                losses.setdefault((int(a["microbatches"]), int(a["layers"])), []).append(loss)
+
+    for degrees in (["--tp", "2"], ["--cp", "2"]):
+        tag = "_".join(degrees).replace("-", "")
+        for m in (1, 2, 3):
+            record(run_pipeline(env, 4, f"block_{tag}_m{m}", *BLOCK, *degrees, "--pp", "2", "--layers", "4",
+                                "--schedule", "gpipe,1f1b,zb-h1", "--microbatches", str(m))[0], f"{degrees} m={m}")
+        record(run_pipeline(env, 4, f"block_{tag}_v2", *BLOCK, *degrees, "--pp", "2", "--layers", "4",
+                            "--schedule", "interleaved,zb-v", "--chunks", "2", "--microbatches", "4")[0],
+               f"{degrees} v=2")
+    record(run_pipeline(env, 8, "block_tp2_cp2", *BLOCK, "--tp", "2", "--cp", "2", "--pp", "2", "--layers", "4",
+                        "--schedule", "1f1b,zb-v", "--microbatches", "3")[0], "T=2 C=2")
+    for m in (1, 3, 4):
+        record(run_pipeline(env, 1, f"block_one_m{m}", *BLOCK, "--pp", "1", "--layers", "4", "--schedule", "1f1b",
+                            "--microbatches", str(m))[0], f"one rank m={m}")
+    for key, seen in losses.items():
+        expect(max(seen) - min(seen) <= 1e-10 * max(seen),
+               f"(m, L) = {key}: losses {seen} differ across T, C, p and schedules")
+    print(f"{sum(len(s) for s in losses.values())} block losses, each (m, L) one value; every check passed")
+
+
 def scenario_timeline(env: Env) -> None:
     """The timeline holds each op of the schedule once, ops of a rank never overlap, the hops
     and bytes per hop are those of the schedule (counted by hand), peak activations match the
@@ -145,14 +196,16 @@ def scenario_scripts(env: Env) -> None:
 
 def scenario_dropped(env: Env) -> None:
     """One micro-batch's weight gradients left out of the first stage's sums (a test hook): the
-    check must fail (exit 1) for every schedule."""
-    out, proc = run_pipeline(env, 2, "dropped", "--schedule", SCHEDULES, "--microbatches", "4",
-                             extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"}, ok=False)
-    expect(proc.returncode == 1, f"dropped micro-batch: exit {proc.returncode}, expected 1", proc)
-    expect("differs from one rank running all" in proc.stdout + proc.stderr, "dropped: message", proc)
-    with h5py.File(out) as f:
-        for g in f["pipeline"].values():
-            expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
+    check must fail (exit 1) for every schedule, with the MLP stages and with the block's (TP 2
+    inside each of 2 stages)."""
+    for name, ranks, args in (("dropped", 2, []), ("dropped_block", 4, [*BLOCK, "--tp", "2", "--pp", "2"])):
+        out, proc = run_pipeline(env, ranks, name, *args, "--schedule", SCHEDULES, "--microbatches", "4",
+                                 extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"}, ok=False)
+        expect(proc.returncode == 1, f"{name} micro-batch: exit {proc.returncode}, expected 1", proc)
+        expect("differs from one rank running all" in proc.stdout + proc.stderr, f"{name}: message", proc)
+        with h5py.File(out) as f:
+            for g in f["pipeline"].values():
+                expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
     print("a dropped micro-batch gradient fails the check")
 
 
@@ -215,12 +268,23 @@ def scenario_bad_input(env: Env) -> None:
         "chunks without chunks": (["--schedule", "1f1b", "--chunks", "2"], "--chunks 2: 1f1b has no chunks"),
         "zb-v chunks": (["--schedule", "zb-v", "--chunks", "3"], "--chunks 3: zb-v runs exactly 2"),
         "unknown schedule": (["--schedule", "1f1b,dualpipe"], "--schedule: unknown schedule 'dualpipe'"),
+        "unknown stage": (["--stage", "moe"], "--stage moe: mlp or block"),
+        "tp with mlp": (["--tp", "2"], "--tp 2, --cp 1: --stage mlp has no TP or CP"),
+        "cp with mlp": (["--cp", "2"], "--tp 1, --cp 2: --stage mlp has no TP or CP"),
+        "T C not dividing": ([*BLOCK, "--tp", "3"], "--tp 3 x --cp 1 must divide the job's 4 ranks"),
+        "pp beside T C": ([*BLOCK, "--tp", "2", "--pp", "4"],
+                          "--pp 4 must divide the job's 4 ranks / (--tp x --cp = 2)"),
+        "heads not multiple of T": ([*BLOCK, "--hidden", "192", "--heads", "3", "--tp", "2"],
+                                    "--heads 3 is not divisible by --tp 2"),
+        "seq not multiple of 2 C": ([*BLOCK, "--seq", "6", "--cp", "2"], "--seq 6 is not divisible by 2 x --cp = 4"),
+        "head dimension": ([*BLOCK, "--hidden", "64"], "head dimension h/heads = 32"),
     }, ranks=4)
     print("bad input refused")
 
 
 SCENARIOS = {
     "pipeline_correct": scenario_correct,
+    "pipeline_block": scenario_block,
     "pipeline_timeline": scenario_timeline,
     "pipeline_dropped": scenario_dropped,
     "pipeline_scripts": scenario_scripts,

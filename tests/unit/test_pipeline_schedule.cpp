@@ -132,3 +132,28 @@ TEST(PipelineSchedule, BadInputNamesTheFlag) {
             std::string::npos);
   EXPECT_TRUE(pp::check_schedule({ScheduleKind::zb_v, 4, 3, 2}).empty());
 }
+
+// A fused zero-bubble schedule (stages whose backward does not split): each micro-batch's F and
+// one BW per stage, no W, its graph acyclic; the ops a rank holds in flight run from F to BW.
+TEST(PipelineSchedule, FusedBackward) {
+  for (auto [kind, v] : {std::pair{ScheduleKind::zb_h1, 1}, std::pair{ScheduleKind::zb_v, 2}})
+    for (int m : {2, 4, 8}) {
+      const pp::Schedule s = pp::fuse_backward(make(kind, 4, m, v));
+      EXPECT_FALSE(s.split_backward());
+      std::map<std::tuple<pp::OpKind, int, int>, int> seen;  // (kind, stage, mb) -> count
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(s.ranks[r].size(), static_cast<std::size_t>(2 * m * v));
+        for (const pp::Op& op : s.ranks[r])
+          ++seen[{op.kind, s.stage_of(r, op.chunk), op.microbatch}];
+      }
+      EXPECT_EQ(seen.size(), static_cast<std::size_t>(2 * 4 * v * m));
+      for (const auto& [key, count] : seen) {
+        EXPECT_EQ(count, 1);
+        EXPECT_TRUE(std::get<0>(key) == pp::OpKind::F || std::get<0>(key) == pp::OpKind::BW);
+      }
+      const pp::Timeline t = pp::critical_path(s, pp::build_graph(s), pp::uniform({1, 1, 1}), 0);
+      EXPECT_GE(t.step, 3.0 * m * v);
+      for (int held : pp::peak_in_flight(s))
+        EXPECT_LE(held, m * v);
+    }
+}

@@ -1,0 +1,117 @@
+#include "bench/pipeline/pipeline_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "bench/pipeline/block_chunk.hpp"
+#include "bench/pipeline/stage_layers.hpp"
+
+namespace suite::pipeline {
+
+namespace {
+
+// max |mine - ref| over max |ref| (1 when ref is all zeros).
+double relative_error(const Rows& mine, const Rows& ref) {
+  if (mine.size() != ref.size()) return INFINITY;
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(mine[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return diff / (scale > 0 ? scale : 1.0);
+}
+
+// What one rank running every layer yields on this rank's rows.
+struct Reference {
+  double loss = 0;
+  std::map<int, Rows> grad_input;
+};
+
+// The loss where this rank holds the last stage, the input gradients where it holds the first,
+// and layer_errors(chunk, layer of the chunk) for every layer of its chunks.
+NamedErrors compare(const PipelineConfig& cfg, const Schedule& schedule, PipelineExecutor& executor,
+                    int pp_rank, const Reference& ref,
+                    const std::function<NamedErrors(int, int)>& layer_errors) {
+  NamedErrors errors;
+  const int last = schedule.stages() - 1;
+  for (int c = 0; c < cfg.spec.chunks; ++c) {
+    const int stage = schedule.stage_of(pp_rank, c);
+    if (stage == last)
+      errors.emplace_back(
+          "loss", std::abs(executor.loss() - ref.loss) / std::max(std::abs(ref.loss), 1e-300));
+    if (stage == 0)
+      for (const auto& [mb, rows] : ref.grad_input) {
+        const auto it = executor.input_grads().find(mb);
+        errors.emplace_back(
+            "grad_input_mb" + std::to_string(mb),
+            it == executor.input_grads().end() ? INFINITY : relative_error(it->second, rows));
+      }
+    for (int l = 0; l < executor.chunk(c).count(); ++l)
+      for (auto& e : layer_errors(c, l))
+        errors.push_back(std::move(e));
+  }
+  return errors;
+}
+
+}  // namespace
+
+NamedErrors mlp_errors(const PipelineConfig& cfg, const Schedule& schedule,
+                       PipelineExecutor& executor, int pp_rank) {
+  const LayerShape shape{cfg.seq * cfg.batch, cfg.hidden, cfg.ffn};
+  StageLayers all(shape, 0, cfg.layers);
+  Reference ref;
+  for (int mb = 0; mb < cfg.spec.microbatches; ++mb) {
+    Rows y = all.forward(mb, pipeline_input(shape, mb));
+    for (double v : y)
+      ref.loss += 0.5 * v * v;
+    ref.grad_input[mb] = all.input_grad(mb, y);
+    all.weight_grad(mb, true);
+  }
+  return compare(cfg, schedule, executor, pp_rank, ref, [&](int c, int l) {
+    const auto& mine = dynamic_cast<const StageLayers&>(executor.chunk(c));
+    const int global = mine.first_layer() + l;
+    const std::string at = "_layer" + std::to_string(global);
+    return NamedErrors{{"grad_w1" + at, relative_error(mine.grad_w1()[l], all.grad_w1()[global])},
+                       {"grad_w2" + at, relative_error(mine.grad_w2()[l], all.grad_w2()[global])}};
+  });
+}
+
+NamedErrors block_errors(const PipelineConfig& cfg, BenchContext& ctx, const Schedule& schedule,
+                         PipelineExecutor& executor, int pp_rank) {
+  mesh::MeshConfig one = block_config(cfg);
+  one.shape.tp = one.shape.cp = 1;
+  std::unique_ptr<Comm> self = make_mpi_comm(ctx.device, MPI_COMM_SELF);
+  mesh::BlockStage all(one, ctx, *self, nullptr, 0, cfg.layers);
+  // This rank's rows of the whole micro-batch (rows p b + g of the single-rank block).
+  const auto& mine_rows = dynamic_cast<BlockChunk&>(executor.chunk(0)).block().global_rows();
+  const auto my_rows = [&](const Rows& whole) {
+    Rows out;
+    for (std::int64_t r : mine_rows)
+      out.insert(out.end(), whole.begin() + r * cfg.hidden, whole.begin() + (r + 1) * cfg.hidden);
+    return out;
+  };
+  Reference ref;
+  all.begin_step();
+  for (int mb = 0; mb < cfg.spec.microbatches; ++mb) {
+    const Rows y = all.forward(mb, all.input(mb));
+    for (double v : my_rows(y))
+      ref.loss += 0.5 * v * v;
+    ref.grad_input[mb] = my_rows(all.backward(mb, y, true));
+  }
+  all.finish_step();
+  return compare(cfg, schedule, executor, pp_rank, ref, [&](int c, int l) {
+    mesh::BlockStage& mine = dynamic_cast<BlockChunk&>(executor.chunk(c)).block();
+    const int global = mine.first_layer() + l;
+    sp_tp::TransformerLayer& layer = mine.layer(l);
+    NamedErrors errors;
+    for (std::size_t i = 0; i < layer.slices().size(); ++i)
+      errors.emplace_back(
+          "grad_" + layer.slices()[i].name + "_layer" + std::to_string(global),
+          relative_error(layer.gathered_param(i, true), all.layer(global).param_grad(i)));
+    return errors;
+  });
+}
+
+}  // namespace suite::pipeline

@@ -1,0 +1,27 @@
+// A pipeline case's check: what this rank's chunks hold after the step (the loss on the last
+// stage, the input gradients on the first, each layer's weight gradients) against one rank
+// running all L layers on the same micro-batches, as named relative errors.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/pipeline/pipeline_executor.hpp"
+#include "bench/pipeline/pipeline_flags.hpp"
+#include "common/harness/context.hpp"
+
+namespace suite::pipeline {
+
+using NamedErrors = std::vector<std::pair<std::string, double>>;
+
+// The residual MLP stages against StageLayers holding every layer.
+NamedErrors mlp_errors(const PipelineConfig& cfg, const Schedule& schedule,
+                       PipelineExecutor& executor, int pp_rank);
+// The block stages against mesh's block of every layer at T = C = 1 on this rank: the loss and
+// input gradients on this rank's rows, the weight gradients gathered over the stage's TP group
+// (collective over it).
+NamedErrors block_errors(const PipelineConfig& cfg, BenchContext& ctx, const Schedule& schedule,
+                         PipelineExecutor& executor, int pp_rank);
+
+}  // namespace suite::pipeline
