@@ -26,6 +26,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                              "plan", "pipeline"}))
       ->capture_default_str();
   pipeline::add_schedule_flags(app, f.schedule);
+  f.schedule_opt = app.get_option("--schedule");
   ring::add_docs_flag(app, f.varlen.docs);
   app.add_option("--cp-sweep", f.cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
   app.add_option("--tokens-per-rank", f.tokens_per_rank,

@@ -16,8 +16,10 @@ struct PlanOptions {
   double bw_inter = 50e9, lat = 1e-6, lat_inter = 3e-6;
   bool zero1 = true;
   std::string orders = "tp,cp,ep,dp/tp,dp,ep,cp/cp,ep,dp,tp";
-  std::string csv;      // every mesh, one row each
-  std::string compare;  // a mesh to place in the ranking, e.g. tp8-cp16-pp16-dp8
+  std::string csv;        // every mesh, one row each
+  std::string compare;    // a mesh to place in the ranking, e.g. tp8-cp16-pp16-dp8
+  std::string schedules;  // PP's schedules to try (a list); empty: 1f1b, interleaved, zb-h1, zb-v
+  int chunks = 0;         // interleaved's v; 0: every v from 2 that gives each chunk a layer
 };
 
 // Prints the top meshes and, with --compare, where that one ranks; throws UsageError (naming
