@@ -59,16 +59,6 @@ MeshBlock block_of(const ModelSpec& md, const JobSpec& job, const Degrees& d) {
   return m;
 }
 
-MeshShape mesh_shape(int T, int C, int D, int E, const std::array<MeshAxis, 4>& order) {
-  MeshShape shape;
-  shape.tp = T;
-  shape.cp = C;
-  shape.dp = D;
-  shape.ep = E;
-  shape.order = order;
-  return shape;
-}
-
 // One layer's forward, input gradient (B) and weight gradients (W) for one micro-batch, each
 // with its axes' exposed time (the gradient sums apart): W is the forward's GEMM FLOPs again
 // (each weight's gradient is one GEMM of its forward's size), B the rest of the backward.
@@ -187,7 +177,7 @@ std::vector<PlanEntry> plan_meshes(const ModelSpec& md, const JobSpec& job, cons
               const MeshBlock m = block_of(md, job, {T, C, D, E, cp, u});
               MeshStep forward, full;
               try {
-                const MeshLayout layout(mesh_shape(T, C, D, E, order), T * C * D);
+                const MeshLayout layout(MeshShape{T, C, D, E, order}, T * C * D);
                 forward = mesh_step(m, layout, cl, /*backward=*/false, job.causal);
                 full = mesh_step(m, layout, cl, /*backward=*/true, job.causal);
               } catch (const std::exception&) {

@@ -13,15 +13,19 @@ namespace {
 
 const pp::OpCosts kNothing{0, 0, 0};
 
+// F = B = W = 1 a layer, equal stages, no hop.
+sm::PipelineTime unit_time(const pp::ScheduleSpec& spec, int layers) {
+  sm::PipelineTimer timer;
+  return timer.time(spec, layers, {1, 1, 1}, kNothing, kNothing, 0);
+}
+
 }  // namespace
 
 // 1F1B, p 2, m 2, one layer a stage, F = B = W = 1 (BW 2), no hop. By hand: rank 0 F0 [0,1]
 // F1 [1,2]; rank 1 F0 [1,2] BW0 [2,4] F1 [4,5] BW1 [5,7]; rank 0 BW0 [4,6] BW1 [7,9]: 9, each
 // rank busy 6, rank 0 holding both micro-batches after F1.
 TEST(PlanPipeline, OneFOneBByHand) {
-  sm::PipelineTimer timer;
-  const sm::PipelineTime t =
-      timer.time({ScheduleKind::one_f_one_b, 2, 2, 1}, 2, {1, 1, 1}, kNothing, kNothing, 0);
+  const sm::PipelineTime t = unit_time({ScheduleKind::one_f_one_b, 2, 2, 1}, 2);
   EXPECT_DOUBLE_EQ(t.step, 9);
   EXPECT_DOUBLE_EQ(t.busy, 6);
   EXPECT_EQ(t.peak_chunks, 2);
@@ -48,9 +52,7 @@ TEST(PlanPipeline, LastStageByHand) {
 // Interleaved, p 2, v 2, m 2, four layers (one a chunk): each rank 2 x 2 chunk ops of 3, and
 // METHODS.md 7's bubble (p - 1)(F + B + W) of a chunk op: 12 + 3.
 TEST(PlanPipeline, InterleavedAgainstTheClosedForm) {
-  sm::PipelineTimer timer;
-  const sm::PipelineTime t =
-      timer.time({ScheduleKind::interleaved, 2, 2, 2}, 4, {1, 1, 1}, kNothing, kNothing, 0);
+  const sm::PipelineTime t = unit_time({ScheduleKind::interleaved, 2, 2, 2}, 4);
   EXPECT_DOUBLE_EQ(t.busy, 12);
   EXPECT_DOUBLE_EQ(t.step, 15);
 }
@@ -102,13 +104,8 @@ TEST(PlanMeshes, PipelineStepFromTheBlock) {
 // at v 2 (393); and at m 40 with unequal F, B, W and a hop, each schedule's extension equals
 // the critical path of its whole graph.
 TEST(PlanPipeline, LongStepsExtendByPeriods) {
-  sm::PipelineTimer timer;
-  EXPECT_DOUBLE_EQ(
-      timer.time({ScheduleKind::one_f_one_b, 4, 64, 1}, 4, {1, 1, 1}, kNothing, kNothing, 0).step,
-      3.0 * (64 + 3));
-  EXPECT_DOUBLE_EQ(
-      timer.time({ScheduleKind::interleaved, 4, 64, 2}, 8, {1, 1, 1}, kNothing, kNothing, 0).step,
-      3.0 * 64 * 2 + 3 * 3);
+  EXPECT_DOUBLE_EQ(unit_time({ScheduleKind::one_f_one_b, 4, 64, 1}, 4).step, 3.0 * (64 + 3));
+  EXPECT_DOUBLE_EQ(unit_time({ScheduleKind::interleaved, 4, 64, 2}, 8).step, 3.0 * 64 * 2 + 3 * 3);
   for (ScheduleKind k : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1,
                          ScheduleKind::zb_v}) {
     const int v = pp::default_chunks(k);
