@@ -39,7 +39,7 @@ struct Degrees {
 MeshBlock block_of(const ModelSpec& md, const JobSpec& job, const Degrees& d) {
   MeshBlock m;
   m.s = job.s;
-  m.b = 1;
+  m.b = job.micro_batch;
   m.h = md.h;
   m.a = md.a;
   m.n_kv = md.n_kv;
@@ -73,23 +73,40 @@ LayerTimes layer_times(const MeshBlock& m, const MeshStep& forward, const MeshSt
 // hops between ranks across nodes: each micro-batch's activations forward, their gradient back,
 // the rank's sequence shard), then the gradient sums once a step.
 void time_entry(PlanEntry& p, const MeshBlock& m, const MeshStep& forward, const Cluster& cl,
-                PipelineTimer& timer, int layers) {
+                PipelineTimer& timer, const ModelSpec& md, const JobSpec& job) {
+  const int layers = md.layers;
   const MeshStep& b = p.block;
-  const LayerTimes layer = layer_times(m, forward, b, cl);
+  LayerTimes layer = layer_times(m, forward, b, cl);
+  // Full recomputation runs the layer's forward again before its input gradient; full
+  // sharding gathers the layer's weights before its forward and before its backward.
+  const double again = job.recompute == Recompute::full ? forward.step : 0;
+  const double gather =
+      job.dp_shard == DpShard::full
+          ? full_shard_gather_s(m, b.dp.across ? cl.inter.rs_ag : cl.intra.rs_ag) / 2
+          : 0;
+  layer.forward += gather;
+  layer.input_grad += again + gather;
+  const pipeline::OpCosts last =
+      md.vocab > 0 ? output_layer_costs(m, md.vocab, cl.flops) : pipeline::OpCosts{0, 0, 0};
   const pipeline::ScheduleSpec spec{p.schedule, p.PP, static_cast<int>(p.micro_batches), p.chunks};
   p.layers_per_chunk = layers_per_chunk(layers, spec);
   const double act = m.rows() / m.T * m.h * m.e;
   const double hop = p.PP > 1 ? cl.inter.p2p.lat + act / cl.inter.p2p.bw : 0;
-  const PipelineTime t = timer.time(spec, layers, layer, {0, 0, 0}, {0, 0, 0}, hop);
+  const PipelineTime t = timer.time(spec, layers, layer, {0, 0, 0}, last, hop);
   const double n = p.micro_batches * p.chunks * p.layers_per_chunk;  // layer micro-batches
   p.peak_chunks = t.peak_chunks;
-  p.compute_s = n * b.compute;
+  p.compute_s =
+      n * b.compute + p.micro_batches * (last.forward + last.input_grad + last.weight_grad);
+  p.recompute_s = n * again;
   p.tp_s = n * b.tp.exposed;
   p.cp_s = n * b.cp.exposed;
   p.ep_s = n * b.ep.exposed;
-  p.dp_s = p.chunks * p.layers_per_chunk * b.dp.exposed;  // the sums, once a step
-  p.pp_s = t.step - t.busy;                               // the bubble and the hops on the path
-  p.step_s = t.step + p.dp_s;
+  // The sums, once a step, after the path; full sharding's gathers are on the path already
+  // (in the layer's times) and counted here, not in compute.
+  const double sums = p.chunks * p.layers_per_chunk * b.dp.exposed;
+  p.dp_s = sums + n * 2 * gather;
+  p.pp_s = t.step - t.busy;  // the bubble and the hops on the path
+  p.step_s = t.step + sums;
 }
 
 }  // namespace
@@ -118,19 +135,21 @@ std::string PlanEntry::name() const {
 
 double plan_memory_bytes(const ModelSpec& md, const JobSpec& job, const MeshBlock& m, int layers,
                          int held) {
-  const double L = layers, copies = static_cast<double>(m.T) * m.C * m.D / m.E;
-  // bf16 weights, fp32 gradients, Adam's fp32 master weights and two moments (12 bytes),
-  // sharded over DP x CP (experts: over their copies) under ZeRO-1.
-  const double opt_dense = job.zero1 ? 12.0 / (m.C * m.D) : 12.0,
-               opt_expert = job.zero1 ? 12.0 / copies : 12.0;
-  const double states = L * (mesh_dense_params(m) * (m.e + 4 + opt_dense) +
-                             mesh_expert_params(m) * (m.e + 4 + opt_expert));
-  // Activations: the layer's ledger and, with experts, the MoE's saved rows (its input copy and
-  // the k copies' expert inputs, hidden and outputs), per layer and micro-batch held.
+  const double L = layers, holders = static_cast<double>(m.C) * m.D,
+               copies = static_cast<double>(m.T) * m.C * m.D / m.E;
+  const double per_dense = state_bytes_per_param(m.e, job.dp_shard, holders),
+               per_expert = state_bytes_per_param(m.e, job.dp_shard, copies);
+  // The stage's layers, and the embedding or the output layer on the first or last stage.
+  const double states =
+      L * (mesh_dense_params(m) * per_dense + mesh_expert_params(m) * per_expert) +
+      vocab_params(m, md.vocab) * per_dense;
+  // Activations: the layer's kept bytes and, with experts, the MoE's saved rows (its input
+  // copy and the k copies' expert inputs, hidden and outputs), per layer and micro-batch held.
   const double N = m.rows() / m.T;
-  double per_layer = mesh_ledger_bytes(m);
-  if (md.experts > 0)
-    per_layer += N * m.h * m.e + m.k * N * (2 * m.h + (md.swiglu ? 3 : 2) * m.d_ff) * m.e;
+  const double moe_rows =
+      md.experts > 0 ? N * m.h * m.e + m.k * N * (2 * m.h + (md.swiglu ? 3 : 2) * m.d_ff) * m.e : 0;
+  const bool full = job.recompute == Recompute::full;
+  const double per_layer = held_layer_bytes(m, job.recompute) + (full ? 0 : moe_rows);
   double transient = 0;  // one layer's attention at a time
   if (m.C > 1) {
     const double g = m.g(), h = m.h / m.T;
@@ -142,6 +161,9 @@ double plan_memory_bytes(const ModelSpec& md, const JobSpec& job, const MeshBloc
       transient = ring_bwd_memory_bytes(r, m.e_grad) + (u > 1 ? 4 * m.c() * m.b * h * m.e : 0);
     }
   }
+  if (full) transient += mesh_ledger_bytes(m) + moe_rows;  // the layer recomputed
+  if (job.dp_shard == DpShard::full) transient += mesh_dense_params(m) * m.e;  // one layer gathered
+  if (md.vocab > 0) transient += logits_bytes(m, md.vocab);
   return states + per_layer * held + transient;
 }
 
@@ -160,8 +182,9 @@ std::vector<PlanEntry> plan_meshes(const ModelSpec& md, const JobSpec& job, cons
       for (int PP : powers_of_two_upto(std::min(job.max_pp, job.gpus / (T * C)))) {
         if (job.gpus % (T * C * PP) != 0 || PP > md.layers) continue;
         const int D = job.gpus / (T * C * PP);
-        if (std::fmod(sequences, D) != 0 || sequences < D) continue;
-        const int mb = static_cast<int>(sequences / D);
+        const double per_step = D * job.micro_batch;  // sequences a micro-batch round takes
+        if (std::fmod(sequences, per_step) != 0 || sequences < per_step) continue;
+        const int mb = static_cast<int>(sequences / per_step);
         std::vector<pipeline::ScheduleSpec> specs = {
             {pipeline::ScheduleKind::one_f_one_b, 1, mb, 1}};
         if (PP > 1) specs = pipeline_candidates(job.schedules, job.chunks, PP, mb, md.layers);
@@ -191,7 +214,7 @@ std::vector<PlanEntry> plan_meshes(const ModelSpec& md, const JobSpec& job, cons
                 p.chunks = spec.chunks;
                 p.micro_batches = mb;
                 p.block = full;
-                time_entry(p, m, forward, cl, timer, md.layers);
+                time_entry(p, m, forward, cl, timer, md, job);
                 p.memory_bytes = plan_memory_bytes(md, job, m, p.chunks * p.layers_per_chunk,
                                                    p.peak_chunks * p.layers_per_chunk);
                 p.fits = p.memory_bytes <= job.memory_bytes;
