@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "bench/model/plan_explain.hpp"
 #include "common/formulas/mesh_plan.hpp"
 #include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
@@ -184,15 +185,16 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
   for (int i = 0; i < std::min<int>(o.top, static_cast<int>(plan.size())); ++i)
     print_row(i + 1, plan[static_cast<std::size_t>(i)]);
   if (!o.compare.empty()) {
-    bool found = false;
+    std::size_t first = plan.size();  // the best-ranked match, explained
     for (std::size_t i = 0; i < plan.size(); ++i) {
       if (!matches(plan[i], o.compare)) continue;
-      if (!found) std::printf("  -- %s:\n", o.compare.c_str());
+      if (first == plan.size()) std::printf("  -- %s:\n", o.compare.c_str()), first = i;
       print_row(static_cast<int>(i + 1), plan[i]);
-      found = true;
     }
-    if (!found)
+    if (first == plan.size())
       std::printf("  -- %s: not among the meshes (its degrees do not divide)\n", o.compare.c_str());
+    else
+      print_explanation(plan, first);
   }
   const model::PlanEntry& best = plan.front();
   std::printf("prediction: section=plan mesh=%s step_s=%.6g memory_bytes=%.6g block_step_s=%.6g\n",
