@@ -40,7 +40,6 @@ void print_line(const model::PlanEntry& e, std::size_t rank, const std::string& 
 }  // namespace
 
 std::string deciding_part(const model::PlanEntry& mesh, const model::PlanEntry& best) {
-  if (!mesh.fits && best.fits) return "memory";
   std::string part = "none";
   double most = 0;
   for (const Part& p : kParts) {
@@ -64,12 +63,13 @@ void print_explanation(const std::vector<model::PlanEntry>& plan, std::size_t co
               best.memory_bytes / 1e9, (e.memory_bytes - best.memory_bytes) / 1e9,
               e.fits ? "fits" : "does not fit");
   const std::string deciding = deciding_part(e, best);
-  if (deciding == "none" || deciding == "memory")
-    std::printf("  deciding: %s\n", deciding.c_str());
+  if (deciding == "none")
+    std::printf("  deciding: none\n");
   else
     std::printf("  deciding: %s, %+.6g s of the step's %+.6g s\n", deciding.c_str(),
                 e.*part_named(deciding).seconds - best.*part_named(deciding).seconds,
                 e.step_s - best.step_s);
+  if (!e.fits) std::printf("  and it does not fit: %.1f GB a GPU\n", e.memory_bytes / 1e9);
   print_line(e, compared + 1, deciding);
   print_line(best, 1, "none");
 }

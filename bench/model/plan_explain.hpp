@@ -11,8 +11,8 @@
 
 namespace suite::model_cli {
 
-// The part of the step where `mesh` loses most to `best` ("none" where it loses nothing;
-// "memory" where it does not fit and the best does).
+// The part of the step where `mesh` loses most time to `best` ("none" where it loses nothing;
+// whether it fits is PlanEntry::fits).
 std::string deciding_part(const model::PlanEntry& mesh, const model::PlanEntry& best);
 
 // Prints plan[compared] beside plan[0] part by part, the deciding part, and one
