@@ -89,7 +89,8 @@ def megatron_rows() -> list[Run]:
     for name, heads, h, layers, t, p, gpus, batch, tflops in table:
         gpt = Gpt(h, heads, layers)
         runs.append(Run(
-            "Narayanan et al. 2021", "Megatron-LM", f"GPT {name}", gpus, f"tp{t}-cp1-pp{p}" + (":interleaved" if p > 1 else ""),
+            "Narayanan et al. 2021", "Megatron-LM", f"GPT {name}", gpus,
+            f"tp{t}-cp1-pp{p}" + (":interleaved" if p > 1 else ""),
             "interleaved" if p > 1 else "none (PP 1)", batch, gpt.seq, gpt.flags(), tflops, "TFLOP/s a GPU",
             lambda step, g=gpt, b=batch, n=gpus: g.flops(b, True) / (step * n) / 1e12, True, A100,
             ["--recompute", "full", "--dp-shard", "none"], planned=p & (p - 1) == 0))
@@ -114,7 +115,8 @@ def deepseek_rows() -> list[Run]:
     shape = ["--hidden", "7168", "--heads", "56", "--kv-heads", "56", "--d-ff", "2048", "--experts", "256",
              "--top-k", "8", "--swiglu", "--layers", "61", "--seq", str(seq), "--vocab", "129280"]
     hours = lambda step: gpus * step / (batch * seq) * 1e12 / 3600 / 1e3  # noqa: E731
-    return [Run("DeepSeek-AI 2024", "DeepSeek-V3", "DeepSeek-V3 (671B, 37B active)", gpus, "tp1-cp1-ep64-pp16:zb-v",
+    return [Run("DeepSeek-AI 2024", "DeepSeek-V3", "DeepSeek-V3 (671B, 37B active)", gpus,
+                "tp1-cp1-ep64-pp16:zb-v",
                 "DualPipe (planner: ZB-V)", batch, seq, shape, 180, "K GPU-hours a trillion tokens", hours,
                 False, H100, ["--recompute", "selective"],
                 "H800 timed as the H100 spec (the same SMs; NVLink 400 GB/s against 900)")]

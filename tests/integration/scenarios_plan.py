@@ -8,7 +8,7 @@ ranks, one node) has its inside level and compute rates and no across-nodes leve
 ranking on a 16-GPU cluster small enough to run its meshes through the mesh benchmark must meet
 the planner's targets (median error within 10%, the first pick within 5% of the best measured:
 modeled compute, so the verdict is the same on any host); bad calibrations and jobs are refused
-with one message.
+with one message; --compare's explanation of a mesh sums to its step.
 """
 from __future__ import annotations
 
