@@ -50,6 +50,8 @@ COMMANDS = {
     # the planner
     "calibrate": Command("planner.calibrate", "measure the rates the planner's formulas need"),
     "plan-check": Command("planner.plan_check", "the planner's ranked meshes run, beside its predictions"),
+    "published-runs": Command("studies.published_runs", "the planner beside published training runs "
+                                                        "(Megatron-LM, MegaScale, DeepSeek-V3)"),
     # the studies behind docs/
     "cp-side-by-side": Command("studies.cp_side_by_side", "context-parallel methods on the same packs of documents"),
     "mesh-orders": Command("studies.mesh_orders", "the same mesh degrees in several axis orders, simulated"),

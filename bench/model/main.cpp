@@ -52,6 +52,8 @@ void print_plan(ModelFlags& f, const Sizes& z) {
   f.mesh_plan.bw_inter = f.mesh.bw_inter;
   f.mesh_plan.lat = f.mesh.lat;
   f.mesh_plan.lat_inter = f.mesh.lat_inter;
+  if (f.schedule_opt->count() > 0) f.mesh_plan.schedules = f.schedule.schedules;
+  f.mesh_plan.chunks = f.schedule.chunks;
   suite::model_cli::print_plan(f.p, f.mesh_plan, f.p.dtype, z.e, z.e_grad);
 }
 

@@ -26,6 +26,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                              "plan", "pipeline"}))
       ->capture_default_str();
   pipeline::add_schedule_flags(app, f.schedule);
+  f.schedule_opt = app.get_option("--schedule");
   ring::add_docs_flag(app, f.varlen.docs);
   app.add_option("--cp-sweep", f.cp_sweep, "varlen: N_c values, a list or range (default: --cp)");
   app.add_option("--tokens-per-rank", f.tokens_per_rank,
@@ -109,8 +110,22 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->capture_default_str();
   app.add_option("--top", f.mesh_plan.top, "plan: meshes printed")->capture_default_str();
   app.add_flag("!--no-zero1", f.mesh_plan.zero1,
-               "plan: optimizer state whole on every rank (default: sharded over DP x CP, "
-               "ZeRO-1 / Megatron's distributed optimizer)");
+               "plan: optimizer state whole on every rank, as --dp-shard none (default: sharded "
+               "over DP x CP, ZeRO-1 / Megatron's distributed optimizer)");
+  app.add_option(
+         "--dp-shard", f.mesh_plan.dp_shard,
+         "plan: what DP x CP shards: none, optimizer (ZeRO-1), grads (gradients reduce-scattered, "
+         "weights gathered once a step: FSDP without resharding) or full (ZeRO-3: the "
+         "weights gathered before each layer's forward and backward)")
+      ->capture_default_str();
+  app.add_option("--recompute", f.mesh_plan.recompute,
+                 "plan: activation recomputation: none, selective (LayerNorm and activation "
+                 "outputs) or full (each layer's forward again in its backward)")
+      ->capture_default_str();
+  app.add_option("--vocab", f.mesh_plan.vocab,
+                 "plan: vocabulary: the embedding on the first stage and the output layer on the "
+                 "last (0: neither)")
+      ->capture_default_str();
   app.add_option("--plan-orders", f.mesh_plan.orders, "plan: axis orders to consider, '/' between")
       ->capture_default_str();
   app.add_option("--plan-csv", f.mesh_plan.csv, "plan: every mesh, one CSV row each");

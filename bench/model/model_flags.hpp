@@ -26,11 +26,13 @@ struct ModelFlags {
   std::string tokens_per_rank;
   MeshOptions mesh;
   PlanOptions mesh_plan;
-  pipeline::ScheduleFlags schedule;  // --section pipeline
+  pipeline::ScheduleFlags schedule;  // --section pipeline; plan's --schedule and --chunks
   double flops_bwd = 0;
   // Given on the command line? (--flops-bwd's default is --flops; --experts and --ep mean
   // "dense" and "C D" in the mesh and plan sections unless given.)
   CLI::Option *flops_bwd_opt = nullptr, *experts_opt = nullptr, *ep_opt = nullptr;
+  // --schedule given: the plan tries those schedules only (otherwise every one but gpipe).
+  CLI::Option* schedule_opt = nullptr;
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& f);

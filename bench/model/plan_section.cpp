@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "bench/model/plan_explain.hpp"
 #include "common/formulas/mesh_plan.hpp"
 #include "common/harness/errors.hpp"
 #include "common/harness/size_list.hpp"
@@ -79,10 +80,31 @@ model::Cluster read_calibration(const std::string& file, const std::string& dtyp
 
 void print_row(int rank, const model::PlanEntry& e) {
   const double s = e.step_s;
-  std::printf("%4d  %-40s %9.4f %7.1f %5.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %8.1f %4s\n",
-              rank, e.name().c_str(), s, e.micro_batches, 100 * e.compute_s / s, 100 * e.tp_s / s,
-              100 * e.cp_s / s, 100 * e.ep_s / s, 100 * e.dp_s / s, 100 * e.pp_s / s,
-              e.memory_bytes / 1e9, e.fits ? "yes" : "no");
+  std::printf(
+      "%4d  %-52s %9.4f %7.1f %5.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %8.1f %4s\n",
+      rank, e.name().c_str(), s, e.micro_batches, 100 * e.compute_s / s, 100 * e.tp_s / s,
+      100 * e.cp_s / s, 100 * e.ep_s / s, 100 * e.dp_s / s, 100 * e.pp_s / s,
+      100 * e.recompute_s / s, e.memory_bytes / 1e9, e.fits ? "yes" : "no");
+}
+
+// A --compare name matches an entry's name, or its name without the schedule (every schedule
+// of that mesh).
+bool matches(const model::PlanEntry& e, const std::string& compare) {
+  std::string n = e.name();
+  if (n.find(compare) != std::string::npos) return true;
+  if (e.PP == 1) return false;
+  const std::string schedule = ":" + e.schedule_name() + "-dp";
+  n.replace(n.find(schedule), schedule.size(), "-dp");
+  return n.find(compare) != std::string::npos;
+}
+
+std::vector<pipeline::ScheduleKind> schedules_of(const PlanOptions& o) {
+  if (o.chunks < 0) throw UsageError("--chunks " + std::to_string(o.chunks) + " must be >= 0");
+  if (o.schedules.empty()) return model::JobSpec{}.schedules;
+  std::vector<pipeline::ScheduleKind> kinds;
+  for (const std::string& name : split_list(o.schedules))
+    kinds.push_back(pipeline::parse_schedule(name));
+  return kinds;
 }
 
 }  // namespace
@@ -103,8 +125,8 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
           p.flops,
           p.flops_bwd.value_or(p.flops)};
   }
-  model::ModelSpec md{p.h,      p.a,       p.kv, p.d_ff > 0 ? p.d_ff : 4 * p.h,
-                      p.layers, p.experts, p.k,  p.swiglu};
+  model::ModelSpec md{p.h, p.a,      p.kv,   p.d_ff > 0 ? p.d_ff : 4 * p.h, p.layers, p.experts,
+                      p.k, p.swiglu, o.vocab};
   model::JobSpec job;
   job.s = p.s;
   job.global_tokens = o.global_tokens > 0 ? o.global_tokens : p.s * o.gpus;
@@ -113,8 +135,19 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
   job.e = e;
   job.e_grad = e_grad;
   job.causal = p.causal;
-  job.zero1 = o.zero1;
+  job.micro_batch = p.b;
+  if (!o.zero1 && o.dp_shard != "optimizer")
+    throw UsageError("--no-zero1 and --dp-shard " + o.dp_shard + ": give one");
+  job.dp_shard = o.zero1 ? model::parse_dp_shard(o.dp_shard) : model::DpShard::none;
+  job.recompute = model::parse_recompute(o.recompute);
+  if (o.vocab < 0) {
+    char text[64];
+    std::snprintf(text, sizeof text, "--vocab %g must be >= 0", o.vocab);
+    throw UsageError(text);
+  }
   job.max_pp = o.max_pp;
+  job.schedules = schedules_of(o);
+  job.chunks = o.chunks;
   if (std::fmod(job.global_tokens, job.s) != 0)
     throw UsageError("--global-tokens is not a whole number of --seq sequences");
   std::vector<std::array<MeshAxis, 4>> orders;
@@ -143,26 +176,25 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
       p.layers, p.experts > 0 ? (", " + std::to_string(p.experts) + " experts").c_str() : "",
       o.calibration.empty() ? "rates of the flags" : ("rates of " + o.calibration).c_str());
   std::printf(
-      "  %zu meshes, %d fit; PP is modeled (1F1B, no interleaving), not run. Step time "
-      "split into compute and each axis's exposed time (pp: the bubble and the hops)\n",
+      "  %zu meshes, %d fit; PP is modeled (the schedule's critical path), not run. Step time "
+      "split into compute and each axis's exposed time (pp: the bubble and the hops; rc: "
+      "recomputation)\n",
       plan.size(), fits);
-  std::printf("%4s  %-40s %9s %7s %6s %6s %6s %6s %6s %6s %8s %4s\n", "rank", "mesh", "step_s",
-              "micro", "comp", "tp", "cp", "ep", "dp", "pp", "mem_GB", "fits");
+  std::printf("%4s  %-52s %9s %7s %6s %6s %6s %6s %6s %6s %6s %8s %4s\n", "rank", "mesh", "step_s",
+              "micro", "comp", "tp", "cp", "ep", "dp", "pp", "rc", "mem_GB", "fits");
   for (int i = 0; i < std::min<int>(o.top, static_cast<int>(plan.size())); ++i)
     print_row(i + 1, plan[static_cast<std::size_t>(i)]);
   if (!o.compare.empty()) {
-    bool found = false;
+    std::size_t first = plan.size();  // the best-ranked match, explained
     for (std::size_t i = 0; i < plan.size(); ++i) {
-      const std::string n = plan[i].name();
-      if (n.rfind(o.compare + " ", 0) != 0 && n != o.compare &&
-          n.find(o.compare) == std::string::npos)
-        continue;
-      if (!found) std::printf("  -- %s:\n", o.compare.c_str());
+      if (!matches(plan[i], o.compare)) continue;
+      if (first == plan.size()) std::printf("  -- %s:\n", o.compare.c_str()), first = i;
       print_row(static_cast<int>(i + 1), plan[i]);
-      found = true;
     }
-    if (!found)
+    if (first == plan.size())
       std::printf("  -- %s: not among the meshes (its degrees do not divide)\n", o.compare.c_str());
+    else
+      print_explanation(plan, first);
   }
   const model::PlanEntry& best = plan.front();
   std::printf("prediction: section=plan mesh=%s step_s=%.6g memory_bytes=%.6g block_step_s=%.6g\n",
@@ -173,17 +205,18 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
   std::fprintf(f,
                "rank,tp,cp,cp_method,ep,pp,dp,order,micro_batches,step_s,compute_s,tp_s,cp_s,ep_s,"
                "dp_s,pp_s,memory_bytes,fits,block_step_s,block_compute_s,block_tp_s,block_cp_s,"
-               "block_ep_s,block_dp_s\n");
+               "block_ep_s,block_dp_s,schedule,chunks,peak_chunks,recompute_s\n");
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const auto& x = plan[i];
     std::fprintf(f,
                  "%zu,%d,%d,%s,%d,%d,%d,\"%s\",%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%.9g,"
-                 "%.9g,%.9g,%.9g,%.9g,%.9g\n",
+                 "%.9g,%.9g,%.9g,%.9g,%.9g,%s,%d,%d,%.9g\n",
                  i + 1, x.T, x.C, x.cp_name().c_str(), x.E, x.PP, x.D,
                  mesh_order_name(x.order).c_str(), x.micro_batches, x.step_s, x.compute_s, x.tp_s,
                  x.cp_s, x.ep_s, x.dp_s, x.pp_s, x.memory_bytes, x.fits ? 1 : 0, x.block.step,
                  x.block.compute, x.block.tp.exposed, x.block.cp.exposed, x.block.ep.exposed,
-                 x.block.dp.exposed);
+                 x.block.dp.exposed, x.schedule_name().c_str(), x.chunks, x.peak_chunks,
+                 x.recompute_s);
   }
   std::fclose(f);
 }

@@ -14,10 +14,15 @@ struct PlanOptions {
   int gpus = 64, ranks_per_node = 8, top = 10, max_pp = 64;
   double memory_gb = 80, global_tokens = 0;  // 0: one sequence per GPU
   double bw_inter = 50e9, lat = 1e-6, lat_inter = 3e-6;
-  bool zero1 = true;
+  bool zero1 = true;                   // --no-zero1: --dp-shard none
+  std::string dp_shard = "optimizer";  // none, optimizer, grads, full
+  std::string recompute = "none";      // none, selective, full
+  double vocab = 0;                    // 0: no embedding or output layer
   std::string orders = "tp,cp,ep,dp/tp,dp,ep,cp/cp,ep,dp,tp";
-  std::string csv;      // every mesh, one row each
-  std::string compare;  // a mesh to place in the ranking, e.g. tp8-cp16-pp16-dp8
+  std::string csv;        // every mesh, one row each
+  std::string compare;    // a mesh to place in the ranking, e.g. tp8-cp16-pp16-dp8
+  std::string schedules;  // PP's schedules to try (a list); empty: 1f1b, interleaved, zb-h1, zb-v
+  int chunks = 0;         // interleaved's v; 0: every v from 2 that gives each chunk a layer
 };
 
 // Prints the top meshes and, with --compare, where that one ranks; throws UsageError (naming

@@ -4,6 +4,7 @@
     calibrate.py --out calib.json --simulate --sim-flops 4e14 [--link nvlink-ib] [--gpus-per-node 8]
     calibrate.py --out calib.json --emulated 1gbit --nodes 2 --gpus-per-node 2 --dtype fp32   (root)
     calibrate.py --out calib.json --slurm --backend cuda      inside a Slurm job (slurm/calibrate.sbatch)
+    calibrate.py --out calib.json --from-spec scripts/planner/specs/dgx_a100_hdr.json   published figures
 
 Per link level (inside a node; across nodes, where there are nodes to cross) it runs the
 suite's own benchmarks over a group placed on that level and fits each kind of transfer to
@@ -48,6 +49,7 @@ import h5py
 import numpy as np
 
 from scripts import ROOT, module_command
+from scripts.planner.cluster_spec import SpecError, calibration_from_spec
 
 FORMAT = "parallelism-bench calibration"
 SIZES = "1M:64M:x4"
@@ -244,11 +246,25 @@ def runs_folder(args: argparse.Namespace):
     return contextlib.nullcontext(str(folder))
 
 
+def write_from_spec(spec: Path, out: Path) -> int:
+    try:
+        doc, memory_gb = calibration_from_spec(spec)
+    except SpecError as e:
+        print(f"error: calibrate: --from-spec {e}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"calibration: {out} (from {spec}; {memory_gb:g} GB a GPU: pass --memory-gb {memory_gb:g})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the calibration file (JSON)")
     p.add_argument("--dtype", default="bf16", help="element type of the transfers and kernels (bf16, fp32)")
     p.add_argument("--simulate", action="store_true", help="on SMPI's fattree platform instead of this machine")
+    p.add_argument("--from-spec", type=Path, metavar="FILE",
+                   help="no run: the rates of a cluster spec's published figures (scripts/planner/specs/)")
     p.add_argument("--emulated", metavar="RATE",
                    help="on a cluster emulated on this machine with NICs of RATE (1gbit, 500mbit...; "
                         "scripts/envs/emulated_cluster.py, root): --nodes nodes of --gpus-per-node ranks")
@@ -274,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="this machine: the ring's tokens per rank for the point-to-point rate")
     args = p.parse_args(argv)
     args.bin_dir = args.bin_dir or args.build / "bin"
+    if args.from_spec:
+        return write_from_spec(args.from_spec, args.out)
     try:
         if sum(map(bool, (args.simulate, args.emulated, args.slurm))) > 1:
             raise CalibrationError("one of --simulate, --emulated and --slurm")

@@ -11,8 +11,9 @@ compared as printed, and every row the command prints must be in the table (or, 
 that quotes some rows, every row it names). The tables: TP+SP's overlap crossings, MoE across
 nodes (two documents), what the mesh order buys (two tables), the packed-document layouts
 (two documents, two packs) and the group-cast beside the other CP methods (two packs) at 64
-simulated ranks, the planner's error at 64 GPUs (dense and MoE), and the MoE all-to-all behind
-another micro-batch (across d_ff on two platforms, and at DeepSeek-V3's sizes). `--long` adds their
+simulated ranks, the planner's error at 64 GPUs (dense and MoE), the MoE all-to-all behind
+another micro-batch (across d_ff on two platforms, and at DeepSeek-V3's sizes) and the planner
+beside published runs (docs/PUBLISHED_RUNS.md: modeled only, no SMPI build needed). `--long` adds their
 512-rank columns and the planner's 256-GPU rows (5 minutes to over an hour of simulation each);
 without it each of those is listed as not rerun. Columns measured on a host (4 CPU ranks, wall
 time, memory) are not rerun. `make docs-check` runs them all but the long ones (about 15
@@ -93,6 +94,7 @@ class Check:
     rows: tuple[str, ...] | None = None
     key_of: Callable[[str], str] = lambda cell: cell  # a key cell as the command names it
     long: bool = False  # minutes to an hour of simulation: run with --long only
+    needs_sim: bool = True  # False: the command models only (no SMPI build needed)
 
     def drifts(self, args: argparse.Namespace) -> list[str]:
         """`<doc> <row> column N: published X, the command prints Y` for each mismatch, and a
@@ -349,6 +351,23 @@ def moe_deepseek_expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
     return want
 
 
+def published_runs_command(args: argparse.Namespace) -> list[str]:
+    return [*module_command("studies.published_runs"), "--model", str(args.model)]
+
+
+def published_runs_expected(columns: int, keys: tuple[int, ...]):
+    """Every cell of the rows of published_runs.py's table of `columns` columns, keyed by
+    `keys`."""
+    def expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
+        want = {}
+        for line in output.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("|") and len(cells) == columns and not cells[0].startswith(("---", "source")):
+                want[" | ".join(cells[k] for k in keys)] = {i: (c,) for i, c in enumerate(cells)}
+        return want
+    return expected
+
+
 CHECKS = (
     Check("tp_overlap", "docs/FINDINGS.md", "| op | c | predicted h/t", tp_overlap_command,
           tp_overlap_expected, (0,)),
@@ -368,6 +387,10 @@ CHECKS = (
           moe_deepseek_expected, (0, 1)),
     *(Check(name, "docs/FINDINGS.md", f"| d_ff ({link}) |", functools.partial(moe_overlap_command, name),
             moe_overlap_expected, (0,)) for name, (link, _) in MOE_OVERLAP_PLATFORMS.items()),
+    Check("published_runs", "docs/PUBLISHED_RUNS.md", "| source | system", published_runs_command,
+          published_runs_expected(13, (1, 2, 3)), (1, 2, 3), needs_sim=False),
+    Check("published_runs_error", "docs/PUBLISHED_RUNS.md", "| source | rows", published_runs_command,
+          published_runs_expected(4, (0,)), (0,), needs_sim=False),
 )
 
 
@@ -385,13 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="the TP-overlap sweep on the points around its crossings only")
     args = parser.parse_args(argv)
-    if not (args.sim_build / "bin").is_dir():
+    chosen = [c for c in CHECKS if not args.only or c.name in args.only]
+    if any(c.needs_sim for c in chosen) and not (args.sim_build / "bin").is_dir():
         print(f"SKIP: no SMPI build in {args.sim_build} (make sim builds it)")
         return SKIP
     status = 0
-    for check in CHECKS:
-        if args.only and check.name not in args.only:
-            continue
+    for check in chosen:
         if check.long and not (args.long or args.only):
             print(f"not rerun {check.name}: {check.doc}, its simulation is long "
                   f"(--long)")

@@ -8,7 +8,7 @@ ranks, one node) has its inside level and compute rates and no across-nodes leve
 ranking on a 16-GPU cluster small enough to run its meshes through the mesh benchmark must meet
 the planner's targets (median error within 10%, the first pick within 5% of the best measured:
 modeled compute, so the verdict is the same on any host); bad calibrations and jobs are refused
-with one message.
+with one message; --compare's explanation of a mesh sums to its step.
 """
 from __future__ import annotations
 
@@ -183,6 +183,43 @@ def scenario_bad_input(env: Env) -> None:
     print("bad input refused")
 
 
+EXPLANATION = re.compile(r"^explanation: section=plan mesh=(.+?) rank=(\d+) (.*)$", re.M)
+PARTS = ("compute", "tp", "cp", "ep", "dp", "pp", "recompute")
+
+
+def scenario_compare(env: Env) -> None:
+    """--compare explains a mesh beside the best: its parts (compute, each axis's exposed time,
+    the bubble and hops, recomputation) sum to its step, the best's to the best's, and the
+    deciding part is the one the mesh loses most on, with every term of a real run charged
+    (full recomputation and sharding, the output layer, micro-batches of 2)."""
+    model = str(env.bin_dir / "model")
+    base = [model, "--section", "plan", "--gpus", "16", "--top", "1", "--recompute", "full",
+            "--dp-shard", "full", "--vocab", "32000", "--batch", "2", "--global-tokens", str(8192 * 64),
+            *MODEL]
+    for mesh in ("tp8-cp1-pp2", "tp2-cp2:ring-pp1-dp4", "tp1-cp1-pp4:1f1b-dp4"):
+        proc = subprocess.run([*base, "--compare", mesh], capture_output=True, text=True, timeout=60)
+        expect(proc.returncode == 0, f"--compare {mesh}: exit {proc.returncode}", proc)
+        found = EXPLANATION.findall(proc.stdout)
+        expect(len(found) == 2, f"--compare {mesh}: {len(found)} explanation lines, expected 2", proc)
+        rows = []
+        for name, rank, rest in found:
+            v = dict(kv.split("=", 1) for kv in rest.split())
+            parts = {p: float(v[f"{p}_s"]) for p in PARTS}
+            step = float(v["step_s"])
+            expect(abs(sum(parts.values()) - step) <= 1e-6 * step,
+                   f"{name}: parts sum to {sum(parts.values()):.9g}, step {step:.9g}", proc)
+            rows.append((name, int(rank), parts, step, v["deciding"]))
+        (name, rank, parts, step, deciding), (best, best_rank, best_parts, best_step, _) = rows
+        expect(mesh.split("-")[0] in name and best_rank == 1 and step >= best_step,
+               f"{name} (rank {rank}) beside {best} (rank {best_rank})", proc)
+        loss = {p: parts[p] - best_parts[p] for p in PARTS}
+        worst = max(loss, key=loss.get)
+        expect(deciding == (worst if loss[worst] > 0 else "none"),
+               f"{name}: deciding {deciding}, the largest loss is {worst} ({loss[worst]:+.3g} s)", proc)
+        print(f"  ok: {name} rank {rank}: step {step:.4g} s = sum of its parts; deciding {deciding}")
+    print("--compare explains the step")
+
+
 def scenario_emulated(env: Env) -> None:
     """On a cluster emulated on this machine (root: 2 nodes of 2 ranks, NICs of 1 Gbit/s): the
     across-nodes level's rates are the NIC's at most (125 MB/s, the shaping's ceiling, +15%), its
@@ -242,6 +279,7 @@ SCENARIOS = {
     "plan_calibrate_cpu": scenario_calibrate_cpu,
     "plan_ranking": scenario_ranking,
     "plan_bad_input": scenario_bad_input,
+    "plan_compare": scenario_compare,
 }
 
 if __name__ == "__main__":
