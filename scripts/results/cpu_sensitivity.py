@@ -15,9 +15,10 @@ case's threshold from the A/A runs (noise.case_threshold):
   regression is a detection.
 Per benchmark: the false-alarm rate and the smallest slowdown found in at least DETECTED of its
 case-verdicts (none while more than MAX_FALSE_ALARMS of the A/A ones flag), beside the case's
-threshold and per-iteration noise that decide it. The machine's load is not excused here (run-verdict would not judge a run that
-shared its cores, compare.busy_note): it is part of the noise measured. Needs the CPU build's
-executables (build/bin). docs/REGRESSIONS.md holds its table.
+threshold and per-iteration noise that decide it. The machine's load is not excused here
+(run-verdict would not judge a run that shared its cores, compare.busy_note): it is part of the
+noise measured. Needs the CPU build's executables (build/bin). docs/REGRESSIONS.md holds its
+table.
 """
 
 from __future__ import annotations

@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nights", type=int, default=8, help="runs before and after (default 8)")
     parser.add_argument("--build", type=Path, default=ROOT / "build-sim",
                         help="the SMPI build (default build-sim)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="real runs on this machine's CPU instead, with their own --runs, "
+                             "--slowdowns, --bench, --build (suite sensitivity --cpu --help)")
     args = parser.parse_args(argv)
     try:
         slowdowns = [float(s) for s in args.slowdowns.split(",")]
