@@ -28,7 +28,7 @@ COMMANDS = {
     "history-scale": Command("results.history_scale", "history's time over thousands of copied "
                                                       "results files, indexed"),
     "sensitivity": Command("results.sensitivity", "the smallest simulated slowdown change-points "
-                                                  "finds (needs make sim)"),
+                                                  "finds (make sim); --cpu: real runs' verdicts"),
     "report-page": Command("results.report_page", "one HTML page for one run's folder"),
     "host-load": Command("results.host_load", "run a benchmark, recording how busy the machine was"),
     "test-counts": Command("results.test_counts", "how many tests ran and skipped, from ctest's JUnit report"),

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/harness/errors.hpp"
+#include "common/harness/injected_slowdown.hpp"
 #include "common/mesh/device_meshes.hpp"
 #include "common/results/record_access.hpp"
 #include "common/sim/sim.hpp"
@@ -210,6 +211,7 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
     dev.synchronize();
     bytes_at_start = comm_bytes();
     auto timer = dev.make_timer();
+    const double slowdown = injected_slowdown();
     std::vector<double> local;
     int i = 0;
     for (auto _ : state) {
@@ -220,8 +222,10 @@ std::vector<double> Harness::timed_loop(benchmark::State& state, BenchCase& c, P
       SUITE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
       watchdog_.kick(iteration + ")");
       phases.begin_step();
+      const auto begun = SlowdownClock::now();
       timer->start();
       c.step(phases);
+      if (slowdown > 0) busy_wait_until(stretched_end(begun, SlowdownClock::now(), slowdown));
       timer->stop();
       double t = timer->seconds();
       phases.end_step(true);

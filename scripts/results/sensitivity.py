@@ -6,7 +6,8 @@ run, and how many change points land elsewhere (false alarms; a slowdown of 0 mu
 
     suite sensitivity [--slowdowns 0,0.01,0.02] [--nights 8] [--build build-sim]
 
-Needs the SMPI build (`make sim`). docs/REGRESSIONS.md holds its table.
+Needs the SMPI build (`make sim`). docs/REGRESSIONS.md holds its table. `suite sensitivity
+--cpu` measures the verdict's sensitivity on this machine's real runs (cpu_sensitivity.py).
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def history_found(bench: Bench, slowdown: float, nights: int, build: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--cpu" in argv:
+        from scripts.results import cpu_sensitivity
+
+        return cpu_sensitivity.main([a for a in argv if a != "--cpu"])
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slowdowns", default="0,0.01,0.02",
@@ -85,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nights", type=int, default=8, help="runs before and after (default 8)")
     parser.add_argument("--build", type=Path, default=ROOT / "build-sim",
                         help="the SMPI build (default build-sim)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="real runs on this machine's CPU instead, with their own --runs, "
+                             "--slowdowns, --bench, --build (suite sensitivity --cpu --help)")
     args = parser.parse_args(argv)
     try:
         slowdowns = [float(s) for s in args.slowdowns.split(",")]
