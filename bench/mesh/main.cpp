@@ -39,10 +39,7 @@ int main(int argc, char** argv) {
        .add_options = [&](CLI::App& app) { add_mesh_flags(app, flags); },
        .make_cases =
            [&](suite::BenchContext& ctx) {
-             std::vector<suite::CaseSpec> specs;
-             for (const MeshConfig& cfg : mesh_configs(flags, ctx))
-               specs.push_back(make_case(ctx, cfg));
-             return specs;
+             return suite::case_per_config(ctx, mesh_configs(flags, ctx), make_case);
            },
        .summarize =
            [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {

@@ -40,10 +40,7 @@ int main(int argc, char** argv) {
        .add_options = [&](CLI::App& app) { add_pipeline_flags(app, flags); },
        .make_cases =
            [&](suite::BenchContext& ctx) {
-             std::vector<suite::CaseSpec> specs;
-             for (const PipelineConfig& cfg : pipeline_configs(flags, ctx))
-               specs.push_back(make_case(ctx, cfg));
-             return specs;
+             return suite::case_per_config(ctx, pipeline_configs(flags, ctx), make_case);
            },
        .axis_order = true});
 }

@@ -39,4 +39,14 @@ struct BenchDefinition {
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def);
 
+// One case per config, for a benchmark whose flags expand into configs (make_case(ctx, config)).
+template <class Config, class MakeCase>
+std::vector<CaseSpec> case_per_config(BenchContext& ctx, const std::vector<Config>& configs,
+                                      MakeCase make_case) {
+  std::vector<CaseSpec> specs;
+  for (const Config& config : configs)
+    specs.push_back(make_case(ctx, config));
+  return specs;
+}
+
 }  // namespace suite
