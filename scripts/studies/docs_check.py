@@ -13,7 +13,8 @@ nodes (two documents), what the mesh order buys (two tables), the packed-documen
 (two documents, two packs) and the group-cast beside the other CP methods (two packs) at 64
 simulated ranks, the planner's error at 64 GPUs (dense and MoE), the MoE all-to-all behind
 another micro-batch (across d_ff on two platforms, and at DeepSeek-V3's sizes) and the planner
-beside published runs (docs/PUBLISHED_RUNS.md: modeled only, no SMPI build needed). `--long` adds their
+beside published runs (docs/PUBLISHED_RUNS.md: modeled only, no SMPI build needed), and the
+verdict's sensitivity in simulation (docs/REGRESSIONS.md). `--long` adds their
 512-rank columns and the planner's 256-GPU rows (5 minutes to over an hour of simulation each);
 without it each of those is listed as not rerun. Columns measured on a host (4 CPU ranks, wall
 time, memory) are not rerun. `make docs-check` runs them all but the long ones (about 15
@@ -355,17 +356,26 @@ def published_runs_command(args: argparse.Namespace) -> list[str]:
     return [*module_command("studies.published_runs"), "--model", str(args.model)]
 
 
-def published_runs_expected(columns: int, keys: tuple[int, ...]):
-    """Every cell of the rows of published_runs.py's table of `columns` columns, keyed by
-    `keys`."""
+def markdown_rows_expected(columns: int, keys: tuple[int, ...]):
+    """Every cell of the rows of a markdown table of `columns` columns that a command prints
+    (its header and separator left out), keyed by the cells at `keys`."""
     def expected(output: str) -> dict[str, dict[int, tuple[str, ...]]]:
         want = {}
-        for line in output.splitlines():
+        lines = output.splitlines()
+        for line, after in zip(lines, [*lines[1:], ""]):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("|") and len(cells) == columns and not cells[0].startswith(("---", "source")):
+            header = after.replace(" ", "").startswith("|---")
+            if line.startswith("|") and len(cells) == columns and not header and not cells[0].startswith("---"):
                 want[" | ".join(cells[k] for k in keys)] = {i: (c,) for i, c in enumerate(cells)}
         return want
     return expected
+
+
+# docs/REGRESSIONS.md, the verdict's sensitivity in simulation: every row sensitivity.py prints
+# (benchmark | slowed | slowdown | cases | found at the first slowed run | elsewhere).
+def sensitivity_command(args: argparse.Namespace) -> list[str]:
+    return [*module_command("results.sensitivity"), "--build", str(args.sim_build),
+            "--slowdowns", "0,0.005,0.01,0.02", "--nights", "8"]
 
 
 CHECKS = (
@@ -388,9 +398,11 @@ CHECKS = (
     *(Check(name, "docs/FINDINGS.md", f"| d_ff ({link}) |", functools.partial(moe_overlap_command, name),
             moe_overlap_expected, (0,)) for name, (link, _) in MOE_OVERLAP_PLATFORMS.items()),
     Check("published_runs", "docs/PUBLISHED_RUNS.md", "| source | system", published_runs_command,
-          published_runs_expected(13, (1, 2, 3)), (1, 2, 3), needs_sim=False),
+          markdown_rows_expected(13, (1, 2, 3)), (1, 2, 3), needs_sim=False),
     Check("published_runs_error", "docs/PUBLISHED_RUNS.md", "| source | rows", published_runs_command,
-          published_runs_expected(4, (0,)), (0,), needs_sim=False),
+          markdown_rows_expected(4, (0,)), (0,), needs_sim=False),
+    Check("sensitivity_simulated", "docs/REGRESSIONS.md", "| benchmark | slowed | slowdown |",
+          sensitivity_command, markdown_rows_expected(6, (0, 2)), (0, 2)),
 )
 
 
