@@ -40,15 +40,15 @@ void add_layers_flag(CLI::App& app, int& layers) {
 }
 
 void add_dp_shard_flag(CLI::App& app, std::string& modes) {
-  app.add_option("--dp-shard", modes,
-                 "what DP shards: none (gradients all-reduced), optimizer (ZeRO-1: gradients "
-                 "reduce-scattered, the step on the shard, parameters all-gathered after it), "
-                 "grads (parameters also kept sharded between steps, gathered once a step: FSDP "
-                 "without resharding) or full (ZeRO-3: gathered before each forward and "
-                 "backward); model: the plan's, over DP x CP; pipeline: a list, a case each, the "
-                 "replicas' gradients summed after each stage's last W, then a plain SGD step "
-                 "(w -= 0.1 g)")
-      ->capture_default_str();
+  // The modes of common/formulas/dp_shard.hpp, as each executable uses them.
+  static const std::string help =
+      "what DP shards: none (gradients all-reduced), optimizer (ZeRO-1: gradients "
+      "reduce-scattered, the step on the shard, parameters all-gathered after it), grads "
+      "(parameters also kept sharded between steps, gathered once a step: FSDP without "
+      "resharding) or full (ZeRO-3: gathered before each forward and backward); model: the "
+      "plan's, over DP x CP; pipeline: a list, a case each, the replicas' gradients summed after "
+      "each stage's last W, then a plain SGD step (w -= 0.1 g)";
+  app.add_option("--dp-shard", modes, help)->capture_default_str();
 }
 
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden) {
