@@ -112,12 +112,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("!--no-zero1", f.mesh_plan.zero1,
                "plan: optimizer state whole on every rank, as --dp-shard none (default: sharded "
                "over DP x CP, ZeRO-1 / Megatron's distributed optimizer)");
-  app.add_option(
-         "--dp-shard", f.mesh_plan.dp_shard,
-         "plan: what DP x CP shards: none, optimizer (ZeRO-1), grads (gradients reduce-scattered, "
-         "weights gathered once a step: FSDP without resharding) or full (ZeRO-3: the "
-         "weights gathered before each layer's forward and backward)")
-      ->capture_default_str();
+  add_dp_shard_flag(app, f.mesh_plan.dp_shard);
   app.add_option("--recompute", f.mesh_plan.recompute,
                  "plan: activation recomputation: none, selective (LayerNorm and activation "
                  "outputs) or full (each layer's forward again in its backward)")

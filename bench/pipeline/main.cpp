@@ -21,9 +21,14 @@ const char* const kDescription =
     "beside\n"
     "c b_mb h e, peak activations per rank beside the schedule's in-flight count; the loss,\n"
     "input gradients and every weight gradient checked against one rank running all layers.\n"
-    "Ranks beyond --pp run further PP groups (replicas, no gradient sums), laid out with the PP\n"
-    "groups by --order (pp unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's\n"
-    "tp,cp,pp,dp puts a PP group on consecutive ranks); world rank 0's group is recorded.\n"
+    "Ranks beyond --pp run further PP groups, laid out with the PP groups by --order (pp\n"
+    "unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's tp,cp,pp,dp puts a PP\n"
+    "group on consecutive ranks); world rank 0's group is recorded. They are the DP axis: each\n"
+    "runs its own micro-batches, and with --stage mlp each stage's weight gradients are summed\n"
+    "over DP after its last W under --dp-shard (none, optimizer, grads, full), then a plain SGD\n"
+    "step (w -= 0.1 g; every step starts from the initial weights); bytes per collective beside\n"
+    "dp_shard_cost's, and the summed gradients and updated parameters checked against one rank\n"
+    "running every replica's micro-batches (--stage block: replicas without sums).\n"
     "--stage block: each stage holds L/p layers of mesh's transformer block instead, TP+SP over\n"
     "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.";
 

@@ -39,12 +39,19 @@ void PipelineCase::setup() {
     };
   } else {
     schedule_ = make_schedule(cfg_.spec);
-    make_stage = [shape = shape()](int first, int count) {
-      return std::make_unique<StageLayers>(shape, first, count);
+    if (cfg_.dp_sums()) {
+      Comm& dp = mesh.axis(MeshAxis::dp);
+      replica_ = dp.rank();
+      dp_sums_ = std::make_unique<DataParallelSums>(cfg_.dp_shard, dp);
+    }
+    // Each replica runs its own micro-batches: the model's inputs replica m .. replica m + m - 1.
+    make_stage = [shape = shape(), first_input = replica_ * cfg_.spec.microbatches](int first,
+                                                                                    int count) {
+      return std::make_unique<StageLayers>(shape, first, count, first_input);
     };
   }
   executor_ = std::make_unique<PipelineExecutor>(schedule_, std::move(make_stage), cfg_.layers,
-                                                 *pp_comm_, dropped_microbatch());
+                                                 *pp_comm_, dropped_microbatch(), dp_sums_.get());
 }
 
 bool PipelineCase::recorded() const {
@@ -60,12 +67,13 @@ void PipelineCase::step(PhaseTimer&) {
 // (pipeline_check.cpp).
 CheckOutcome PipelineCase::check() {
   const double values = static_cast<double>(cfg_.seq * cfg_.batch) * static_cast<double>(cfg_.ffn) *
-                        cfg_.layers * cfg_.spec.microbatches;
+                        cfg_.layers * cfg_.spec.microbatches * (dp_sums_ ? cfg_.replicas : 1);
   if (values > kMaxReferenceValues)
     return {true, 0, "the single-rank model is above the check's limit", true};
-  const NamedErrors errors = cfg_.stage == StageKind::block
-                                 ? block_errors(cfg_, ctx_, schedule_, *executor_, pp_comm_->rank())
-                                 : mlp_errors(cfg_, schedule_, *executor_, pp_comm_->rank());
+  const NamedErrors errors =
+      cfg_.stage == StageKind::block
+          ? block_errors(cfg_, ctx_, schedule_, *executor_, pp_comm_->rank())
+          : mlp_errors(cfg_, schedule_, *executor_, pp_comm_->rank(), dp_sums_.get(), replica_);
   CheckOutcome out;
   std::string worst;
   for (const auto& [name, err] : errors)
@@ -73,7 +81,8 @@ CheckOutcome PipelineCase::check() {
   if (!(out.max_abs_err <= kTolerance)) {
     out.passed = false;
     out.detail = worst + " differs from one rank running all " + std::to_string(cfg_.layers) +
-                 " layers by " + std::to_string(out.max_abs_err) + " of its largest value";
+                 " layers" + (dp_sums_ ? " on every replica's micro-batches" : "") + " by " +
+                 std::to_string(out.max_abs_err) + " of its largest value";
   }
   return out;
 }
@@ -95,6 +104,7 @@ CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg) {
                  {"cp", static_cast<std::int64_t>(cfg.mesh.cp)},
                  {"heads", cfg.heads},
                  {"replicas", static_cast<std::int64_t>(cfg.replicas)},
+                 {"dp_shard", std::string(model::dp_shard_name(cfg.dp_shard))},
                  {"order", mesh_order_name(cfg.mesh)}};
   spec.make = [&ctx, cfg] { return std::make_unique<PipelineCase>(ctx, cfg); };
   spec.console_counters = {"bubble_fraction", "pred_bubble_fraction"};

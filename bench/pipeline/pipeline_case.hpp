@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/pipeline/dp_sums.hpp"
 #include "bench/pipeline/pipeline_executor.hpp"
 #include "bench/pipeline/pipeline_flags.hpp"
 #include "bench/pipeline/stage_layers.hpp"
@@ -30,10 +31,14 @@ class PipelineCase final : public BenchCase {
   std::vector<Comm*> stage_groups_;  // the TP and CP groups inside this rank's stage
   std::vector<int> recorded_;        // the PP group recorded: world rank 0's, by stage
   Schedule schedule_;
+  std::unique_ptr<DataParallelSums> dp_sums_;  // where the replicas sum their gradients
+  int replica_ = 0;                            // this rank's index on the DP axis
   std::unique_ptr<PipelineExecutor> executor_;
   LayerShape shape() const { return {cfg_.seq * cfg_.batch, cfg_.hidden, cfg_.ffn}; }
   // Whether this rank is in the PP group recorded.
   bool recorded() const;
+  // The DP sums' bytes and time beside dp_shard_cost's (world rank 0's).
+  void report_dp_sums(CaseRecord& rec) const;
 };
 
 CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg);

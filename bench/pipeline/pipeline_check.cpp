@@ -55,27 +55,52 @@ NamedErrors compare(const PipelineConfig& cfg, const Schedule& schedule, Pipelin
   return errors;
 }
 
+// Chunk c's summed gradients and updated parameters against the reference's (every layer on
+// every replica's micro-batches), on this rank's shard.
+NamedErrors dp_errors(const DataParallelSums& dp, int c, const Stage& chunk, StageLayers& all) {
+  const std::vector<ParamTensor> every = all.params();  // W1 and W2 of each layer in turn
+  const std::vector<ParamTensor> mine(every.begin() + 2 * chunk.first_layer(),
+                                      every.begin() + 2 * (chunk.first_layer() + chunk.count()));
+  const Rows grads = dp.shard_of(c, mine, true);
+  Rows updated = dp.shard_of(c, mine, false);
+  for (std::size_t i = 0; i < updated.size(); ++i)
+    updated[i] -= DataParallelSums::kLearningRate * grads[i];
+  const std::string at = "_chunk" + std::to_string(c);
+  return {{"dp_summed_grads" + at, relative_error(dp.grad_shard(c), grads)},
+          {"dp_updated_params" + at, relative_error(dp.param_shard(c), updated)}};
+}
+
 }  // namespace
 
 NamedErrors mlp_errors(const PipelineConfig& cfg, const Schedule& schedule,
-                       PipelineExecutor& executor, int pp_rank) {
+                       PipelineExecutor& executor, int pp_rank, const DataParallelSums* dp,
+                       int replica) {
   const LayerShape shape{cfg.seq * cfg.batch, cfg.hidden, cfg.ffn};
+  const int m = cfg.spec.microbatches, replicas = dp ? cfg.replicas : 1;
   StageLayers all(shape, 0, cfg.layers);
   Reference ref;
-  for (int mb = 0; mb < cfg.spec.microbatches; ++mb) {
-    Rows y = all.forward(mb, pipeline_input(shape, mb));
+  for (int id = 0; id < replicas * m; ++id) {  // replica r's micro-batch mb is input r m + mb
+    Rows y = all.forward(id, pipeline_input(shape, id));
+    Rows dx = all.input_grad(id, y);
+    all.weight_grad(id, true);
+    if (id / m != replica) continue;
     for (double v : y)
       ref.loss += 0.5 * v * v;
-    ref.grad_input[mb] = all.input_grad(mb, y);
-    all.weight_grad(mb, true);
+    ref.grad_input[id % m] = std::move(dx);
   }
-  return compare(cfg, schedule, executor, pp_rank, ref, [&](int c, int l) {
-    const auto& mine = dynamic_cast<const StageLayers&>(executor.chunk(c));
-    const int global = mine.first_layer() + l;
-    const std::string at = "_layer" + std::to_string(global);
-    return NamedErrors{{"grad_w1" + at, relative_error(mine.grad_w1()[l], all.grad_w1()[global])},
-                       {"grad_w2" + at, relative_error(mine.grad_w2()[l], all.grad_w2()[global])}};
-  });
+  NamedErrors errors =
+      compare(cfg, schedule, executor, pp_rank, ref, [&](int c, int l) -> NamedErrors {
+        if (dp) return {};
+        const auto& mine = dynamic_cast<const StageLayers&>(executor.chunk(c));
+        const int global = mine.first_layer() + l;
+        const std::string at = "_layer" + std::to_string(global);
+        return {{"grad_w1" + at, relative_error(mine.grad_w1()[l], all.grad_w1()[global])},
+                {"grad_w2" + at, relative_error(mine.grad_w2()[l], all.grad_w2()[global])}};
+      });
+  for (int c = 0; dp && c < cfg.spec.chunks; ++c)
+    for (auto& e : dp_errors(*dp, c, executor.chunk(c), all))
+      errors.push_back(std::move(e));
+  return errors;
 }
 
 NamedErrors block_errors(const PipelineConfig& cfg, BenchContext& ctx, const Schedule& schedule,

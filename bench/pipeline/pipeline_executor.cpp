@@ -35,13 +35,27 @@ int stage_layer_count(int stage, int stages, int layers) {
 }
 
 PipelineExecutor::PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers,
-                                   Comm& comm, int drop_microbatch)
+                                   Comm& comm, int drop_microbatch, OpHooks* hooks)
     : schedule_(schedule),
       make_stage_(std::move(make_stage)),
       layers_(layers),
       comm_(comm),
       rank_(comm.rank()),
-      drop_(drop_microbatch) {}
+      drop_(drop_microbatch),
+      hooks_(hooks) {
+  find_hooked_ops();
+}
+
+void PipelineExecutor::find_hooked_ops() {
+  first_forward_.assign(schedule_.spec.chunks, -1);
+  last_weight_op_.assign(schedule_.spec.chunks, -1);
+  const auto& ops = schedule_.ranks[rank_];
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    if (op.kind == OpKind::F && first_forward_[op.chunk] < 0) first_forward_[op.chunk] = i;
+    if (op.kind == OpKind::W || op.kind == OpKind::BW) last_weight_op_[op.chunk] = i;
+  }
+}
 
 int PipelineExecutor::source_stage(const Op& op) const {
   const int stage = schedule_.stage_of(rank_, op.chunk);
@@ -119,6 +133,7 @@ void PipelineExecutor::run_op(int index) {
       input = take_input(index);
     }
   }
+  if (hooks_) hooks_->before(op, index == first_forward_[op.chunk]);
   OpSpan span{op, seconds_now(), 0};
   if (op.kind == OpKind::F) {
     Rows y = layers.forward(mb, input);
@@ -143,6 +158,7 @@ void PipelineExecutor::run_op(int index) {
   }
   span.end = seconds_now();
   timeline_.push_back(span);
+  if (hooks_) hooks_->after(op, index == last_weight_op_[op.chunk]);
   int held = 0;
   std::int64_t bytes = 0;
   for (const auto& c : chunks_)
@@ -157,8 +173,10 @@ void PipelineExecutor::run_step() {
     chunks_.push_back(make_stage_(stage_first_layer(stage, stages, layers_),
                                   stage_layer_count(stage, stages, layers_)));
   }
+  std::vector<Stage*> stages;
   for (auto& c : chunks_)
-    c->begin_step();
+    c->begin_step(), stages.push_back(c.get());
+  if (hooks_) hooks_->begin_step(stages);
   timeline_.clear();
   input_grads_.clear();
   local_.clear();

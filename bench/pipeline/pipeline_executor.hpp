@@ -26,14 +26,26 @@ struct OpSpan {
   double start = 0, end = 0;  // seconds from the step's start on this rank's clock
 };
 
+// Told around the ops of a step (the DP sums, dp_sums.hpp), outside their timed spans.
+class OpHooks {
+ public:
+  virtual ~OpHooks() = default;
+  // After the chunks' begin_step, each chunk of this rank in order.
+  virtual void begin_step(const std::vector<Stage*>& chunks) = 0;
+  // first_forward: the op is its chunk's first F of the step.
+  virtual void before(const Op& op, bool first_forward) = 0;
+  // last_weight_op: the op is its chunk's last W (or BW) of the step.
+  virtual void after(const Op& op, bool last_weight_op) = 0;
+};
+
 class PipelineExecutor {
  public:
   // comm: the PP group (rank r holds stage_of(r, c) for each chunk c); make_stage: the layers of
   // each chunk, made on the first step and kept. drop_microbatch >= 0 leaves that micro-batch's
   // weight gradients out of the first stage's sums (a test hook the correctness check must
-  // catch).
+  // catch). hooks (may be null) are told around each op.
   PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers, Comm& comm,
-                   int drop_microbatch = -1);
+                   int drop_microbatch = -1, OpHooks* hooks = nullptr);
 
   // One training step: every op of this rank, from fresh gradients.
   void run_step();
@@ -59,6 +71,8 @@ class PipelineExecutor {
   Comm& comm_;
   int rank_;
   int drop_;
+  OpHooks* hooks_;
+  std::vector<int> first_forward_, last_weight_op_;  // by chunk: the op's index on this rank
   std::vector<std::unique_ptr<Stage>> chunks_;
   std::vector<OpSpan> timeline_;
   double loss_ = 0;
@@ -83,6 +97,7 @@ class PipelineExecutor {
   Rows take_input(int index);
   void send(const Op& op, int to_stage, Rows data);
   void run_op(int index);
+  void find_hooked_ops();
 };
 
 }  // namespace suite::pipeline

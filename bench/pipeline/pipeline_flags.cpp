@@ -56,6 +56,7 @@ void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
                  "runs whole, so zb-h1 and zb-v run their order with B and W fused into one BW)")
       ->capture_default_str();
   mesh::add_tp_cp_flags(app, f.tp, f.cp);
+  add_dp_shard_flag(app, f.dp_shard);
 }
 
 std::string PipelineConfig::name() const {
@@ -65,7 +66,9 @@ std::string PipelineConfig::name() const {
   return std::string(schedule_name(spec.kind)) + block + "_p" + std::to_string(spec.ranks) + "_m" +
          std::to_string(spec.microbatches) + "_v" + std::to_string(spec.chunks) + "_L" +
          std::to_string(layers) + "_s" + std::to_string(seq) + "_b" + std::to_string(batch) + "_h" +
-         std::to_string(hidden);
+         std::to_string(hidden) +
+         (dp_shard == model::DpShard::none ? ""
+                                           : "_ds" + std::string(model::dp_shard_name(dp_shard)));
 }
 
 namespace {
@@ -125,6 +128,7 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
   const int world = ctx.mpi.size();
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   const StageKind stage = parse_stage(f.stage);
+  const auto modes = parse_list("--dp-shard", f.dp_shard, model::parse_dp_shard);
   std::vector<PipelineConfig> configs;
   for (int tp : mesh::degrees("--tp", f.tp))
     for (int cp : mesh::degrees("--cp", f.cp)) {
@@ -138,7 +142,19 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
         c.mesh.tp = tp, c.mesh.cp = cp;
         // The block's sizes on a stage's T x C ranks, as mesh validates them.
         if (stage == StageKind::block) mesh::validate(block_config(c), tp * cp);
-        configs.push_back(c);
+        for (model::DpShard mode : modes) {
+          if (mode != model::DpShard::none && c.replicas == 1)
+            throw UsageError("--dp-shard " + std::string(model::dp_shard_name(mode)) +
+                             ": the job's " + n(world) + " ranks hold one PP group (--pp " +
+                             n(c.spec.ranks) + " x --tp x --cp = " + n(c.spec.ranks * tp * cp) +
+                             "): no replicas to shard over");
+          if (mode != model::DpShard::none && stage == StageKind::block)
+            throw UsageError(
+                "--dp-shard " + std::string(model::dp_shard_name(mode)) +
+                ": --stage block has no DP gradient sums (not built): use --stage mlp");
+          c.dp_shard = mode;
+          configs.push_back(c);
+        }
       }
     }
   return configs;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/sp_tp/layer_flags.hpp"
+#include "common/formulas/dp_shard.hpp"
 #include "common/formulas/pipeline_schedule.hpp"
 #include "common/harness/context.hpp"
 #include "common/mesh/mesh_layout.hpp"
@@ -34,6 +35,7 @@ struct PipelineFlags {
   sp_tp::LayerShapeFlags shape{64, 1, 64, 1, 0};
   std::string stage = "mlp";
   std::string tp = "1", cp = "1";  // the block's, inside each stage
+  std::string dp_shard = "none";   // the DP gradient sums' modes (list)
 };
 
 void add_pipeline_flags(CLI::App& app, PipelineFlags& f);
@@ -48,6 +50,9 @@ struct PipelineConfig {
   std::uint64_t seed = 1234;
   int replicas = 1;  // PP groups in the job: the job's ranks / (p T C)
   MeshShape mesh;    // pp = p, tp = T, cp = C, the other ranks data-parallel, laid out by --order
+  model::DpShard dp_shard = model::DpShard::none;
+  // Whether the replicas sum their gradients (the MLP stages with more than one PP group).
+  bool dp_sums() const { return replicas > 1 && stage == StageKind::mlp; }
   std::string name() const;
 };
 

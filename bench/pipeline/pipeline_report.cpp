@@ -2,13 +2,15 @@
 // each rank), the bubble it shows beside the critical path of the schedule's graph with the F,
 // B, W and hop times measured in the same step and beside METHODS.md 7's closed form, the bytes
 // per hop the transport counted beside c b_mb h e / T, and each rank's peak activations beside
-// the schedule's in-flight count.
+// the schedule's in-flight count; with DP sums, their bytes per collective beside dp_shard_cost's
+// and their time.
 #include <mpi.h>
 
 #include <algorithm>
 #include <map>
 
 #include "bench/pipeline/pipeline_case.hpp"
+#include "common/formulas/dp_shard.hpp"
 #include "common/formulas/pipeline_graph.hpp"
 #include "common/harness/stats.hpp"
 #include "common/transport/rank_gather.hpp"
@@ -87,6 +89,28 @@ double measured_hop(const Measured& m, const ScheduleGraph& g) {
 
 }  // namespace
 
+void PipelineCase::report_dp_sums(CaseRecord& rec) const {
+  if (!dp_sums_) return;
+  model::DpShardSizes sizes;
+  sizes.params = static_cast<double>(dp_sums_->params());
+  sizes.layer_params = 2.0 * static_cast<double>(cfg_.hidden * cfg_.ffn);
+  sizes.replicas = cfg_.replicas;
+  sizes.microbatches = cfg_.spec.microbatches;
+  sizes.param_bytes = sizes.grad_bytes = sizeof(double);  // fp64 weights and gradients here
+  const model::DpShardCost pred = model::dp_shard_cost(cfg_.dp_shard, sizes);
+  const DataParallelSums::Sent& sent = dp_sums_->sent();
+  Attributes& a = rec.attrs;
+  a.emplace_back("dp_params", sizes.params);
+  a.emplace_back("dp_all_reduce_bytes", sent.all_reduce);
+  a.emplace_back("pred_dp_all_reduce_bytes", pred.all_reduce);
+  a.emplace_back("dp_reduce_scatter_bytes", sent.reduce_scatter);
+  a.emplace_back("pred_dp_reduce_scatter_bytes", pred.reduce_scatter);
+  a.emplace_back("dp_all_gather_bytes", sent.all_gather);
+  a.emplace_back("pred_dp_all_gather_bytes", pred.all_gather);
+  a.emplace_back("dp_sum_s", dp_sums_->sum_seconds());
+  a.emplace_back("dp_gather_s", dp_sums_->gather_seconds());
+}
+
 void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   const int p = cfg_.spec.ranks, world_rank = ctx_.mpi.rank(), pp_rank = pp_comm_->rank();
   std::vector<double> mine;
@@ -162,6 +186,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   a.emplace_back("pred_bytes_per_hop", static_cast<double>(cfg_.seq * cfg_.batch * cfg_.hidden * 8 /
                                                            (cfg_.mesh.tp * cfg_.mesh.cp)));
   a.emplace_back("hops_per_step", messages);
+  report_dp_sums(rec);
 
   const std::vector<int> in_flight = peak_in_flight(schedule_);
   IntTable memory{"peak_in_flight", 3, static_cast<std::size_t>(p), {}};

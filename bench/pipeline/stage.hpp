@@ -13,6 +13,13 @@ namespace suite::pipeline {
 // A micro-batch's activation or gradient on this rank: [rows, hidden], row-major.
 using Rows = std::vector<double>;
 
+// One weight tensor of a chunk on this rank, and its gradient accumulator.
+struct ParamTensor {
+  double* value = nullptr;
+  double* grad = nullptr;
+  std::size_t elems = 0;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -40,6 +47,8 @@ class Stage {
   // The micro-batches whose activations are held now, and the bytes one of them holds.
   virtual int held() const = 0;
   virtual std::int64_t bytes_per_microbatch() const = 0;
+  // The weights the DP gradient sums cover (none: the stage has none built).
+  virtual std::vector<ParamTensor> params() { return {}; }
 };
 
 // Makes the chunk holding layers first_layer .. first_layer + count - 1.

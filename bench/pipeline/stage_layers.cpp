@@ -37,8 +37,8 @@ Rows pipeline_input(const LayerShape& shape, int microbatch) {
   return x;
 }
 
-StageLayers::StageLayers(const LayerShape& shape, int first_layer, int count)
-    : shape_(shape), first_(first_layer) {
+StageLayers::StageLayers(const LayerShape& shape, int first_layer, int count, int first_input)
+    : shape_(shape), first_(first_layer), first_input_(first_input) {
   const std::int64_t size = shape.hidden * shape.ffn;
   // Scaled so that activations neither vanish nor grow over the layers.
   const double scale1 = 1.0 / std::sqrt(static_cast<double>(shape.hidden));
@@ -108,6 +108,16 @@ void StageLayers::begin_step() {
   for (auto* grads : {&dw1_, &dw2_})
     for (Rows& g : *grads)
       std::fill(g.begin(), g.end(), 0.0);
+}
+
+std::vector<ParamTensor> StageLayers::params() {
+  const auto size = static_cast<std::size_t>(shape_.hidden * shape_.ffn);
+  std::vector<ParamTensor> out;
+  for (int l = 0; l < count(); ++l) {
+    out.push_back({w1_[l].data(), dw1_[l].data(), size});
+    out.push_back({w2_[l].data(), dw2_[l].data(), size});
+  }
+  return out;
 }
 
 std::int64_t StageLayers::bytes_per_microbatch() const {

@@ -25,10 +25,13 @@ Rows pipeline_input(const LayerShape& shape, int microbatch);
 class StageLayers final : public Stage {
  public:
   // Layers first_layer .. first_layer + count - 1 of the model, their weights set from their
-  // global index (so any split of the model holds the same weights).
-  StageLayers(const LayerShape& shape, int first_layer, int count);
+  // global index (so any split of the model holds the same weights). Micro-batch mb's input is
+  // the model's input first_input + mb (a DP replica's own micro-batches).
+  StageLayers(const LayerShape& shape, int first_layer, int count, int first_input = 0);
 
-  Rows input(int microbatch) const override { return pipeline_input(shape_, microbatch); }
+  Rows input(int microbatch) const override {
+    return pipeline_input(shape_, first_input_ + microbatch);
+  }
   std::size_t hop_values() const override {
     return static_cast<std::size_t>(shape_.rows * shape_.hidden);
   }
@@ -46,13 +49,15 @@ class StageLayers final : public Stage {
   // The micro-batches whose activations are held now, and the most held at once.
   int held() const override { return static_cast<int>(saved_.size()); }
   std::int64_t bytes_per_microbatch() const override;
+  // W1 and W2 of each layer in turn.
+  std::vector<ParamTensor> params() override;
 
  private:
   struct Saved {
     std::vector<Rows> x, a, dy, g;  // per layer: input, tanh, output gradient, pre-tanh gradient
   };
   LayerShape shape_;
-  int first_;
+  int first_, first_input_;
   std::vector<Rows> w1_, w2_, dw1_, dw2_;
   std::map<int, Saved> saved_;
 };

@@ -39,6 +39,18 @@ void add_layers_flag(CLI::App& app, int& layers) {
       ->capture_default_str();
 }
 
+void add_dp_shard_flag(CLI::App& app, std::string& modes) {
+  // The modes of common/formulas/dp_shard.hpp, as each executable uses them.
+  static const std::string help =
+      "what DP shards: none (gradients all-reduced), optimizer (ZeRO-1: gradients "
+      "reduce-scattered, the step on the shard, parameters all-gathered after it), grads "
+      "(parameters also kept sharded between steps, gathered once a step: FSDP without "
+      "resharding) or full (ZeRO-3: gathered before each forward and backward); model: the "
+      "plan's, over DP x CP; pipeline: a list, a case each, the replicas' gradients summed after "
+      "each stage's last W, then a plain SGD step (w -= 0.1 g)";
+  app.add_option("--dp-shard", modes, help)->capture_default_str();
+}
+
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden) {
   app.add_option("--ffn-hidden", ffn_hidden,
                  "d_ff: the MLP's width (each expert's in an MoE layer); 0 = 4h")

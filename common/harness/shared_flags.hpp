@@ -1,6 +1,6 @@
 // Flags that several executables take with one meaning, declared once here: the model's sizes
-// (--hidden, --heads, --batch, --ffn-hidden), the node size
-// (--ranks-per-node), message sizes (--sizes) and the seed. Each executable passes its own
+// (--hidden, --heads, --batch, --ffn-hidden), the node size (--ranks-per-node), the DP sharding
+// mode (--dp-shard), message sizes (--sizes) and the seed. Each executable passes its own
 // default in the variable it binds (each sizes its own run); the name, type and help are these.
 #pragma once
 
@@ -21,6 +21,8 @@ void add_batch_flag(CLI::App& app, std::int64_t& batch);
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden);
 // -L, --layers: L, the model's layers (model's totals, pipeline's stages).
 void add_layers_flag(CLI::App& app, int& layers);
+// --dp-shard: the DP sharding mode (common/formulas/dp_shard.hpp; model: one, pipeline: a list).
+void add_dp_shard_flag(CLI::App& app, std::string& modes);
 void add_ranks_per_node_flag(CLI::App& app, int& ranks_per_node);
 // --sizes: message sizes in bytes, a list or range (parse_sweep).
 void add_sizes_flag(CLI::App& app, std::string& sizes);

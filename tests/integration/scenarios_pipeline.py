@@ -7,7 +7,9 @@ layers on the same micro-batches (fp64, 1e-10); here its verdict is read back fo
 at 2 and 4 stages and m < p, m = p, m > p, the loss is recomputed by numpy from the model's
 definition (outside the suite's code), the timeline is held to the schedule's op counts, hops
 and bytes (c b_mb h e counted by hand), a micro-batch's gradient left out must fail the check,
-and bad input is refused with one message. With --stage block (mesh's composed block in each
+and bad input is refused with one message. With 2 replicas (--dp-shard) each mode's bytes per
+collective are held to a hand count and its summed gradients and updated parameters to the
+case's check. With --stage block (mesh's composed block in each
 stage, TP and CP inside it) the same check is read back for every schedule, and the loss is held
 equal across T, C, p and schedules and to one rank's run.
 """
@@ -95,6 +97,44 @@ def scenario_correct(env: Env) -> None:
             seen = {g.attrs["order"] for g in f["pipeline"].values()}
         expect(seen == {name}, f"--order {order}: recorded {seen}, want {name}")
     print(f"{runs} cases equal one rank running every layer")
+
+
+def scenario_dp_shard(env: Env) -> None:
+    """Two stages x 2 replicas (4 ranks) under every --dp-shard mode, 1f1b and zb-h1 (W apart):
+    each replica runs its own micro-batches, the case's check holds the summed gradients and the
+    updated parameters to one rank running every replica's micro-batches, and the bytes each
+    rank sent per collective to a hand count; a dropped micro-batch gradient fails it."""
+    m, layers = 4, 4
+    # A rank's stage: L/p = 2 layers of W1 [h, f] and W2 [f, h], fp64: its gradients' bytes.
+    stage_bytes = (layers // 2) * 2 * HIDDEN * FFN * 8
+    half = stage_bytes // 2  # a ring over n = 2 ranks sends (n-1)/n of the buffer
+    want = {  # (all-reduce, reduce-scatter, all-gather) bytes per rank per step
+        "none": (2 * half, 0, 0),
+        "optimizer": (0, half, half),  # the parameters gathered once after the step
+        "grads": (0, half, half),      # once before the first forward
+        "full": (0, half, 2 * m * half),  # before each micro-batch's forward and backward
+    }
+    args = ["--pp", "2", "--schedule", "1f1b,zb-h1", "--microbatches", str(m), "--layers", str(layers),
+            "--dp-shard", ",".join(want)]
+    out = run_pipeline(env, 4, "dp_shard", *args)[0]
+    runs = check_cases(out, "dp shard")
+    with h5py.File(out) as f:
+        for name, g in f["pipeline"].items():
+            a = g.attrs
+            mode = a["dp_shard"].decode() if isinstance(a["dp_shard"], bytes) else str(a["dp_shard"])
+            expect(name.endswith(f"_ds{mode}") == (mode != "none"), f"{name}: case name for {mode}")
+            for kind, count in zip(("all_reduce", "reduce_scatter", "all_gather"), want[mode]):
+                for key in (f"dp_{kind}_bytes", f"pred_dp_{kind}_bytes"):
+                    expect(a[key] == count, f"{name}: {key} {a[key]}, hand count {count}")
+            expect(a["dp_sum_s"] > 0, f"{name}: no time in the sums")
+    expect(runs == 8, f"{runs} cases, want 8")
+    out, proc = run_pipeline(env, 4, "dp_shard_dropped", *args, extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"},
+                             ok=False)
+    expect(proc.returncode == 1, f"dropped micro-batch under DP: exit {proc.returncode}, expected 1", proc)
+    with h5py.File(out) as f:
+        for g in f["pipeline"].values():
+            expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
+    print(f"{runs} DP cases: bytes equal the hand count, sums equal one rank's")
 
 
 # mesh's block as the stages: head dimension 64 (the attention kernels'), s a multiple of 2 C T.
@@ -278,6 +318,11 @@ def scenario_bad_input(env: Env) -> None:
                                     "--heads 3 is not divisible by --tp 2"),
         "seq not multiple of 2 C": ([*BLOCK, "--seq", "6", "--cp", "2"], "--seq 6 is not divisible by 2 x --cp = 4"),
         "head dimension": ([*BLOCK, "--hidden", "64"], "head dimension h/heads = 32"),
+        "unknown dp shard": (["--pp", "2", "--dp-shard", "none,zero3"], "--dp-shard: unknown mode 'zero3'"),
+        "dp shard without replicas": (["--dp-shard", "grads"],
+                                      "--dp-shard grads: the job's 4 ranks hold one PP group"),
+        "dp shard with block": ([*BLOCK, "--pp", "2", "--dp-shard", "optimizer"],
+                                "--dp-shard optimizer: --stage block has no DP gradient sums (not built)"),
     }, ranks=4)
     print("bad input refused")
 
@@ -285,6 +330,7 @@ def scenario_bad_input(env: Env) -> None:
 SCENARIOS = {
     "pipeline_correct": scenario_correct,
     "pipeline_block": scenario_block,
+    "pipeline_dp_shard": scenario_dp_shard,
     "pipeline_timeline": scenario_timeline,
     "pipeline_dropped": scenario_dropped,
     "pipeline_scripts": scenario_scripts,
