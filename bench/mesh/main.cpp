@@ -30,19 +30,16 @@ const char* const kDescription =
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace suite::mesh;
-  MeshFlags flags;
+  suite::mesh::MeshFlags flags;
   return suite::run_benchmark(
       argc, argv,
       {.name = "mesh",
        .description = kDescription,
-       .add_options = [&](CLI::App& app) { add_mesh_flags(app, flags); },
+       .add_options = [&](CLI::App& app) { suite::mesh::add_mesh_flags(app, flags); },
        .make_cases =
-           [&](suite::BenchContext& ctx) {
-             return suite::case_per_config(ctx, mesh_configs(flags, ctx), make_case);
-           },
+           suite::case_per_config(flags, suite::mesh::mesh_configs, suite::mesh::make_case),
        .summarize =
            [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
-             print_mesh_table(records);
+             suite::mesh::print_mesh_table(records);
            }});
 }

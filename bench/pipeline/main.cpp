@@ -35,17 +35,14 @@ const char* const kDescription =
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace suite::pipeline;
-  PipelineFlags flags;
+  suite::pipeline::PipelineFlags flags;
   return suite::run_benchmark(
       argc, argv,
       {.name = "pipeline",
        .description = kDescription,
        .cpu_dtypes = {suite::DType::fp64},
-       .add_options = [&](CLI::App& app) { add_pipeline_flags(app, flags); },
-       .make_cases =
-           [&](suite::BenchContext& ctx) {
-             return suite::case_per_config(ctx, pipeline_configs(flags, ctx), make_case);
-           },
+       .add_options = [&](CLI::App& app) { suite::pipeline::add_pipeline_flags(app, flags); },
+       .make_cases = suite::case_per_config(flags, suite::pipeline::pipeline_configs,
+                                            suite::pipeline::make_case),
        .axis_order = true});
 }

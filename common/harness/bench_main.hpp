@@ -39,14 +39,16 @@ struct BenchDefinition {
 
 int run_benchmark(int argc, char** argv, const BenchDefinition& def);
 
-// One case per config, for a benchmark whose flags expand into configs (make_case(ctx, config)).
-template <class Config, class MakeCase>
-std::vector<CaseSpec> case_per_config(BenchContext& ctx, const std::vector<Config>& configs,
-                                      MakeCase make_case) {
-  std::vector<CaseSpec> specs;
-  for (const Config& config : configs)
-    specs.push_back(make_case(ctx, config));
-  return specs;
+// BenchDefinition::make_cases for a benchmark whose flags expand into configs, one case each:
+// configs(flags, ctx) -> std::vector<Config>, make_case(ctx, config) -> CaseSpec.
+template <class Flags, class Configs, class MakeCase>
+auto case_per_config(const Flags& flags, Configs configs, MakeCase make_case) {
+  return [&flags, configs, make_case](BenchContext& ctx) {
+    std::vector<CaseSpec> specs;
+    for (const auto& config : configs(flags, ctx))
+      specs.push_back(make_case(ctx, config));
+    return specs;
+  };
 }
 
 }  // namespace suite
