@@ -116,6 +116,21 @@ void PipelineExecutor::send(const Op& op, int to_stage, Rows data) {
   ++sends_;
 }
 
+void PipelineExecutor::release_sent() {
+  std::vector<MPI_Request> requests;  // testing them lets the sends in flight move
+  for (auto& m : outbox_)
+    requests.push_back(m->request);
+  if (requests.empty()) return;
+  comm_.test_messages(requests);
+  std::vector<std::unique_ptr<InFlight>> pending;
+  for (std::size_t k = 0; k < requests.size(); ++k)
+    if (requests[k] != MPI_REQUEST_NULL) {
+      outbox_[k]->request = requests[k];
+      pending.push_back(std::move(outbox_[k]));
+    }
+  outbox_ = std::move(pending);
+}
+
 void PipelineExecutor::run_op(int index) {
   const Op& op = schedule_.ranks[rank_][index];
   const int stage = schedule_.stage_of(rank_, op.chunk), last = schedule_.stages() - 1;
@@ -188,12 +203,7 @@ void PipelineExecutor::run_step() {
     for (int k = i; k <= i + kLookahead; ++k)
       post_receive(k);
     run_op(i);
-    std::vector<MPI_Request> done;  // let the sends in flight move
-    for (auto& m : outbox_)
-      done.push_back(m->request);
-    if (!done.empty()) comm_.test_messages(done);
-    for (std::size_t k = 0; k < done.size(); ++k)
-      outbox_[k]->request = done[k];
+    release_sent();
   }
   std::vector<MPI_Request> sends;
   for (auto& m : outbox_)

@@ -89,6 +89,9 @@ class PipelineExecutor {
     MPI_Request request;
   };
   std::vector<std::unique_ptr<InFlight>> outbox_;
+  // Frees the buffers of the sends that have completed, so a rank holds only those in flight
+  // (a step of m micro-batches would otherwise keep 2 m v hops until its end).
+  void release_sent();
 
   // The rank and stage an op receives from (-1: none, the input or the loss's gradient).
   int source_stage(const Op& op) const;

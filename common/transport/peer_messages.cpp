@@ -1,6 +1,8 @@
 // Comm's point-to-point messages (comm.hpp): MPI's nonblocking send and receive on the group's
 // communicator, on host buffers, counted when posted as the transports count theirs.
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "common/harness/errors.hpp"
 #include "common/transport/comm.hpp"
@@ -41,10 +43,13 @@ MPI_Request Comm::post_receive(void* data, std::size_t elems, DType t, int from,
 
 bool Comm::test_messages(std::vector<MPI_Request>& requests) {
   if (requests.empty()) return true;
-  int done = 0;
-  SUITE_MPI_CHECK(
-      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
-  return done != 0;
+  // Testsome, not Testall: each completed request is released at once, whatever the others do.
+  int completed = 0;
+  std::vector<int> indices(requests.size());
+  SUITE_MPI_CHECK(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &completed,
+                               indices.data(), MPI_STATUSES_IGNORE));
+  return std::all_of(requests.begin(), requests.end(),
+                     [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
 }
 
 void Comm::wait_messages(std::vector<MPI_Request>& requests, int peer) {
