@@ -14,8 +14,9 @@ nodes (two documents), what the mesh order buys (two tables), the packed-documen
 simulated ranks, the planner's error at 64 GPUs (dense and MoE), the MoE all-to-all behind
 another micro-batch (across d_ff on two platforms, and at DeepSeek-V3's sizes) and the planner
 beside published runs (docs/PUBLISHED_RUNS.md: modeled only, no SMPI build needed), and the
-verdict's sensitivity in simulation (docs/REGRESSIONS.md). `--long` adds their
-512-rank columns and the planner's 256-GPU rows (5 minutes to over an hour of simulation each);
+verdict's sensitivity in simulation (docs/REGRESSIONS.md) and the pipeline at 405B's block sizes
+(docs/PIPELINE_AT_SCALE.md). `--long` adds their 512-rank columns, the planner's 256-GPU rows
+and the pipeline's 128-rank rows at 405B's mesh (5 minutes to over an hour of simulation each);
 without it each of those is listed as not rerun. Columns measured on a host (4 CPU ranks, wall
 time, memory) are not rerun. `make docs-check` runs them all but the long ones (about 15
 minutes on 2 cores). `--quick` runs the TP-overlap sweep on the grid points on either side of
@@ -371,6 +372,13 @@ def markdown_rows_expected(columns: int, keys: tuple[int, ...]):
     return expected
 
 
+# docs/PIPELINE_AT_SCALE.md, the pipeline's block at 405B's sizes: every row pipeline_at_scale.py
+# prints for `table` (the doc's wall time and memory are the host's, not compared).
+def pipeline_scale_command(table: str):
+    return lambda args: [*module_command("studies.pipeline_at_scale"), "--table", table,
+                         "--build", str(args.sim_build)]
+
+
 # docs/REGRESSIONS.md, the verdict's sensitivity in simulation: every row sensitivity.py prints
 # (benchmark | slowed | slowdown | cases | found at the first slowed run | elsewhere).
 def sensitivity_command(args: argparse.Namespace) -> list[str]:
@@ -401,6 +409,12 @@ CHECKS = (
           markdown_rows_expected(13, (1, 2, 3)), (1, 2, 3), needs_sim=False),
     Check("published_runs_error", "docs/PUBLISHED_RUNS.md", "| source | rows", published_runs_command,
           markdown_rows_expected(4, (0,)), (0,), needs_sim=False),
+    Check("pipeline_scale_reduced", "docs/PIPELINE_AT_SCALE.md", ("## (a) 405B's 8K stage, reduced", "| schedule"),
+          pipeline_scale_command("reduced"), markdown_rows_expected(11, (0, 2, 3)), (0, 2, 3)),
+    Check("pipeline_scale_cp", "docs/PIPELINE_AT_SCALE.md", ("## (b)", "| schedule"),
+          pipeline_scale_command("cp"), markdown_rows_expected(12, (0, 1, 4)), (0, 1, 4)),
+    Check("pipeline_scale_full", "docs/PIPELINE_AT_SCALE.md", ("## (a) at its mesh", "| schedule"),
+          pipeline_scale_command("full"), markdown_rows_expected(12, (0, 2, 4)), (0, 2, 4), long=True),
     Check("sensitivity_simulated", "docs/REGRESSIONS.md", "| benchmark | slowed | slowdown |",
           sensitivity_command, markdown_rows_expected(6, (0, 2)), (0, 2)),
 )

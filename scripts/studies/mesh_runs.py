@@ -17,10 +17,10 @@ GPUS_PER_NODE = 8  # fattree's nodes
 
 
 def simulate_mesh(*, nodes: int, ranks: int, link: str, sim_flops: float, build: Path | None,
-                  mesh_flags: list[str], out: Path) -> list[dict]:
-    """Every case's attributes of one simulated mesh run; exits with the run's last line when
-    it fails."""
-    cmd = [*module_command("envs.simulate"), "mesh", "--platform", "fattree",
+                  mesh_flags: list[str], out: Path, bench: str = "mesh") -> list[dict]:
+    """Every case's attributes of one simulated run of `bench` (mesh, or pipeline's block);
+    exits with the run's last line when it fails."""
+    cmd = [*module_command("envs.simulate"), bench, "--platform", "fattree",
            "--nodes", str(nodes), "--ranks", str(ranks), "--link", link, "--sim-flops", str(sim_flops),
            "--no-plot", "--out", str(out)]
     if build:
@@ -28,10 +28,10 @@ def simulate_mesh(*, nodes: int, ranks: int, link: str, sim_flops: float, build:
     proc = subprocess.run([*cmd, "--", *mesh_flags], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"error: mesh on the simulated cluster failed (exit {proc.returncode})")
+        raise SystemExit(f"error: {bench} on the simulated cluster failed (exit {proc.returncode})")
     with h5py.File(out) as f:
         return [{k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
-                for g in f["mesh"].values()]
+                for g in f[bench].values()]
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
