@@ -123,6 +123,13 @@ pp=4
 if [ $((NP % 4)) -ne 0 ]; then pp=$NP; fi
 run pipeline pipeline --pp "$pp" --schedule 1f1b,interleaved --microbatches $((2 * pp)) --layers $((4 * pp)) \
   --seq 64 --hidden 64 --iters 5 --warmup 1
+# The same schedules' machinery with mesh's transformer block as the stages, TP 2 inside each
+# (NP / 2 stages), 1F1B against ZB-H1 (its B and W fused for the block), checked against one
+# rank's block.
+if [ $((NP % 4)) -eq 0 ]; then
+  run pipeline_block pipeline --stage block --pp $((NP / 2)) --tp 2 --schedule 1f1b,zb-h1 \
+    --microbatches "$NP" --layers "$NP" --seq 64 --hidden 128 --heads 2 --iters 5 --warmup 1
+fi
 # pair traffic crosses nodes: it needs two nodes of 2 ranks (NP >= 4).
 a2a_traffic=uniform,zipf,incast
 if [ "$NP" -ge 4 ]; then a2a_traffic+=,pair; fi
