@@ -70,11 +70,21 @@ model::Cluster read_calibration(const std::string& file, const std::string& dtyp
     c.flops = comp.at("gemm_flops").get<double>();
     c.attn_flops = comp.at("attention_flops").get<double>();
     c.attn_flops_bwd = comp.at("attention_bwd_flops").get<double>();
+    // Optional: the GEMM rates by size and HBM's rate (a spec's published figures).
+    for (const json& point : comp.value("gemm_by_size", json::array()))
+      c.gemm_table.push_back({point.at("flops").get<double>(), point.at("rate").get<double>()});
+    c.hbm_bw = comp.value("hbm_bw", 0.0);
   } catch (const json::exception& e) {
     throw UsageError("--calibration " + file + ": " + e.what());
   }
   if (!(c.flops > 0) || !(c.attn_flops > 0) || c.ranks_per_node < 1)
     throw UsageError("--calibration " + file + ": no compute rate or no ranks per node");
+  for (std::size_t i = 0; i < c.gemm_table.size(); ++i)
+    if (!(c.gemm_table[i].rate > 0) ||
+        !(c.gemm_table[i].flops > (i ? c.gemm_table[i - 1].flops : 0)))
+      throw UsageError("--calibration " + file +
+                       ": gemm_by_size needs rates > 0 at increasing flops");
+  if (!(c.hbm_bw >= 0)) throw UsageError("--calibration " + file + ": hbm_bw is not a rate");
   return c;
 }
 
@@ -140,6 +150,10 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
     throw UsageError("--no-zero1 and --dp-shard " + o.dp_shard + ": give one");
   job.dp_shard = o.zero1 ? model::parse_dp_shard(o.dp_shard) : model::DpShard::none;
   job.recompute = model::parse_recompute(o.recompute);
+  if (o.attention != "fused" && o.attention != "unfused")
+    throw UsageError("--attention " + o.attention + ": fused or unfused");
+  job.unfused_attention = o.attention == "unfused";
+  job.ep_overlap = o.ep_overlap;
   if (o.vocab < 0) {
     char text[64];
     std::snprintf(text, sizeof text, "--vocab %g must be >= 0", o.vocab);

@@ -18,6 +18,8 @@ struct PlanOptions {
   std::string dp_shard = "optimizer";  // none, optimizer, grads, full
   std::string recompute = "none";      // none, selective, full
   double vocab = 0;                    // 0: no embedding or output layer
+  std::string attention = "fused";     // fused (FlashAttention) or unfused (scores in HBM)
+  bool ep_overlap = false;             // EP's all-to-alls behind another micro-batch (DualPipe)
   std::string orders = "tp,cp,ep,dp/tp,dp,ep,cp/cp,ep,dp,tp";
   std::string csv;        // every mesh, one row each
   std::string compare;    // a mesh to place in the ranking, e.g. tp8-cp16-pp16-dp8

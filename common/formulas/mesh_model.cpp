@@ -40,8 +40,18 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   const int P = std::max(1, cl.ranks_per_node);
   const double F = cl.flops, Fa = cl.attn_flops > 0 ? cl.attn_flops : F,
                Fb = cl.attn_flops_bwd > 0 ? cl.attn_flops_bwd : Fa;
-  const double attn = mesh_attention_flops(m, causal), gemm = mesh_gemm_flops(m);
-  st.compute = gemm / F + attn / Fa + (backward ? 2 * gemm / F + 2.5 * attn / Fb : 0);
+  const double attn = mesh_attention_flops(m, causal);
+  const double gemm_s = mesh_gemm_seconds(m, cl.gemm_table, F);
+  st.compute = gemm_s + attn / Fa + (backward ? 2 * gemm_s + 2.5 * attn / Fb : 0);
+  if (m.unfused_attention) {  // its batched GEMMs at the GEMM rate in place of the fused kernel's
+    const double f = unfused_attention_flops(m), per_call = f / 2;
+    st.compute += (backward ? 3 : 1) * f / gemm_rate(cl.gemm_table, per_call, F) - attn / Fa -
+                  (backward ? 2.5 * attn / Fb : 0);
+  }
+  if (cl.hbm_bw > 0) {
+    const ElementwiseBytes eb = mesh_elementwise_bytes(m, m.unfused_attention);
+    st.compute += (eb.forward + (backward ? eb.backward : 0)) / cl.hbm_bw;
+  }
 
   // TP: the layer's all-gathers and reduce-scatters (and the gradients' all-reduces), blocking.
   st.tp.bytes = mesh_tp_bytes(m, backward);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common/formulas/model.hpp"
+#include "common/formulas/plan_compute.hpp"
 #include "common/mesh/mesh_layout.hpp"
 
 namespace suite::model {
@@ -28,9 +29,11 @@ inline LevelRates same_rates(LinkLevel l) {
 struct Cluster {
   int ranks_per_node = 8;
   LevelRates intra, inter;
-  double flops = 0;           // F of the GEMMs
-  double attn_flops = 0;      // F of attention (0: flops)
-  double attn_flops_bwd = 0;  // F_b, attention's backward (0: attn_flops)
+  double flops = 0;                   // F of the GEMMs
+  double attn_flops = 0;              // F of attention (0: flops)
+  double attn_flops_bwd = 0;          // F_b, attention's backward (0: attn_flops)
+  std::vector<GemmPoint> gemm_table;  // GEMM rates by size (empty: every GEMM at flops)
+  double hbm_bw = 0;  // bytes/s through HBM for the non-matrix work (0: not charged)
 };
 
 struct AxisTime {
@@ -42,7 +45,7 @@ struct AxisTime {
 
 struct MeshStep {
   AxisTime tp, cp, ep, dp;
-  double compute = 0;  // GEMMs and attention at F (F_b backward)
+  double compute = 0;  // GEMMs (by size), attention at F (F_b backward), the non-matrix work
   double step = 0;     // compute + every axis's exposed time
 };
 

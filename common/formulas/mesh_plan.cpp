@@ -56,6 +56,7 @@ MeshBlock block_of(const ModelSpec& md, const JobSpec& job, const Degrees& d) {
   m.e = job.e;
   m.e_grad = job.e_grad;
   m.lse_e = job.lse_e;
+  m.unfused_attention = job.unfused_attention;
   return m;
 }
 
@@ -65,8 +66,28 @@ MeshBlock block_of(const ModelSpec& md, const JobSpec& job, const Degrees& d) {
 LayerTimes layer_times(const MeshBlock& m, const MeshStep& forward, const MeshStep& full,
                        const Cluster& cl) {
   const double backward = full.step - full.dp.exposed - forward.step;
-  const double weight_grad = mesh_gemm_flops(m) / cl.flops;
+  const double weight_grad = mesh_gemm_seconds(m, cl.gemm_table, cl.flops);
   return {forward.step, backward - weight_grad, weight_grad};
+}
+
+// With ep_overlap, the part of EP's all-to-all time A still exposed beside compute X over M
+// micro-batches: moe_overlap_step(A, X, M) - X.
+double overlapped_ep(double a2a, double compute, double micro_batches) {
+  return moe_overlap_step(a2a, compute, static_cast<int>(micro_batches)) - compute;
+}
+
+// Seconds of Adam's step on a rank of the mesh over its `layers` and the embedding or output
+// layer, at HBM's rate, each parameter's state over the ranks that shard it.
+double optimizer_step_s(const ModelSpec& md, const JobSpec& job, const MeshBlock& m, int layers,
+                        const Cluster& cl) {
+  if (!(cl.hbm_bw > 0)) return 0;
+  const bool sharded = job.dp_shard != DpShard::none;
+  const double holders = sharded ? static_cast<double>(m.C) * m.D : 1,
+               copies = sharded ? static_cast<double>(m.T) * m.C * m.D / m.E : 1;
+  const double bytes =
+      optimizer_step_bytes(layers * mesh_dense_params(m) + vocab_params(m, md.vocab), holders) +
+      optimizer_step_bytes(layers * mesh_expert_params(m), copies);
+  return bytes / cl.hbm_bw;
 }
 
 // The entry's step and its parts: the schedule's critical path over the stage's layers (the
@@ -75,8 +96,17 @@ LayerTimes layer_times(const MeshBlock& m, const MeshStep& forward, const MeshSt
 void time_entry(PlanEntry& p, const MeshBlock& m, const MeshStep& forward, const Cluster& cl,
                 PipelineTimer& timer, const ModelSpec& md, const JobSpec& job) {
   const int layers = md.layers;
-  const MeshStep& b = p.block;
+  MeshStep& b = p.block;
   LayerTimes layer = layer_times(m, forward, b, cl);
+  if (job.ep_overlap && b.ep.exposed > 0) {
+    const double fwd_ep = overlapped_ep(forward.ep.exposed, forward.compute, p.micro_batches);
+    const double bwd_ep = overlapped_ep(b.ep.exposed - forward.ep.exposed,
+                                        b.compute - forward.compute, p.micro_batches);
+    layer.forward += fwd_ep - forward.ep.exposed;
+    layer.input_grad += bwd_ep - (b.ep.exposed - forward.ep.exposed);
+    b.step += fwd_ep + bwd_ep - b.ep.exposed;
+    b.ep.exposed = fwd_ep + bwd_ep;
+  }
   // Full recomputation runs the layer's forward again before its input gradient; full
   // sharding gathers the layer's weights before its forward and before its backward.
   const double again = job.recompute == Recompute::full ? forward.step : 0;
@@ -86,8 +116,10 @@ void time_entry(PlanEntry& p, const MeshBlock& m, const MeshStep& forward, const
           : 0;
   layer.forward += gather;
   layer.input_grad += again + gather;
+  const double out_gemm = 2 * m.rows() * m.h * md.vocab / m.T;
   const pipeline::OpCosts last =
-      md.vocab > 0 ? output_layer_costs(m, md.vocab, cl.flops) : pipeline::OpCosts{0, 0, 0};
+      md.vocab > 0 ? output_layer_costs(m, md.vocab, gemm_rate(cl.gemm_table, out_gemm, cl.flops))
+                   : pipeline::OpCosts{0, 0, 0};
   const pipeline::ScheduleSpec spec{p.schedule, p.PP, static_cast<int>(p.micro_batches), p.chunks};
   p.layers_per_chunk = layers_per_chunk(layers, spec);
   const double act = m.rows() / m.T * m.h * m.e;
@@ -95,8 +127,9 @@ void time_entry(PlanEntry& p, const MeshBlock& m, const MeshStep& forward, const
   const PipelineTime t = timer.time(spec, layers, layer, {0, 0, 0}, last, hop);
   const double n = p.micro_batches * p.chunks * p.layers_per_chunk;  // layer micro-batches
   p.peak_chunks = t.peak_chunks;
+  const double adam = optimizer_step_s(md, job, m, p.chunks * p.layers_per_chunk, cl);
   p.compute_s =
-      n * b.compute + p.micro_batches * (last.forward + last.input_grad + last.weight_grad);
+      n * b.compute + p.micro_batches * (last.forward + last.input_grad + last.weight_grad) + adam;
   p.recompute_s = n * again;
   p.tp_s = n * b.tp.exposed;
   p.cp_s = n * b.cp.exposed;
@@ -106,7 +139,7 @@ void time_entry(PlanEntry& p, const MeshBlock& m, const MeshStep& forward, const
   const double sums = p.chunks * p.layers_per_chunk * b.dp.exposed;
   p.dp_s = sums + n * 2 * gather;
   p.pp_s = t.step - t.busy;  // the bubble and the hops on the path
-  p.step_s = t.step + sums;
+  p.step_s = t.step + sums + adam;
 }
 
 }  // namespace

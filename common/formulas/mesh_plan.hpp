@@ -36,6 +36,10 @@ struct JobSpec {
   bool causal = true;
   DpShard dp_shard = DpShard::optimizer;  // over DP x CP (Megatron's distributed optimizer)
   Recompute recompute = Recompute::none;
+  bool unfused_attention = false;  // the scores through HBM (MeshBlock::unfused_attention)
+  // EP's all-to-alls behind another micro-batch's compute (DualPipe): each layer's forward and
+  // backward take moe_overlap_step(A, X, M) of their all-to-all A and compute X, not A + X.
+  bool ep_overlap = false;
   int max_pp = 64;
   // The schedules tried at PP > 1 (the fastest one kept per mesh) and interleaving's chunks
   // per rank (0: every v from 2 that gives each chunk a layer, up to 8).
@@ -57,7 +61,8 @@ struct PlanEntry {
   int layers_per_chunk = 1;
   MeshStep block;     // one layer, one micro-batch, with its gradient sums
   double step_s = 0;  // the optimizer step
-  // Its parts, which sum to it: compute (the output layer's included), each axis's exposed time
+  // Its parts, which sum to it: compute (the output layer's and the optimizer step's included),
+  // each axis's exposed time
   // (dp: the sums and full sharding's gathers), pp (the bubble and the hops) and recompute (full
   // recomputation's second forwards).
   double compute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, dp_s = 0, pp_s = 0;

@@ -226,9 +226,10 @@ struct MeshBlock {
   int experts = 0, E = 1;
   double k = 2;
   bool swiglu = false;
-  double e = 2;       // bytes per element
-  double e_grad = 2;  // the ring's travelling dK/dV partial sums
-  double lse_e = 4;   // the attention kernel's log-sum-exp
+  double e = 2;                    // bytes per element
+  double e_grad = 2;               // the ring's travelling dK/dV partial sums
+  double lse_e = 4;                // the attention kernel's log-sum-exp
+  bool unfused_attention = false;  // scores through HBM (Megatron-LM before FlashAttention)
   double c() const { return s / C; }
   double g() const { return a / n_kv; }
   double rows() const { return c() * b; }  // a TP group's rows; a rank holds rows / T under SP

@@ -58,6 +58,14 @@ def calibration_from_spec(path: Path) -> tuple[dict, float]:
                    "attention_flops": rate(spec["attention_forward"], "attention_forward", peak),
                    "attention_bwd_flops": rate(spec["attention_backward"], "attention_backward", peak),
                    "source": f"spec {path.name}"}
+        # Optional published figures: GEMM rates by size (FLOPs of one GEMM) and HBM's rate.
+        points = spec.get("gemm_by_size", [])
+        if points:
+            compute["gemm_by_size"] = [{"flops": 2 * p["m"] * p["n"] * p["k"],
+                                        "rate": rate(p, f"gemm_by_size[{i}]")}
+                                       for i, p in enumerate(points)]
+        if "hbm_bw" in spec:
+            compute["hbm_bw"] = rate(spec["hbm_bw"], "hbm_bw")
         levels = {}
         for name in ("intra", "inter"):
             levels[name] = {k: link(spec["levels"][name][k], f"levels.{name}.{k}") for k in KINDS}

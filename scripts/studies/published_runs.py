@@ -93,7 +93,7 @@ def megatron_rows() -> list[Run]:
             f"tp{t}-cp1-pp{p}" + (":interleaved" if p > 1 else ""),
             "interleaved" if p > 1 else "none (PP 1)", batch, gpt.seq, gpt.flags(), tflops, "TFLOP/s a GPU",
             lambda step, g=gpt, b=batch, n=gpus: g.flops(b, True) / (step * n) / 1e12, True, A100,
-            ["--recompute", "full", "--dp-shard", "none"], planned=p & (p - 1) == 0))
+            ["--recompute", "full", "--dp-shard", "none", "--attention", "unfused"], planned=p & (p - 1) == 0))
     return runs
 
 
@@ -118,7 +118,7 @@ def deepseek_rows() -> list[Run]:
     return [Run("DeepSeek-AI 2024", "DeepSeek-V3", "DeepSeek-V3 (671B, 37B active)", gpus,
                 "tp1-cp1-ep64-pp16:zb-v",
                 "DualPipe (planner: ZB-V)", batch, seq, shape, 180, "K GPU-hours a trillion tokens", hours,
-                False, H100, ["--recompute", "selective"],
+                False, H100, ["--recompute", "selective", "--ep-overlap"],
                 "H800 timed as the H100 spec (the same SMs; NVLink 400 GB/s against 900)")]
 
 
