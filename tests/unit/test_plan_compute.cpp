@@ -7,19 +7,11 @@
 
 #include "common/formulas/mesh_plan.hpp"
 #include "common/formulas/plan_compute.hpp"
+#include "tests/unit/tiny_block.hpp"
 
 namespace sm = suite::model;
 
-namespace {
-
-// s 8, h 4, a 2 (d 2), n_kv 2, d_ff 16, bf16, one rank.
-sm::MeshBlock tiny_block() {
-  sm::MeshBlock m;
-  m.s = 8, m.h = 4, m.a = 2, m.n_kv = 2, m.d_ff = 16, m.e = 2, m.lse_e = 4;
-  return m;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // Points at 1e9 FLOPs (100 TFLOP/s) and 1e11 (200): 1e10 lies halfway in log, 150; outside
 // the points, the nearest end's rate; no table, the fallback.

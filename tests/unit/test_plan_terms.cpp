@@ -7,17 +7,11 @@
 
 #include "common/formulas/mesh_plan.hpp"
 #include "common/formulas/plan_terms.hpp"
+#include "tests/unit/tiny_block.hpp"
 
 namespace sm = suite::model;
 
 namespace {
-
-// s 8, h 4, a 2 (d 2), n_kv 2, d_ff 16, bf16, one rank.
-sm::MeshBlock tiny_block() {
-  sm::MeshBlock m;
-  m.s = 8, m.h = 4, m.a = 2, m.n_kv = 2, m.d_ff = 16, m.e = 2, m.lse_e = 4;
-  return m;
-}
 
 // s 128, h 64, a 4, n_kv 4, d_ff 256, 2 layers; one sequence a GPU.
 sm::ModelSpec small_model() {
