@@ -45,7 +45,7 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   if (MoeFfn* moe = block_->moe()) {
     // The router's choice in the last step, [T k, ranks]: each of a rank's tokens' k experts
     // (token-major), so that a reader counts the rows the EP bytes carry without the dispatch.
-    const std::vector<std::int32_t>& chosen = moe->layer().chosen();
+    const std::vector<std::int32_t> chosen = moe->chosen();
     const std::vector<std::int64_t> mine(chosen.begin(), chosen.end());
     rec.int_tables.push_back({"router_chosen_experts", mine.size(), static_cast<std::size_t>(ranks),
                               gather_int_columns(mine, ranks, rank)});
@@ -59,6 +59,7 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   report_memory(rec, mb);
   for (const auto& [name, err] : check_errors_)
     a.emplace_back("check_err_" + name, err);
+  if (cfg_.two_batch) report_two_batch(m, rec);
 }
 
 void MeshCase::report_times(const Measurement& m, CaseRecord& rec) {
