@@ -17,8 +17,11 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   a.emplace_back("expert_copies", std::int64_t{mesh_->layout().expert_copies()});
   // Bytes per axis: measured by each axis's communicators in one step, beside METHODS.md 6.
   const bool bwd = cfg_.backward();
-  const std::array<double, 4> pred = {model::mesh_tp_bytes(mb, bwd), model::mesh_cp_bytes(mb, bwd),
-                                      std::nan(""), bwd ? model::mesh_grad_sum_bytes(mb) : 0.0};
+  std::array<double, 4> pred = {model::mesh_tp_bytes(mb, bwd), model::mesh_cp_bytes(mb, bwd),
+                                std::nan(""), bwd ? model::mesh_grad_sum_bytes(mb) : 0.0};
+  // Two micro-batches: the second's LayerNorm gradients [4, h] all-reduced over TP by themselves.
+  if (cfg_.two_batch && bwd)
+    pred[0] += model::all_reduce_bytes_per_rank(4.0 * static_cast<double>(cfg_.h) * mb.e, mb.T);
   std::vector<std::int64_t> table;
   for (std::size_t i = 0; i < kAxes.size(); ++i) {
     const std::string axis = mesh_axis_name(kAxes[i]);
