@@ -45,7 +45,14 @@ const std::vector<double>& find(const Named& list, const std::string& name) {
   throw std::logic_error("the reference has no tensor " + name);
 }
 
-// max |a - b| / max(1, max |b|) (NaN: infinitely far).
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
 double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return INFINITY;
   double diff = 0, scale = 1;
@@ -56,14 +63,6 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
   }
   return diff / scale;
 }
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-}  // namespace
 
 void MeshCase::step(PhaseTimer& phases) {
   const auto before = axis_sent();

@@ -23,6 +23,9 @@ constexpr std::array<MeshAxis, 4> kAxes = {MeshAxis::tp, MeshAxis::cp, MeshAxis:
 
 using Named = std::vector<std::pair<std::string, std::vector<double>>>;
 
+// max |a - b| / max(1, max |b|) (NaN or lengths apart: infinitely far).
+double relative_error(const std::vector<double>& a, const std::vector<double>& b);
+
 class MeshCase final : public BenchCase {
  public:
   MeshCase(BenchContext& ctx, MeshConfig cfg) : ctx_(ctx), cfg_(std::move(cfg)) {}

@@ -21,18 +21,6 @@ double max_over_ranks(double v) {
   return out;
 }
 
-// max |a - b| / max(1, max |b|) over two equally long vectors (NaN or a length apart: infinite).
-double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double diff = 0, scale = 1;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(a[i] - b[i]);
-    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
-}
-
 }  // namespace
 
 void MeshCase::setup_two_batch() {
@@ -90,16 +78,16 @@ std::string MeshCase::two_batch_mismatch() {
   if (cfg_.backward()) rows("backward", block_->moe()->measured_bytes(true), plain_.bwd_rows);
   if (plain_.has_values) {
     using Rows = ComposedBlock::Rows;
-    double err = relative_gap(whole_rows(block_->local_rows(Rows::output)), plain_.output);
+    double err = relative_error(whole_rows(block_->local_rows(Rows::output)), plain_.output);
 
     if (cfg_.backward()) {
       err = std::max(
-          err, relative_gap(whole_rows(block_->local_rows(Rows::grad_input)), plain_.grad_input));
+          err, relative_error(whole_rows(block_->local_rows(Rows::grad_input)), plain_.grad_input));
 
       const Named grads = whole_weights(true);
       for (std::size_t i = 0; i < grads.size(); ++i)
         err = std::max(err, i < plain_.grads.size()
-                                ? relative_gap(grads[i].second, plain_.grads[i].second)
+                                ? relative_error(grads[i].second, plain_.grads[i].second)
                                 : INFINITY);
     }
     err = max_over_ranks(err);
