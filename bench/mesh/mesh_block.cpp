@@ -27,12 +27,13 @@ std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg)
 }
 
 std::vector<std::int64_t> token_rows(const MeshConfig& cfg,
-                                     const std::vector<std::int64_t>& positions, int tp, int dp) {
-  const std::int64_t L = cfg.sp_rows(), b = cfg.b, B = cfg.global_batch();
+                                     const std::vector<std::int64_t>& positions, int tp, int dp,
+                                     int i, int m) {
+  const std::int64_t b = cfg.b / m, L = cfg.sp_rows() / m, B = cfg.global_batch();
   std::vector<std::int64_t> rows;
-  for (std::int64_t i = 0; i < L; ++i) {
-    const std::int64_t row = tp * L + i;  // in the TP group's c b rows (token-major)
-    rows.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * b + row % b);
+  for (std::int64_t r = 0; r < L; ++r) {
+    const std::int64_t row = tp * L + r;  // in the TP group's c b / m rows (token-major)
+    rows.push_back(positions[static_cast<std::size_t>(row / b)] * B + dp * cfg.b + i * b + row % b);
   }
   return rows;
 }
@@ -43,60 +44,119 @@ ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMes
       mesh_(mesh),
       sums_(ctx.device, cfg.dtype, static_cast<std::size_t>(cfg.grad_bucket_mb * 1e6)) {
   ops_ = make_ops(ctx.device, cfg);
-  sp_tp::LayerParts parts;
-  std::vector<std::int64_t> positions;
-  if (cfg.shape.cp > 1) {
-    attention_ = std::make_unique<CpAttention>(cfg, ctx.device, mesh, ops_->attention_engine());
-    parts.attention = attention_.get();
-    positions = attention_->positions();
-  } else {
-    for (std::int64_t p = 0; p < cfg.s; ++p)
-      positions.push_back(p);
-  }
-  global_rows_ = token_rows(cfg, positions, mesh.coord(MeshAxis::tp), mesh.coord(MeshAxis::dp));
-  const std::int64_t L = cfg.sp_rows();
-  parts.global_rows = global_rows_;
-  parts.grad_ready = [this](const std::string& name) { gradient_ready(name); };
+  const int m = cfg.two_batch ? 2 : 1;
+  MeshConfig part = cfg;  // one micro-batch's
+  part.b = cfg.b / m;
   if (cfg.moe()) {
-    moe::MoeConfig m = cfg.moe_layer();
+    moe::MoeConfig mc = cfg.moe_layer();
+    mc.microbatches = m;
     moe::NodeComms comms;
-    if (m.dispatch == moe::Dispatch::hierarchical) {
-      m.ranks_per_node = mesh.layout().ep_ranks_per_node(mesh.rank(), cfg.ranks_per_node);
+    if (mc.dispatch == moe::Dispatch::hierarchical) {
+      mc.ranks_per_node = mesh.layout().ep_ranks_per_node(mesh.rank(), cfg.ranks_per_node);
       comms = {&mesh.ep_node(cfg.ranks_per_node), &mesh.ep_rail(cfg.ranks_per_node)};
     }
-    moe_ = std::make_unique<MoeFfn>(m, ctx.device, mesh.axis(MeshAxis::ep), comms,
-                                    static_cast<std::int64_t>(mesh.rank()) * L);
-    parts.ffn = moe_.get();
+    moe_ = std::make_unique<MoeFfn>(mc, ctx.device, mesh.axis(MeshAxis::ep), comms,
+                                    static_cast<std::int64_t>(mesh.rank()) * cfg.sp_rows());
+    if (m > 1) two_batch_ = std::make_unique<TwoBatchSchedule>(*moe_, ctx.device);
   }
-  layer_ =
-      std::make_unique<sp_tp::TransformerLayer>(cfg.layer(), sp_tp::Variant::tp_sp, ctx.device,
-                                                mesh.axis(MeshAxis::tp), *ops_, std::move(parts));
+  for (int i = 0; i < m; ++i) {
+    sp_tp::LayerParts parts;
+    std::vector<std::int64_t> positions;
+    if (cfg.shape.cp > 1) {  // validate: not with two micro-batches
+      attention_ = std::make_unique<CpAttention>(cfg, ctx.device, mesh, ops_->attention_engine());
+      parts.attention = attention_.get();
+      positions = attention_->positions();
+    } else {
+      for (std::int64_t p = 0; p < cfg.s; ++p)
+        positions.push_back(p);
+    }
+    parts.global_rows =
+        token_rows(cfg, positions, mesh.coord(MeshAxis::tp), mesh.coord(MeshAxis::dp), i, m);
+    global_rows_.insert(global_rows_.end(), parts.global_rows.begin(), parts.global_rows.end());
+    // The second micro-batch's gradients are final before the first's (it runs inside it).
+    if (i == 0) parts.grad_ready = [this](const std::string& name) { gradient_ready(name); };
+    if (two_batch_)
+      parts.ffn = &two_batch_->part(i);
+    else
+      parts.ffn = moe_.get();
+    layers_.push_back(std::make_unique<sp_tp::TransformerLayer>(part.layer(), sp_tp::Variant::tp_sp,
+                                                                ctx.device, mesh.axis(MeshAxis::tp),
+                                                                *ops_, std::move(parts)));
+  }
+  if (two_batch_)
+    two_batch_->set_second([this](PhaseTimer& p) { layers_[1]->forward(p, "fwd_"); },
+                           [this](PhaseTimer& p) { layers_[1]->backward(p, /*overlap=*/true); });
 }
 
 void ComposedBlock::forward(PhaseTimer& phases) {
-  layer_->forward(phases, "fwd_");
+  layers_.front()->forward(phases, "fwd_");
+}
+
+std::vector<double> ComposedBlock::local_rows(Rows which) const {
+  std::vector<double> out;
+  for (const auto& l : layers_) {
+    const std::vector<double> v = which == Rows::input      ? l->local_input()
+                                  : which == Rows::output   ? l->local_output()
+                                  : which == Rows::d_output ? l->local_d_output()
+                                                            : l->local_grad_input();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+std::int64_t ComposedBlock::ledger_bytes() const {
+  std::int64_t sum = 0;
+  for (const auto& l : layers_)
+    sum += l->ledger_bytes();
+  return sum;
+}
+
+std::int64_t ComposedBlock::extra_tp_bytes() const {
+  std::int64_t sum = 0;
+  if (cfg_.backward())
+    for (std::size_t i = 1; i < layers_.size(); ++i)
+      sum += layers_[i]->pass_comm(sp_tp::kBwd).sent(sp_tp::Coll::ln_grad_all_reduce);
+  return sum;
+}
+
+TwoBatchProfile ComposedBlock::profile_two_batch() {
+  PhaseTimer scratch(ctx_.device);
+  scratch.begin_step();
+  two_batch_->profile_begin();
+  forward(scratch);
+  if (cfg_.backward()) backward(scratch);
+  const TwoBatchProfile p = two_batch_->profile_end();
+  scratch.end_step(false);
+  return p;
 }
 
 void ComposedBlock::backward(PhaseTimer& phases) {
   if (!sums_added_) add_sums();
   phases_ = &phases;
-  layer_->backward(phases, /*overlap=*/true);
+  layers_.front()->backward(phases, /*overlap=*/true);
   phases_ = nullptr;
   sums_.finish(phases);
 }
 
 void ComposedBlock::gradient_ready(const std::string& name) {
+  // The second micro-batch's gradient of the same weights, added in before any sum starts.
+  if (layers_.size() > 1)
+    for (const auto& mine : layers_.front()->grad_buffers())
+      if (mine.name == name)
+        for (const auto& other : layers_.back()->grad_buffers())
+          if (other.name == name) ops_->residual_add(mine.elems, mine.data, other.data, mine.data);
   if (phases_) sums_.ready(name, *phases_);
 }
 
 // The gradient-sum groups, their tensors in the order the backward makes them (as buckets fill).
 void ComposedBlock::add_sums() {
   sums_added_ = true;
-  layer_->allocate_gradients();
+  for (const auto& l : layers_)
+    l->allocate_gradients();
   static const std::vector<std::string> made = {"w_fc2", "w_fc1", "ffn",
                                                 "w_out", "w_qkv", "layernorm"};
   std::vector<GradTensor> dense;
-  for (const auto& g : layer_->grad_buffers())
+  for (const auto& g : layers_.front()->grad_buffers())
     dense.push_back({g.name, g.data, g.elems, g.name});
   if (moe_) {
     moe::MoeLayer& m = moe_->layer();

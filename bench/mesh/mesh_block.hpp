@@ -1,7 +1,10 @@
 // The composed block on one rank of the mesh (METHODS.md section 6): sp_tp's TP+SP layer on the
 // TP group, its attention a CpAttention on the CP group (C > 1), its MLP an MoeFfn on the expert
 // group (with experts), and after the backward the gradient sums over the replica groups. Every
-// part is its own benchmark's code taking its axis's communicator from the DeviceMesh.
+// part is its own benchmark's code taking its axis's communicator from the DeviceMesh. Under
+// --moe-overlap two-batch the layer is two, one per micro-batch of b/2 sequences, whose MoE
+// parts the two-batch schedule runs (block_overlap.hpp); their weights are the same and the
+// second's gradients are added to the first's as each is final.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/mesh/block_overlap.hpp"
 #include "bench/mesh/cp_attention.hpp"
 #include "bench/mesh/grad_sums.hpp"
 #include "bench/mesh/mesh_config.hpp"
@@ -38,7 +42,20 @@ class ComposedBlock {
   // start during it).
   void backward(PhaseTimer& phases);
 
-  sp_tp::TransformerLayer& layer() { return *layer_; }
+  // The first micro-batch's layer (the only one without --moe-overlap): its weights, and after
+  // a backward the whole rank's weight gradients.
+  sp_tp::TransformerLayer& layer() { return *layers_.front(); }
+  // This rank's rows of the input, output, output gradient and input gradient, over the
+  // micro-batches (in global_rows order).
+  enum class Rows { input, output, d_output, grad_input };
+  std::vector<double> local_rows(Rows which) const;
+  // The activations every micro-batch's layer keeps for its backward.
+  std::int64_t ledger_bytes() const;
+  // TP bytes the last backward's micro-batches after the first sent to all-reduce their own
+  // LayerNorm gradients (the only bytes two micro-batches add on TP).
+  std::int64_t extra_tp_bytes() const;
+  // --moe-overlap two-batch: one step run eagerly, its pieces timed alone (collective).
+  TwoBatchProfile profile_two_batch();
   sp_tp::LayerOps& layer_ops() { return *ops_; }
   CpAttention* attention() { return attention_.get(); }
   MoeFfn* moe() { return moe_.get(); }
@@ -56,7 +73,8 @@ class ComposedBlock {
   std::unique_ptr<kernels::AttentionEngine> engine_;
   std::unique_ptr<CpAttention> attention_;
   std::unique_ptr<MoeFfn> moe_;
-  std::unique_ptr<sp_tp::TransformerLayer> layer_;
+  std::unique_ptr<TwoBatchSchedule> two_batch_;
+  std::vector<std::unique_ptr<sp_tp::TransformerLayer>> layers_;  // per micro-batch
   std::vector<std::int64_t> global_rows_;
   GradientSums sums_;
   bool sums_added_ = false;
@@ -69,8 +87,10 @@ class ComposedBlock {
 std::unique_ptr<sp_tp::LayerOps> make_ops(Device& device, const MeshConfig& cfg);
 // The global row (position p, global batch index g: p D b + g) of each token-wise row of TP rank
 // `tp` on DP rank `dp`, whose CP rank holds the tokens at `positions`.
+// With m micro-batches, micro-batch i's rows (sequences i b/m to (i + 1) b/m - 1 of the rank's).
 std::vector<std::int64_t> token_rows(const MeshConfig& cfg,
-                                     const std::vector<std::int64_t>& positions, int tp, int dp);
+                                     const std::vector<std::int64_t>& positions, int tp, int dp,
+                                     int i = 0, int m = 1);
 
 // The rows of the single-rank block (T = C = D = 1 over the global batch of D b sequences):
 // the reference the composed block must equal. Runs on this rank alone.

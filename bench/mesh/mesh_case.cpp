@@ -45,7 +45,14 @@ const std::vector<double>& find(const Named& list, const std::string& name) {
   throw std::logic_error("the reference has no tensor " + name);
 }
 
-// max |a - b| / max(1, max |b|) (NaN: infinitely far).
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
 double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return INFINITY;
   double diff = 0, scale = 1;
@@ -57,14 +64,6 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
   return diff / scale;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-}  // namespace
-
 void MeshCase::step(PhaseTimer& phases) {
   const auto before = axis_sent();
   phases.time("fwd", [&] { block_->forward(phases); });
@@ -73,8 +72,8 @@ void MeshCase::step(PhaseTimer& phases) {
   for (std::size_t i = 0; i < kAxes.size(); ++i)
     step_bytes_[i] = after[i] - before[i];
   if (MoeFfn* moe = block_->moe()) {
-    step_ep_implied_ = moe->layer().implied_bytes().total();
-    if (cfg_.backward()) step_ep_implied_ += moe->layer().implied_bwd_bytes().total();
+    step_ep_implied_ = moe->implied_bytes(false).total();
+    if (cfg_.backward()) step_ep_implied_ += moe->implied_bytes(true).total();
   }
 }
 
@@ -97,11 +96,11 @@ CheckOutcome MeshCase::check() {
   broadcast(ref.grads);
 
   std::vector<std::pair<std::string, double>> errors;
-  sp_tp::TransformerLayer& layer = block_->layer();
-  errors.emplace_back("output",
-                      relative_error(layer.local_output(), reference_rows(find(rows, "output"))));
+  using Rows = ComposedBlock::Rows;
+  errors.emplace_back("output", relative_error(block_->local_rows(Rows::output),
+                                               reference_rows(find(rows, "output"))));
   if (cfg_.backward())
-    errors.emplace_back("grad_input", relative_error(layer.local_grad_input(),
+    errors.emplace_back("grad_input", relative_error(block_->local_rows(Rows::grad_input),
                                                      reference_rows(find(rows, "grad_input"))));
   for (const auto& [name, mine] : whole_weights(false))
     errors.emplace_back("weight_" + name, relative_error(mine, find(ref.weights, name)));
@@ -123,6 +122,13 @@ CheckOutcome MeshCase::check() {
                  " of its largest value (tolerance " + num(tol) + ")";
   }
   check_errors_ = errors;
+  if (cfg_.two_batch) {
+    const std::string why = two_batch_mismatch();
+    if (!why.empty()) {
+      out.passed = false;
+      out.detail += (out.detail.empty() ? "" : "; ") + why;
+    }
+  }
   return out;
 }
 
@@ -130,12 +136,12 @@ std::vector<SavedTensor> MeshCase::tensors() {
   const std::int64_t whole = cfg_.s * cfg_.global_batch() * cfg_.h;
   if (whole > kMaxSaved) return {};
   std::vector<SavedTensor> out;
-  sp_tp::TransformerLayer& layer = block_->layer();
-  out.push_back({"input", whole_rows(layer.local_input())});
-  out.push_back({"output", whole_rows(layer.local_output())});
+  using Rows = ComposedBlock::Rows;
+  out.push_back({"input", whole_rows(block_->local_rows(Rows::input))});
+  out.push_back({"output", whole_rows(block_->local_rows(Rows::output))});
   if (cfg_.backward()) {
-    out.push_back({"d_output", whole_rows(layer.local_d_output())});
-    out.push_back({"grad_input", whole_rows(layer.local_grad_input())});
+    out.push_back({"d_output", whole_rows(block_->local_rows(Rows::d_output))});
+    out.push_back({"grad_input", whole_rows(block_->local_rows(Rows::grad_input))});
   }
   for (auto& [name, v] : whole_weights(false))
     out.push_back({"weight_" + name, std::move(v)});
@@ -253,6 +259,7 @@ CaseSpec make_case(BenchContext& ctx, const MeshConfig& cfg) {
                  {"mlp", std::string(cfg.moe() ? moe::mlp_name(cfg.mlp) : "gelu")},
                  {"dispatch", std::string(moe::dispatch_name(cfg.dispatch))},
                  {"grad_bucket_mb", cfg.grad_bucket_mb},
+                 {"moe_overlap", std::string(cfg.two_batch ? "two-batch" : "none")},
                  {"pass", std::string(pass_name(cfg.pass))},
                  {"attn_choice", std::string(kernels::attn_kernel_choice_name(cfg.attn_kernel))}};
   spec.console_counters = {"tp_bytes_per_rank", "cp_bytes_per_rank", "ep_bytes_per_rank",

@@ -23,6 +23,9 @@ constexpr std::array<MeshAxis, 4> kAxes = {MeshAxis::tp, MeshAxis::cp, MeshAxis:
 
 using Named = std::vector<std::pair<std::string, std::vector<double>>>;
 
+// max |a - b| / max(1, max |b|) (NaN or lengths apart: infinitely far).
+double relative_error(const std::vector<double>& a, const std::vector<double>& b);
+
 class MeshCase final : public BenchCase {
  public:
   MeshCase(BenchContext& ctx, MeshConfig cfg) : ctx_(ctx), cfg_(std::move(cfg)) {}
@@ -31,7 +34,10 @@ class MeshCase final : public BenchCase {
     ctx_.device.reset_allocation_peak();
     mesh_ = &ctx_.meshes.case_mesh(cfg_.shape);
     mesh_->make_all();
-    block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
+    if (cfg_.two_batch)
+      setup_two_batch();
+    else
+      block_ = std::make_unique<ComposedBlock>(cfg_, ctx_, *mesh_);
   }
 
   // Phases "fwd" and "bwd" around the block's own (the layer's, the parts', the sums').
@@ -67,6 +73,14 @@ class MeshCase final : public BenchCase {
   // Memory per rank: the layer's activation ledger, the weights and gradients, the CP method's
   // own buffers, and the allocator's peak, beside METHODS.md 6's formulas.
   void report_memory(CaseRecord& rec, const model::MeshBlock& mb);
+  // --moe-overlap two-batch (mesh_case_overlap.cpp): the block without it on the same tokens
+  // first (a warm step, then a timed one whose bytes and values stay), then the two-batch
+  // block and its eager profile.
+  void setup_two_batch();
+  // What differs from the block without it: values (fp64: 1e-12 of the largest), the TP, CP and
+  // DP bytes, the MoE rows' bytes ("" when none); the values' error joins the check's.
+  std::string two_batch_mismatch();
+  void report_two_batch(const Measurement& m, CaseRecord& rec) const;
 
   BenchContext& ctx_;
   MeshConfig cfg_;
@@ -75,6 +89,16 @@ class MeshCase final : public BenchCase {
   std::array<std::int64_t, 4> step_bytes_{};
   std::int64_t step_ep_implied_ = 0;
   std::vector<std::pair<std::string, double>> check_errors_;
+  struct PlainStep {  // the block without --moe-overlap, on the same tokens
+    double step_s = 0;
+    std::array<std::int64_t, 4> bytes{};
+    moe::StepBytes fwd_rows, bwd_rows;
+    bool has_values = false;
+    std::vector<double> output, grad_input;
+    Named grads;
+  };
+  PlainStep plain_;
+  TwoBatchProfile profile_;
 };
 
 }  // namespace suite::mesh

@@ -16,7 +16,7 @@ void MeshCase::report_memory(CaseRecord& rec, const model::MeshBlock& mb) {
     weights += static_cast<double>(cfg_.h * cfg_.experts) * e +
                moe->layer().slots() * static_cast<double>(mc.h * mc.w1_cols() + mc.d_ff * mc.h) * e;
   }
-  a.emplace_back("ledger_bytes", static_cast<double>(layer.ledger_bytes()));
+  a.emplace_back("ledger_bytes", static_cast<double>(block_->ledger_bytes()));
   a.emplace_back("pred_ledger_bytes", model::mesh_ledger_bytes(mb));
   a.emplace_back("weight_bytes", weights);
   a.emplace_back("pred_weight_bytes",
@@ -32,7 +32,7 @@ void MeshCase::report_memory(CaseRecord& rec, const model::MeshBlock& mb) {
   const int ranks = ctx_.mpi.size(), rank = ctx_.mpi.rank();
   std::vector<std::int64_t> table;
   for (double v :
-       {static_cast<double>(layer.ledger_bytes()), weights,
+       {static_cast<double>(block_->ledger_bytes()), weights,
         block_->attention() ? static_cast<double>(block_->attention()->method_bytes()) : 0.0,
         static_cast<double>(alloc.peak)}) {
     const auto all = gather_int(static_cast<std::int64_t>(v), ranks, rank);

@@ -17,8 +17,11 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   a.emplace_back("expert_copies", std::int64_t{mesh_->layout().expert_copies()});
   // Bytes per axis: measured by each axis's communicators in one step, beside METHODS.md 6.
   const bool bwd = cfg_.backward();
-  const std::array<double, 4> pred = {model::mesh_tp_bytes(mb, bwd), model::mesh_cp_bytes(mb, bwd),
-                                      std::nan(""), bwd ? model::mesh_grad_sum_bytes(mb) : 0.0};
+  std::array<double, 4> pred = {model::mesh_tp_bytes(mb, bwd), model::mesh_cp_bytes(mb, bwd),
+                                std::nan(""), bwd ? model::mesh_grad_sum_bytes(mb) : 0.0};
+  // Two micro-batches: the second's LayerNorm gradients [4, h] all-reduced over TP by themselves.
+  if (cfg_.two_batch && bwd)
+    pred[0] += model::all_reduce_bytes_per_rank(4.0 * static_cast<double>(cfg_.h) * mb.e, mb.T);
   std::vector<std::int64_t> table;
   for (std::size_t i = 0; i < kAxes.size(); ++i) {
     const std::string axis = mesh_axis_name(kAxes[i]);
@@ -45,7 +48,7 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   if (MoeFfn* moe = block_->moe()) {
     // The router's choice in the last step, [T k, ranks]: each of a rank's tokens' k experts
     // (token-major), so that a reader counts the rows the EP bytes carry without the dispatch.
-    const std::vector<std::int32_t>& chosen = moe->layer().chosen();
+    const std::vector<std::int32_t> chosen = moe->chosen();
     const std::vector<std::int64_t> mine(chosen.begin(), chosen.end());
     rec.int_tables.push_back({"router_chosen_experts", mine.size(), static_cast<std::size_t>(ranks),
                               gather_int_columns(mine, ranks, rank)});
@@ -59,6 +62,7 @@ void MeshCase::report(const Measurement& m, CaseRecord& rec) {
   report_memory(rec, mb);
   for (const auto& [name, err] : check_errors_)
     a.emplace_back("check_err_" + name, err);
+  if (cfg_.two_batch) report_two_batch(m, rec);
 }
 
 void MeshCase::report_times(const Measurement& m, CaseRecord& rec) {

@@ -65,6 +65,7 @@ std::string MeshConfig::case_name() const {
   if (!causal) n << "_full";
   if (tp_overlap.kind != sp_tp::TpOverlap::none) n << "_ov" << tp_overlap.tag();
   if (grad_bucket_mb > 0) n << "_bucket" << grad_bucket_mb;
+  if (two_batch) n << "_tbo";
   if (backward()) n << "_fwd_bwd";
   std::string name = n.str();
   for (char& ch : name)
@@ -116,6 +117,15 @@ void validate(const MeshConfig& c, int world) {
   }
   need(c.grad_bucket_mb >= 0, "--grad-bucket " + std::to_string(c.grad_bucket_mb) +
                                   " must be >= 0 (MB per bucket; 0 = after the backward)");
+  if (c.two_batch) {
+    need(c.moe(), "--moe-overlap two-batch needs experts (--experts " + n(c.experts) +
+                      "): it hides the MoE all-to-all");
+    need(c.b % 2 == 0, "--moe-overlap two-batch: --batch " + n(c.b) +
+                           " sequences per DP rank is not divisible by 2 (each micro-batch takes "
+                           "whole sequences)");
+    need(C == 1, "--moe-overlap two-batch runs with --cp 1 (got --cp " + n(C) +
+                     "): the CP attention is not cut into micro-batches");
+  }
   sp_tp::validate(c.layer());
   if (c.moe()) {
     moe::MoeConfig m = c.moe_layer();

@@ -34,6 +34,8 @@ struct MeshConfig {
   moe::Mlp mlp = moe::Mlp::gelu;
   moe::Dispatch dispatch = moe::Dispatch::flat;
   double grad_bucket_mb = 0;  // 0: the gradient sums after the backward
+  // --moe-overlap two-batch: two micro-batches of b/2 sequences (block_overlap.hpp).
+  bool two_batch = false;
   DType dtype = DType::fp32;
   std::uint64_t seed = 1234;
   Pass pass = Pass::fwd;
@@ -57,7 +59,7 @@ struct MeshConfig {
 
 // Throws UsageError naming the flag and the numbers (shape.ep must be resolved: E, not 0): degrees,
 // heads per T (and T u for Ulysses), K/V heads, s per C (2 C for zig-zag), experts per E, the
-// gradient bucket.
+// gradient bucket, --moe-overlap's needs (experts, b even, C = 1).
 void validate(const MeshConfig& c, int world);
 
 }  // namespace suite::mesh

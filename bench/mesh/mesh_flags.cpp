@@ -30,6 +30,13 @@ double bucket_mb(const std::string& item) {
   return v;
 }
 
+// One --moe-overlap item: whether the block runs as two micro-batches.
+bool two_batch(const std::string& item) {
+  if (item == "none") return false;
+  if (item == "two-batch") return true;
+  throw UsageError("--moe-overlap: unknown item '" + item + "' (none or two-batch)");
+}
+
 }  // namespace
 
 void add_tp_cp_flags(CLI::App& app, std::string& tp, std::string& cp) {
@@ -62,6 +69,18 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
                  "(nonblocking all-reduce) as soon as the backward has made its gradients, so it "
                  "moves while the rest of the backward computes, as DDP and Megatron do; 0 = one "
                  "all-reduce per group after the backward")
+      ->capture_default_str();
+  app.add_option(
+         "--moe-overlap", f.moe_overlap,
+         "(list) none, or two-batch: the rank's b sequences cut into two micro-batches of b/2 "
+         "(--batch must be even; --cp 1; with experts), the MoE all-to-all of one travelling "
+         "(nonblocking all-to-all-v on MPI with host buffers) while the other computes: "
+         "micro-batch 1's attention, TP collectives and route beside 0's dispatch, each one's "
+         "experts beside the other's exchange. The backward hides only part of its all-to-all "
+         "(each expert backward beside the other's exchange; the attention backward has none "
+         "in flight). Under a capacity factor each micro-batch's capacity is its share. The "
+         "case also runs the block without it on the same tokens and reports both steps, the "
+         "all-to-all and compute it measured and the schedule's critical path. Cases named _tbo")
       ->capture_default_str();
   add_pass_flag(app, f.pass);
   add_attn_kernel_flag(app, f.attn_kernel);
@@ -98,6 +117,7 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
       parse_list("--layout", f.layout, ring::parse_layout_name);
   const std::vector<Pass> passes = parse_list("--pass", f.pass, parse_pass);
   const auto buckets = parse_list("--grad-bucket", f.grad_bucket, bucket_mb);
+  const std::vector<bool> two_batches = parse_list("--moe-overlap", f.moe_overlap, two_batch);
   std::vector<MeshConfig> out;
   std::string skipped;  // --dp 0 combinations that leave no whole DP degree
   for (int tp : degrees("--tp", f.tp))
@@ -144,12 +164,15 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                             c.layout = layout;
                             c.tp_overlap = overlap;
                             c.pass = pass;
-                            validate(c, world);
-                            const bool same =
-                                std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
-                                  return o.case_name() == c.case_name();
-                                });
-                            if (!same) out.push_back(c);  // C = 1 has no method or layout to sweep
+                            for (bool tbo : two_batches) {
+                              c.two_batch = tbo;
+                              validate(c, world);
+                              const bool same =
+                                  std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
+                                    return o.case_name() == c.case_name();
+                                  });
+                              if (!same) out.push_back(c);  // C = 1: no method or layout to sweep
+                            }
                           }
   if (out.empty())
     throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --dp 0: no T x C (" + skipped +

@@ -25,6 +25,7 @@ struct MeshFlags {
   moe::MoeLayerFlags moe{"0", 2, "gelu", "flat", 0};
   std::string tp_overlap = "none";
   std::string grad_bucket = "0";
+  std::string moe_overlap = "none";
   std::string pass = "fwd";
   kernels::AttnKernelChoice attn_kernel = kernels::AttnKernelChoice::automatic;
 };

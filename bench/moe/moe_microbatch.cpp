@@ -99,25 +99,47 @@ void backward_program(int m, const PipelineHooks& h) {
     h.compute(i, Work::bwd_router);
 }
 
-double critical_path(int m, bool backward, const std::map<std::string, double>& seconds,
-                     bool overlapped) {
+double schedule_critical_path(const std::vector<SchedulePiece>& pieces, bool overlapped) {
   double host = 0, network = 0;
   std::map<std::string, double> done;
+  for (const SchedulePiece& p : pieces)
+    switch (p.kind) {
+      case SchedulePiece::Kind::compute:
+        host += p.seconds;
+        break;
+      case SchedulePiece::Kind::start:
+        network = std::max(network, host) + p.seconds;
+        done[p.key] = network;
+        if (!overlapped) host = network;
+        break;
+      case SchedulePiece::Kind::finish:
+        host = std::max(host, done[p.key]);
+        break;
+    }
+  return host;
+}
+
+double critical_path(int m, bool backward, const std::map<std::string, double>& seconds,
+                     bool overlapped) {
+  std::vector<SchedulePiece> pieces;
   auto at = [&](const std::string& k) {
     auto it = seconds.find(k);
     return it == seconds.end() ? 0.0 : it->second;
   };
-  PipelineHooks replay{
-      [&](int i, Work w) { host += at(key(work_name(w), i)); },
-      [&](int i, Exchange x) {
-        const std::string k = key(exchange_name(x), i);
-        network = std::max(network, host) + at(k);
-        done[k] = network;
-        if (!overlapped) host = network;
-      },
-      [&](int i, Exchange x) { host = std::max(host, done[key(exchange_name(x), i)]); }};
-  backward ? backward_program(m, replay) : forward_program(m, replay);
-  return host;
+  using Kind = SchedulePiece::Kind;
+  PipelineHooks program{[&](int i, Work w) {
+                          const std::string k = key(work_name(w), i);
+                          pieces.push_back({Kind::compute, k, at(k)});
+                        },
+                        [&](int i, Exchange x) {
+                          const std::string k = key(exchange_name(x), i);
+                          pieces.push_back({Kind::start, k, at(k)});
+                        },
+                        [&](int i, Exchange x) {
+                          pieces.push_back({Kind::finish, key(exchange_name(x), i), 0});
+                        }};
+  backward ? backward_program(m, program) : forward_program(m, program);
+  return schedule_critical_path(pieces, overlapped);
 }
 
 MicrobatchPipeline::MicrobatchPipeline(MoeLayer& owner, Device& device, Comm& group, MoeOps& ops,
@@ -222,13 +244,17 @@ PipelineHooks MicrobatchPipeline::hooks(PhaseTimer& phases, bool eager) {
           }};
 }
 
-void MicrobatchPipeline::run(bool backward, PhaseTimer& phases) {
+void MicrobatchPipeline::begin_pass(bool backward) {
   if (backward)
     for (auto& l : mbs_) {
       l->measured_bwd_ = {};
       l->bwd_calls_ = {};
       l->bwd_flops_ = 0;
     }
+}
+
+void MicrobatchPipeline::run(bool backward, PhaseTimer& phases) {
+  begin_pass(backward);
   const PipelineHooks h = hooks(phases, false);
   backward ? backward_program(microbatches(), h) : forward_program(microbatches(), h);
 }

@@ -34,10 +34,19 @@ struct PipelineHooks {
 void forward_program(int m, const PipelineHooks& h);
 void backward_program(int m, const PipelineHooks& h);
 
-// The critical path of a program whose pieces took `seconds` ("expert#2", "dispatch#0", ...)
-// alone: compute runs in program order on the rank; a started exchange runs on the network
-// after the exchanges started before it, and finishing waits for it; where the exchanges
-// block (overlapped false), starting one waits for it.
+// One piece of a pass in the order it ran: compute on the rank, or the exchange `key` started
+// (taking `seconds` on the network) or finished.
+struct SchedulePiece {
+  enum class Kind { compute, start, finish } kind = Kind::compute;
+  std::string key;
+  double seconds = 0;
+};
+// The critical path of such a schedule: compute runs in order on the rank; a started exchange
+// runs on the network after the exchanges started before it, and finishing waits for it; where
+// the exchanges block (overlapped false), starting one waits for it.
+double schedule_critical_path(const std::vector<SchedulePiece>& pieces, bool overlapped);
+
+// The same for a program whose pieces took `seconds` ("expert#2", "dispatch#0", ...) alone.
 double critical_path(int m, bool backward, const std::map<std::string, double>& seconds,
                      bool overlapped = true);
 
@@ -65,6 +74,11 @@ class MicrobatchPipeline {
   void follow_placement();
   void forward(PhaseTimer& phases);
   void backward(PhaseTimer& phases);
+  // The pieces of a pass one by one, for a caller that runs its own program (the mesh's block
+  // beside its attention): begin_pass first, then the hooks' calls (eager: each exchange
+  // waited for at once, every piece timed alone under "<name>#<micro-batch>").
+  void begin_pass(bool backward);
+  PipelineHooks hooks(PhaseTimer& phases, bool eager);
   // One step run eagerly (untimed by the harness): per-piece times and the prediction.
   // Collective over the group.
   PipelineProfile profile();
@@ -84,7 +98,6 @@ class MicrobatchPipeline {
 
  private:
   void run(bool backward, PhaseTimer& phases);
-  PipelineHooks hooks(PhaseTimer& phases, bool eager);
   void compute(int i, Work w);
   // Copies per expert the rank's first `count` micro-batches routed (drops included).
   std::vector<double> routed_by(int count) const;

@@ -48,6 +48,8 @@ def expected_bytes(a: dict) -> dict[str, float]:
     tp = (2 if moe else 4) * (T - 1) / T * n
     if step:
         tp += (3 if moe else 6) * (T - 1) / T * n + ar(4 * h * E, T) + (ar(h * experts * E, T) if moe else 0)
+        if a.get("moe_overlap") == "two-batch":  # the second micro-batch's LayerNorm gradients
+            tp += ar(4 * h * E, T)
     method = a["cp_method"]
     kv_block = 2 * c * b * (kv // T) * d * E  # K and V of this rank's tokens and K/V heads
     cp = 0.0
@@ -101,7 +103,8 @@ def ep_bytes_counted(a: dict, chosen: np.ndarray) -> np.ndarray:
         rows[r] += sum(np.sum(home[:, s] == index[r]) for s in range(ranks)
                        if s != r and group[s] == group[r])  # in, and back
     passes = 2 if a["pass"] == "fwd_bwd" else 1
-    return rows * h * E * passes + (Ep - 1) * (experts // Ep) * 8
+    microbatches = 2 if a.get("moe_overlap") == "two-batch" else 1  # a counts exchange each
+    return rows * h * E * passes + microbatches * (Ep - 1) * (experts // Ep) * 8
 
 
 def check_cases(out: Path, count: int) -> list:
@@ -194,6 +197,46 @@ def scenario_moe(env: Env) -> None:
            f"buckets during the backward: {bucketed['grad_buckets']}, {bucketed['grad_sum_overlap']}")
     expect(bucketed["dp_bytes_per_rank"] == after["dp_bytes_per_rank"], "buckets send the same bytes")
     print(f"{out.name}: MoE blocks with EP 2 and 4, and TP 2 (its sums in buckets too), equal the single-rank block")
+
+
+def scenario_two_batch(env: Env) -> None:
+    """--moe-overlap two-batch with EP 4 (TP 1) and EP 2 (TP 2), forward and backward: each `_tbo`
+    case equals the single-rank block (its own check), its saved output, input gradient and
+    every weight gradient equal the `none` case's on the same tokens (fp64, 1e-12), and each
+    axis sent the `none` case's bytes (TP: plus the second micro-batch's LayerNorm-gradient
+    all-reduce; EP: plus its counts exchange)."""
+    out, _ = run_mesh(env, 4, "tbo", *SHAPE, "--tp", "1,2", "--experts", "8", "--pass", "fwd_bwd",
+                      "--moe-overlap", "none,two-batch", "--save-tensors")
+    seen = check_cases(out, 4)
+    with h5py.File(out) as f:
+        groups = f["mesh"]
+        for name in groups:
+            if "_tbo" in name:
+                continue
+            base, tbo = groups[name], groups[name.replace("_fwd_bwd", "_tbo_fwd_bwd")]
+            a, t = base.attrs, tbo.attrs
+            expect(t["moe_overlap"] == "two-batch" and a["moe_overlap"] == "none", f"{tbo.name}: moe_overlap")
+            tensors = [k for k in base if k.startswith("tensor_")]
+            expect(len(tensors) >= 8, f"{name}: saved tensors {tensors}")
+            for key in tensors:
+                want, got = base[key][()], tbo[key][()]
+                err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+                expect(err <= 1e-12, f"{tbo.name}: {key} differs from the block without it by {err:.3g}")
+            ln = 2 * (int(a["tp"]) - 1) / int(a["tp"]) * 4 * H * E  # one all-reduce of [4, h]
+            expect(t["tp_bytes_per_rank"] == a["tp_bytes_per_rank"] + ln,
+                   f"{tbo.name}: TP bytes {t['tp_bytes_per_rank']} != {a['tp_bytes_per_rank']} + {ln}")
+            expect(t["dp_bytes_per_rank"] == a["dp_bytes_per_rank"], f"{tbo.name}: DP bytes")
+            ep = int(a["ep"])
+            counts = (ep - 1) * (8 // ep) * 8  # the second micro-batch's counts exchange
+            expect(t["ep_bytes_per_rank"] == a["ep_bytes_per_rank"] + counts,
+                   f"{tbo.name}: EP bytes {t['ep_bytes_per_rank']} != {a['ep_bytes_per_rank']} + {counts}")
+            expect(t["check_err_two_batch_vs_none"] <= 1e-12, f"{tbo.name}: its own comparison")
+            expect(t["overlap_a2a_s"] > 0 and t["overlap_compute_s"] > 0 and t["pred_step_s"] > 0
+                   and t["step_no_overlap_s"] > 0, f"{tbo.name}: overlap figures")
+            expect(t["pred_step_s"] >= max(t["overlap_a2a_s"], t["overlap_compute_s"]) * (1 - 1e-9),
+                   f"{tbo.name}: the critical path {t['pred_step_s']} is below max(A, X)")
+            print(f"  ok: {tbo.name} equals the block without it")
+    expect({int(a["tp"]) for a in seen} == {1, 2}, "TP degrees")
 
 
 def scenario_missing_sum(env: Env) -> None:
@@ -320,6 +363,14 @@ def scenario_bad_input(env: Env) -> None:
                                "different TP indices"),
         "unknown method": (["--cp", "2", "--cp-method", "ringz"], "--cp-method: unknown method 'ringz'"),
         "bucket below 0": (["--grad-bucket=-1", "--pass", "fwd_bwd"], "--grad-bucket -1"),
+        "moe overlap item": (["--experts", "4", "--moe-overlap", "none,three-batch"],
+                             "--moe-overlap: unknown item 'three-batch'"),
+        "moe overlap dense": (["--batch", "2", "--moe-overlap", "two-batch"],
+                              "--moe-overlap two-batch needs experts (--experts 0)"),
+        "moe overlap odd batch": (["--batch", "3", "--experts", "4", "--moe-overlap", "two-batch"],
+                                  "--batch 3 sequences per DP rank is not divisible by 2"),
+        "moe overlap cp": (["--cp", "2", "--batch", "2", "--experts", "4", "--moe-overlap", "two-batch"],
+                           "--moe-overlap two-batch runs with --cp 1 (got --cp 2)"),
     }, ranks=4)
     print("bad input refused")
 
@@ -329,6 +380,7 @@ SCENARIOS = {
     "mesh_np8": scenario_np8,
     "mesh_cp_methods": scenario_cp_methods,
     "mesh_moe": scenario_moe,
+    "mesh_two_batch": scenario_two_batch,
     "mesh_missing_sum": scenario_missing_sum,
     "mesh_numpy": scenario_numpy,
     "mesh_model_agrees": scenario_model_agrees,
