@@ -415,6 +415,9 @@ CHECKS = (
           pipeline_scale_command("cp"), markdown_rows_expected(12, (0, 1, 4)), (0, 1, 4)),
     Check("pipeline_scale_full", "docs/PIPELINE_AT_SCALE.md", ("## (a) at its mesh", "| schedule"),
           pipeline_scale_command("full"), markdown_rows_expected(12, (0, 2, 4)), (0, 2, 4), long=True),
+    Check("pipeline_scale_cp16", "docs/PIPELINE_AT_SCALE.md",
+          ("## (b) the 131K mesh's group at CP 16", "| schedule"), pipeline_scale_command("cp16"),
+          markdown_rows_expected(12, (0, 1, 4)), (0, 1, 4), long=True),
     Check("sensitivity_simulated", "docs/REGRESSIONS.md", "| benchmark | slowed | slowdown |",
           sensitivity_command, markdown_rows_expected(6, (0, 2)), (0, 2)),
 )
