@@ -107,13 +107,17 @@ std::vector<double> BlockStage::forward(int mb, const std::vector<double>& x) {
   const int slot = take_slot(mb);
   PhaseTimer phases(ctx_.device);
   phases.begin_step();
-  std::vector<double> y = x;
+  // Each layer reads the previous one's output (the first, x) without a copy of its own: a
+  // rank holds one host copy of the hop while it waits in the layer's collectives.
+  const std::vector<double>* in = &x;
+  std::vector<double> y;
   for (auto& l : layers_) {
     if (l->attention) l->attention->use(slot);
-    l->microbatches->set_input(y);
+    l->microbatches->set_input(*in);
     l->layer->forward(phases, "fwd_");
     l->microbatches->stash(slot);
     y = l->layer->local_output();
+    in = &y;
   }
   phases.end_step(false);
   return y;
@@ -125,14 +129,16 @@ std::vector<double> BlockStage::backward(int mb, const std::vector<double>& dy, 
   const int slot = it->second;
   PhaseTimer phases(ctx_.device);
   phases.begin_step();
-  std::vector<double> g = dy;
+  const std::vector<double>* in = &dy;  // as in forward: no copy of the gradient arriving
+  std::vector<double> g;
   for (auto l = layers_.rbegin(); l != layers_.rend(); ++l) {
     if ((*l)->attention) (*l)->attention->use(slot);
     (*l)->microbatches->restore(slot);
-    (*l)->microbatches->set_output_grad(g);
+    (*l)->microbatches->set_output_grad(*in);
     (*l)->layer->backward(phases, /*overlap=*/true);
     if (accumulate) (*l)->microbatches->accumulate();
     g = (*l)->layer->local_grad_input();
+    in = &g;
   }
   phases.end_step(false);
   slot_of_.erase(it);
