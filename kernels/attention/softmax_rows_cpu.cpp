@@ -48,49 +48,75 @@ SUITE_ROW_INLINE double exp_t(double x) {
 // not reorder a float reduction by itself, and its `a > b ? a : b` max would otherwise stay
 // scalar. 32 bytes, not 64: on AVX2 GCC 12 lowered the 64-byte max to scalar code through the
 // stack, and row_max took 11% of a packed-documents forward. The AVX2 and AVX-512 clones get
-// ymm code; the baseline (SSE2) clone's max stays scalar, as before.
+// ymm code; the baseline (SSE2) clone's max stays scalar, as before. Four accumulators, not
+// one: a single chain waits on each add's or max's latency (4 cycles for 8 lanes), which held
+// row_max and the sum of exp_shift_sum to half a cycle per element.
 template <class T>
 struct Lanes {
   static constexpr int n = 32 / sizeof(T);
+  static constexpr int chains = 4;
   typedef T vec __attribute__((vector_size(32)));
+};
+
+// Out parameter, not a return value: returning a vector type from a function compiled for
+// the baseline draws GCC's ABI warning (-Wpsabi) even where it is inlined.
+template <class T>
+SUITE_ROW_INLINE void load_lanes(typename Lanes<T>::vec& v, const T* x) {
+  std::memcpy(&v, x, sizeof v);
+}
+
+// Folds x[0, n) into `chains` vector accumulators starting at `init` with `op` (a = op(a, b),
+// in place: a vector return value draws the ABI warning too), then their lanes and the tail
+// into one value.
+template <class T, class Op>
+SUITE_ROW_INLINE T lane_reduce(const T* x, std::int64_t n, T init, Op op) {
+  using V = Lanes<T>;
+  typename V::vec acc[V::chains];
+  for (auto& a : acc)
+    for (int l = 0; l < V::n; ++l)
+      a[l] = init;
+  std::int64_t j = 0;
+  typename V::vec v;
+  for (; j + V::chains * V::n <= n; j += V::chains * V::n)
+    for (int c = 0; c < V::chains; ++c) {
+      load_lanes<T>(v, x + j + c * V::n);
+      op(acc[c], v);
+    }
+  for (; j + V::n <= n; j += V::n) {
+    load_lanes<T>(v, x + j);
+    op(acc[0], v);
+  }
+  for (int c = 1; c < V::chains; ++c)
+    op(acc[0], acc[c]);
+  T r = init;
+  for (int l = 0; l < V::n; ++l)
+    op(r, acc[0][l]);
+  for (; j < n; ++j)
+    op(r, x[j]);
+  return r;
+}
+
+struct AddOp {
+  template <class U>
+  SUITE_ROW_INLINE void operator()(U& a, const U& b) const {
+    a += b;
+  }
+};
+struct MaxOp {
+  template <class U>
+  SUITE_ROW_INLINE void operator()(U& a, const U& b) const {
+    a = a > b ? a : b;
+  }
 };
 
 template <class T>
 SUITE_ROW_INLINE T lane_sum(const T* x, std::int64_t n) {
-  using V = Lanes<T>;
-  typename V::vec acc = {};
-  std::int64_t j = 0;
-  for (; j + V::n <= n; j += V::n) {
-    typename V::vec v;
-    std::memcpy(&v, x + j, sizeof v);
-    acc += v;
-  }
-  T s = 0;
-  for (int l = 0; l < V::n; ++l)
-    s += acc[l];
-  for (; j < n; ++j)
-    s += x[j];
-  return s;
+  return lane_reduce(x, n, T(0), AddOp{});
 }
 
 template <class T>
 SUITE_ROW_INLINE T lane_max(const T* x, std::int64_t n) {
-  using V = Lanes<T>;
-  constexpr T lowest = -std::numeric_limits<T>::infinity();
-  typename V::vec acc = {};
-  acc -= std::numeric_limits<T>::infinity();
-  std::int64_t j = 0;
-  for (; j + V::n <= n; j += V::n) {
-    typename V::vec v;
-    std::memcpy(&v, x + j, sizeof v);
-    acc = acc > v ? acc : v;
-  }
-  T m = lowest;
-  for (int l = 0; l < V::n; ++l)
-    m = m > acc[l] ? m : acc[l];
-  for (; j < n; ++j)
-    m = m > x[j] ? m : x[j];
-  return m;
+  return lane_reduce(x, n, -std::numeric_limits<T>::infinity(), MaxOp{});
 }
 
 #define SUITE_ROW_OPS(T)                                                                    \
