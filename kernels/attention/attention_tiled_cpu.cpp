@@ -56,25 +56,12 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
         const std::int64_t rows = r1 - r0, a = span.begin, nj = span.end - span.begin;
         blas_gemm<T>(false, true, rows, nj, d, scale, q_tile + r0 * p.ld_q, p.ld_q,
                      k + a * p.ld_k + kh * d, p.ld_k, T(0), s.data(), nj);
-        for (std::int64_t i = r0; i < r1; ++i) {
-          T* row = s.data() + (i - r0) * nj;
-          if (span.needs_mask) {
-            const KeyWindow w = visible_window(p.causal, q_pos[i0 + i]);
-            mask_row(row, k_pos + a, nj, w.lo, w.hi);
-          }
-          const T m_new = std::max(m[i], row_max(row, nj));
-          if (m_new == neg_inf) {  // nothing visible to this query yet: P row of zeros
-            std::fill(row, row + nj, T(0));
-            continue;
-          }
-          if (m[i] != neg_inf && m_new != m[i]) {  // rescale what was accumulated
-            const T corr = std::exp(m[i] - m_new);
-            l[i] *= corr;
-            scale_row(acc.data() + i * d, d, corr);
-          }
-          l[i] += exp_shift_sum(row, nj, m_new);
-          m[i] = m_new;
+        for (std::int64_t i = r0; i < r1 && span.needs_mask; ++i) {
+          const KeyWindow w = visible_window(p.causal, q_pos[i0 + i]);
+          mask_row(s.data() + (i - r0) * nj, k_pos + a, nj, w.lo, w.hi);
         }
+        online_softmax_rows(s.data(), rows, nj, m.data() + r0, l.data() + r0, acc.data() + r0 * d,
+                            std::int64_t{d});
         blas_gemm<T>(false, false, rows, d, nj, T(1), s.data(), nj, v + a * p.ld_v + kh * d, p.ld_v,
                      T(1), acc.data() + r0 * d, d);
       };
