@@ -71,10 +71,10 @@ SUITE_ROW_INLINE void load_lanes(typename Lanes<T>::vec& v, const T* x) {
 template <class T, class Op>
 SUITE_ROW_INLINE T lane_reduce(const T* x, std::int64_t n, T init, Op op) {
   using V = Lanes<T>;
-  typename V::vec acc[V::chains] = {};
+  const typename V::vec zero = {};
+  typename V::vec acc[V::chains];
   for (auto& a : acc)
-    for (int l = 0; l < V::n; ++l)
-      a[l] = init;
+    a = zero + init;  // every lane init (0 + -inf is -inf)
   std::int64_t j = 0;
   typename V::vec v;
   for (; j + V::chains * V::n <= n; j += V::chains * V::n)

@@ -14,6 +14,16 @@ namespace suite::kernels::cpu {
 template <class T>
 void mask_row(T* x, const std::int64_t* k_pos, std::int64_t n, std::int64_t lo, std::int64_t hi);
 
+// n rounded up to whole 64-byte vectors. Scores laid out with rows this long, the columns past
+// n set to -inf, run online_softmax_rows over the padded length: its loops then end on whole
+// vectors, without the scalar tail that made a 15-key row cost twice a 16-key one (the pad
+// adds exp(-inf) = 0 to the sums and nothing to the maxima).
+template <class T>
+constexpr std::int64_t padded_row_length(std::int64_t n) {
+  constexpr std::int64_t lanes = 64 / sizeof(T);
+  return (n + lanes - 1) / lanes * lanes;
+}
+
 // One online-softmax step for the rows of a score block s (rows x n, row stride n), each with
 // its running max m[i], sum l[i] and output accumulator acc[i * d, (i + 1) * d): m[i] = max(m[i],
 // the row's max); where m[i] grew from a finite value, l[i] and the accumulator row are scaled
