@@ -88,9 +88,14 @@ SUITE_ROW_INLINE T lane_reduce(const T* x, std::int64_t n, T init, Op op) {
   }
   for (int c = 1; c < V::chains; ++c)
     op(acc[0], acc[c]);
-  T r = init;
-  for (int l = 0; l < V::n; ++l)
-    op(r, acc[0][l]);
+  // The lanes in a tree, log2(lanes) steps deep: one after the other they were a chain of 8
+  // dependent operations (about 30 cycles) per row and reduction, most of a short row's cost.
+  T lanes[V::n];
+  std::memcpy(lanes, &acc[0], sizeof lanes);
+  for (int w = V::n / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l)
+      op(lanes[l], lanes[l + w]);
+  T r = lanes[0];
   for (; j < n; ++j)
     op(r, x[j]);
   return r;
