@@ -39,7 +39,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
   const T scale = static_cast<T>(p.softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const std::int64_t tile_rows = calls.tile_rows();
-  std::vector<T> s(static_cast<std::size_t>(tile_rows * calls.tile_cols()));
+  std::vector<T> s(static_cast<std::size_t>(tile_rows * padded_row_length<T>(calls.tile_cols())));
   std::vector<T> acc(static_cast<std::size_t>(tile_rows * d)), m(tile_rows), l(tile_rows);
 
   for (int h = 0; h < p.heads; ++h) {
@@ -54,29 +54,21 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
       // softmax per row, acc += P V.
       auto attend = [&](std::int64_t r0, std::int64_t r1, const KeySpan& span) {
         const std::int64_t rows = r1 - r0, a = span.begin, nj = span.end - span.begin;
+        const std::int64_t ld_s = padded_row_length<T>(nj);
         blas_gemm<T>(false, true, rows, nj, d, scale, q_tile + r0 * p.ld_q, p.ld_q,
-                     k + a * p.ld_k + kh * d, p.ld_k, T(0), s.data(), nj);
+                     k + a * p.ld_k + kh * d, p.ld_k, T(0), s.data(), ld_s);
         for (std::int64_t i = r0; i < r1; ++i) {
-          T* row = s.data() + (i - r0) * nj;
+          T* row = s.data() + (i - r0) * ld_s;
           if (span.needs_mask) {
             const KeyWindow w = visible_window(p.causal, q_pos[i0 + i]);
             mask_row(row, k_pos + a, nj, w.lo, w.hi);
           }
-          const T m_new = std::max(m[i], row_max(row, nj));
-          if (m_new == neg_inf) {  // nothing visible to this query yet: P row of zeros
-            std::fill(row, row + nj, T(0));
-            continue;
-          }
-          if (m[i] != neg_inf && m_new != m[i]) {  // rescale what was accumulated
-            const T corr = std::exp(m[i] - m_new);
-            l[i] *= corr;
-            scale_row(acc.data() + i * d, d, corr);
-          }
-          l[i] += exp_shift_sum(row, nj, m_new);
-          m[i] = m_new;
+          std::fill(row + nj, row + ld_s, neg_inf);
         }
-        blas_gemm<T>(false, false, rows, d, nj, T(1), s.data(), nj, v + a * p.ld_v + kh * d, p.ld_v,
-                     T(1), acc.data() + r0 * d, d);
+        online_softmax_rows(s.data(), rows, ld_s, m.data() + r0, l.data() + r0, acc.data() + r0 * d,
+                            std::int64_t{d});
+        blas_gemm<T>(false, false, rows, d, nj, T(1), s.data(), ld_s, v + a * p.ld_v + kh * d,
+                     p.ld_v, T(1), acc.data() + r0 * d, d);
       };
       calls.run(qt, attend);
       for (std::int64_t i = 0; i < tq; ++i) {

@@ -47,78 +47,132 @@ SUITE_ROW_INLINE double exp_t(double x) {
 // Sums and maxima over 32 bytes of lanes at a time (GCC vector extensions): the compiler may
 // not reorder a float reduction by itself, and its `a > b ? a : b` max would otherwise stay
 // scalar. 32 bytes, not 64: on AVX2 GCC 12 lowered the 64-byte max to scalar code through the
-// stack, and row_max took 11% of a packed-documents forward. The AVX2 and AVX-512 clones get
-// ymm code; the baseline (SSE2) clone's max stays scalar, as before.
+// stack, and the row max took 11% of a packed-documents forward. The AVX2 and AVX-512 clones get
+// ymm code; the baseline (SSE2) clone's max stays scalar, as before. Four accumulators, not
+// one: a single chain waits on each add's or max's latency (4 cycles for 8 lanes), which held
+// the row max and the row sum to half a cycle per element.
 template <class T>
 struct Lanes {
   static constexpr int n = 32 / sizeof(T);
+  static constexpr int chains = 4;
   typedef T vec __attribute__((vector_size(32)));
+};
+
+// Out parameter, not a return value: returning a vector type from a function compiled for
+// the baseline draws GCC's ABI warning (-Wpsabi) even where it is inlined.
+template <class T>
+SUITE_ROW_INLINE void load_lanes(typename Lanes<T>::vec& v, const T* x) {
+  std::memcpy(&v, x, sizeof v);
+}
+
+// Folds x[0, n) into `chains` vector accumulators starting at `init` with `op` (a = op(a, b),
+// in place: a vector return value draws the ABI warning too), then their lanes and the tail
+// into one value.
+template <class T, class Op>
+SUITE_ROW_INLINE T lane_reduce(const T* x, std::int64_t n, T init, Op op) {
+  using V = Lanes<T>;
+  const typename V::vec zero = {};
+  typename V::vec acc[V::chains];
+  for (auto& a : acc)
+    a = zero + init;  // every lane init (0 + -inf is -inf)
+  std::int64_t j = 0;
+  typename V::vec v;
+  for (; j + V::chains * V::n <= n; j += V::chains * V::n)
+    for (int c = 0; c < V::chains; ++c) {
+      load_lanes<T>(v, x + j + c * V::n);
+      op(acc[c], v);
+    }
+  for (; j + V::n <= n; j += V::n) {
+    load_lanes<T>(v, x + j);
+    op(acc[0], v);
+  }
+  for (int c = 1; c < V::chains; ++c)
+    op(acc[0], acc[c]);
+  // The lanes in a tree, log2(lanes) steps deep: one after the other they were a chain of 8
+  // dependent operations (about 30 cycles) per row and reduction, most of a short row's cost.
+  T lanes[V::n];
+  std::memcpy(lanes, &acc[0], sizeof lanes);
+  for (int w = V::n / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l)
+      op(lanes[l], lanes[l + w]);
+  T r = lanes[0];
+  for (; j < n; ++j)
+    op(r, x[j]);
+  return r;
+}
+
+struct AddOp {
+  template <class U>
+  SUITE_ROW_INLINE void operator()(U& a, const U& b) const {
+    a += b;
+  }
+};
+struct MaxOp {
+  template <class U>
+  SUITE_ROW_INLINE void operator()(U& a, const U& b) const {
+    a = a > b ? a : b;
+  }
 };
 
 template <class T>
 SUITE_ROW_INLINE T lane_sum(const T* x, std::int64_t n) {
-  using V = Lanes<T>;
-  typename V::vec acc = {};
-  std::int64_t j = 0;
-  for (; j + V::n <= n; j += V::n) {
-    typename V::vec v;
-    std::memcpy(&v, x + j, sizeof v);
-    acc += v;
-  }
-  T s = 0;
-  for (int l = 0; l < V::n; ++l)
-    s += acc[l];
-  for (; j < n; ++j)
-    s += x[j];
-  return s;
+  return lane_reduce(x, n, T(0), AddOp{});
 }
 
 template <class T>
 SUITE_ROW_INLINE T lane_max(const T* x, std::int64_t n) {
-  using V = Lanes<T>;
-  constexpr T lowest = -std::numeric_limits<T>::infinity();
-  typename V::vec acc = {};
-  acc -= std::numeric_limits<T>::infinity();
-  std::int64_t j = 0;
-  for (; j + V::n <= n; j += V::n) {
-    typename V::vec v;
-    std::memcpy(&v, x + j, sizeof v);
-    acc = acc > v ? acc : v;
-  }
-  T m = lowest;
-  for (int l = 0; l < V::n; ++l)
-    m = m > acc[l] ? m : acc[l];
-  for (; j < n; ++j)
-    m = m > x[j] ? m : x[j];
-  return m;
+  return lane_reduce(x, n, -std::numeric_limits<T>::infinity(), MaxOp{});
 }
 
-#define SUITE_ROW_OPS(T)                                                                    \
-  SUITE_CPU_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos, \
-                                     std::int64_t n, std::int64_t lo, std::int64_t hi) {    \
-    for (std::int64_t j = 0; j < n; ++j)                                                    \
-      x[j] = k_pos[j] >= lo && k_pos[j] <= hi ? x[j] : -std::numeric_limits<T>::infinity(); \
-  }                                                                                         \
-  SUITE_CPU_CLONES T row_max_##T(const T* __restrict x, std::int64_t n) {                   \
-    return lane_max(x, n);                                                                  \
-  }                                                                                         \
-  SUITE_CPU_CLONES void exp_shift_##T(T* __restrict x, std::int64_t n, T shift) {           \
-    for (std::int64_t j = 0; j < n; ++j)                                                    \
-      x[j] = exp_t(x[j] - shift);                                                           \
-  }                                                                                         \
-  SUITE_CPU_CLONES T exp_shift_sum_##T(T* __restrict x, std::int64_t n, T shift) {          \
-    for (std::int64_t j = 0; j < n; ++j)                                                    \
-      x[j] = exp_t(x[j] - shift);                                                           \
-    return lane_sum(x, n);                                                                  \
-  }                                                                                         \
-  SUITE_CPU_CLONES void softmax_grad_row_##T(T* __restrict dp, const T* __restrict p,       \
-                                             std::int64_t n, T delta) {                     \
-    for (std::int64_t j = 0; j < n; ++j)                                                    \
-      dp[j] = p[j] * (dp[j] - delta);                                                       \
-  }                                                                                         \
-  SUITE_CPU_CLONES void scale_row_##T(T* __restrict x, std::int64_t n, T a) {               \
-    for (std::int64_t j = 0; j < n; ++j)                                                    \
-      x[j] *= a;                                                                            \
+// The online-softmax step of online_softmax_rows, inlined into each clone: one call per
+// GEMM's rows, not three per row, so the exp's constants are set up once per call and a
+// causal diagonal's short rows do not pay a call and a setup each.
+template <class T>
+SUITE_ROW_INLINE void online_softmax(T* __restrict s, std::int64_t rows, std::int64_t n,
+                                     T* __restrict m, T* __restrict l, T* __restrict acc,
+                                     std::int64_t d) {
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    T* __restrict row = s + i * n;
+    const T row_m = lane_max(row, n);
+    const T m_new = m[i] > row_m ? m[i] : row_m;
+    if (m_new == neg_inf) {  // nothing visible to this query yet: a row of zeros
+      for (std::int64_t j = 0; j < n; ++j)
+        row[j] = T(0);
+      continue;
+    }
+    if (m[i] != neg_inf && m_new != m[i]) {  // rescale what was accumulated
+      const T corr = std::exp(m[i] - m_new);
+      l[i] *= corr;
+      for (std::int64_t c = 0; c < d; ++c)
+        acc[i * d + c] *= corr;
+    }
+    for (std::int64_t j = 0; j < n; ++j)
+      row[j] = exp_t(row[j] - m_new);
+    l[i] += lane_sum(row, n);
+    m[i] = m_new;
+  }
+}
+
+#define SUITE_ROW_OPS(T)                                                                          \
+  SUITE_CPU_CLONES void mask_row_##T(T* __restrict x, const std::int64_t* __restrict k_pos,       \
+                                     std::int64_t n, std::int64_t lo, std::int64_t hi) {          \
+    for (std::int64_t j = 0; j < n; ++j)                                                          \
+      x[j] = k_pos[j] >= lo && k_pos[j] <= hi ? x[j] : -std::numeric_limits<T>::infinity();       \
+  }                                                                                               \
+  SUITE_CPU_CLONES void exp_shift_##T(T* __restrict x, std::int64_t n, T shift) {                 \
+    for (std::int64_t j = 0; j < n; ++j)                                                          \
+      x[j] = exp_t(x[j] - shift);                                                                 \
+  }                                                                                               \
+  SUITE_CPU_CLONES void online_softmax_rows_##T(T* __restrict s, std::int64_t rows,               \
+                                                std::int64_t n, T* __restrict m, T* __restrict l, \
+                                                T* __restrict acc, std::int64_t d) {              \
+    online_softmax(s, rows, n, m, l, acc, d);                                                     \
+  }                                                                                               \
+  SUITE_CPU_CLONES void softmax_grad_row_##T(T* __restrict dp, const T* __restrict p,             \
+                                             std::int64_t n, T delta) {                           \
+    for (std::int64_t j = 0; j < n; ++j)                                                          \
+      dp[j] = p[j] * (dp[j] - delta);                                                             \
   }
 SUITE_ROW_OPS(float)
 SUITE_ROW_OPS(double)
@@ -126,31 +180,24 @@ SUITE_ROW_OPS(double)
 
 }  // namespace
 
-#define SUITE_ROW_API(T)                                                              \
-  template <>                                                                         \
-  void mask_row<T>(T * x, const std::int64_t* k_pos, std::int64_t n, std::int64_t lo, \
-                   std::int64_t hi) {                                                 \
-    mask_row_##T(x, k_pos, n, lo, hi);                                                \
-  }                                                                                   \
-  template <>                                                                         \
-  T row_max<T>(const T* x, std::int64_t n) {                                          \
-    return row_max_##T(x, n);                                                         \
-  }                                                                                   \
-  template <>                                                                         \
-  T exp_shift_sum<T>(T * x, std::int64_t n, T shift) {                                \
-    return exp_shift_sum_##T(x, n, shift);                                            \
-  }                                                                                   \
-  template <>                                                                         \
-  void exp_shift<T>(T * x, std::int64_t n, T shift) {                                 \
-    exp_shift_##T(x, n, shift);                                                       \
-  }                                                                                   \
-  template <>                                                                         \
-  void softmax_grad_row<T>(T * dp, const T* p, std::int64_t n, T delta) {             \
-    softmax_grad_row_##T(dp, p, n, delta);                                            \
-  }                                                                                   \
-  template <>                                                                         \
-  void scale_row<T>(T * x, std::int64_t n, T a) {                                     \
-    scale_row_##T(x, n, a);                                                           \
+#define SUITE_ROW_API(T)                                                                       \
+  template <>                                                                                  \
+  void mask_row<T>(T * x, const std::int64_t* k_pos, std::int64_t n, std::int64_t lo,          \
+                   std::int64_t hi) {                                                          \
+    mask_row_##T(x, k_pos, n, lo, hi);                                                         \
+  }                                                                                            \
+  template <>                                                                                  \
+  void online_softmax_rows<T>(T * s, std::int64_t rows, std::int64_t n, T * m, T * l, T * acc, \
+                              std::int64_t d) {                                                \
+    online_softmax_rows_##T(s, rows, n, m, l, acc, d);                                         \
+  }                                                                                            \
+  template <>                                                                                  \
+  void exp_shift<T>(T * x, std::int64_t n, T shift) {                                          \
+    exp_shift_##T(x, n, shift);                                                                \
+  }                                                                                            \
+  template <>                                                                                  \
+  void softmax_grad_row<T>(T * dp, const T* p, std::int64_t n, T delta) {                      \
+    softmax_grad_row_##T(dp, p, n, delta);                                                     \
   }
 SUITE_ROW_API(float)
 SUITE_ROW_API(double)

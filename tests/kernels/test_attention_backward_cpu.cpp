@@ -203,10 +203,14 @@ void check_row_ops(std::int64_t n) {
     ASSERT_EQ(std::isinf(masked[j]), hidden) << j;
     if (!hidden) expect_max = std::max(expect_max, x[j]);
   }
-  ASSERT_EQ(cpu::row_max(masked.data(), n), expect_max);
-  if (expect_max == -std::numeric_limits<T>::infinity()) return;
+  // One online-softmax step from an empty state (max -inf, sum 0): the row's max, its
+  // exponentials and their sum.
   auto e = masked;
-  const T sum = cpu::exp_shift_sum(e.data(), n, expect_max);
+  T m = -std::numeric_limits<T>::infinity(), sum = 0;
+  std::vector<T> acc(3, T(1));
+  cpu::online_softmax_rows(e.data(), 1, n, &m, &sum, acc.data(), 3);
+  ASSERT_EQ(m, expect_max);
+  if (expect_max == -std::numeric_limits<T>::infinity()) return;
   double want_sum = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     const double want =
@@ -215,6 +219,7 @@ void check_row_ops(std::int64_t n) {
     want_sum += want;
   }
   ASSERT_NEAR(sum, want_sum, 1e-6 * want_sum);
+  ASSERT_EQ(acc, std::vector<T>(3, T(1)));  // nothing accumulated yet: nothing rescaled
   auto dp = test::random_vector<T>(static_cast<std::size_t>(n), 50 + n);
   const auto dp0 = dp;
   cpu::softmax_grad_row(dp.data(), e.data(), n, T(0.25));

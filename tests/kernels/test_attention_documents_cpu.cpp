@@ -197,7 +197,8 @@ TEST(DocumentMask, RowBlocksCoverEveryVisiblePairOnceAndKeepToOneDocument) {
 // A causal diagonal of 64 rows (one document, queries and keys at the same positions), sub-tiles
 // of 32, pieces of 8: the calls, listed by hand. The first sub-tile's rows all see key 0 only, too
 // few keys for a call of their own, so its pieces start at key 0; the second's all see keys 0 to
-// 32, one unmasked call, then pieces from key 33.
+// 32, and the unmasked call takes whole pieces' worth of them, keys 0 to 31, the pieces the rest
+// from key 32.
 TEST(DocumentMask, ACausalDiagonalGivesNoCallToFewerKeysThanAPiece) {
   std::vector<std::int64_t> pos;
   for (std::int64_t p = 0; p < 64; ++p)
@@ -214,8 +215,8 @@ TEST(DocumentMask, ACausalDiagonalGivesNoCallToFewerKeysThanAPiece) {
                           });
   const std::vector<Call> want = {
       {0, 8, 0, 8, true},     {8, 16, 0, 16, true},   {16, 24, 0, 24, true},
-      {24, 32, 0, 32, true},  {32, 64, 0, 33, false}, {32, 40, 33, 40, true},
-      {40, 48, 33, 48, true}, {48, 56, 33, 56, true}, {56, 64, 33, 64, true}};
+      {24, 32, 0, 32, true},  {32, 64, 0, 32, false}, {32, 40, 32, 40, true},
+      {40, 48, 32, 48, true}, {48, 56, 32, 56, true}, {56, 64, 32, 64, true}};
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(got[i] == want[i]) << "call " << i << ": rows [" << got[i].r0 << ", " << got[i].r1
