@@ -148,10 +148,6 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
                              ": the job's " + n(world) + " ranks hold one PP group (--pp " +
                              n(c.spec.ranks) + " x --tp x --cp = " + n(c.spec.ranks * tp * cp) +
                              "): no replicas to shard over");
-          if (mode != model::DpShard::none && stage == StageKind::block)
-            throw UsageError(
-                "--dp-shard " + std::string(model::dp_shard_name(mode)) +
-                ": --stage block has no DP gradient sums (not built): use --stage mlp");
           c.dp_shard = mode;
           configs.push_back(c);
         }

@@ -51,8 +51,8 @@ struct PipelineConfig {
   int replicas = 1;  // PP groups in the job: the job's ranks / (p T C)
   MeshShape mesh;    // pp = p, tp = T, cp = C, the other ranks data-parallel, laid out by --order
   model::DpShard dp_shard = model::DpShard::none;
-  // Whether the replicas sum their gradients (the MLP stages with more than one PP group).
-  bool dp_sums() const { return replicas > 1 && stage == StageKind::mlp; }
+  // Whether the replicas sum their gradients (more than one PP group).
+  bool dp_sums() const { return replicas > 1; }
   std::string name() const;
 };
 
