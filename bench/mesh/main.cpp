@@ -6,9 +6,16 @@
 #include "bench/mesh/mesh_config.hpp"
 #include "bench/mesh/mesh_flags.hpp"
 #include "bench/mesh/mesh_table.hpp"
+#include "bench/pipeline/pipeline_case.hpp"
+#include "bench/pipeline/pipeline_flags.hpp"
 #include "common/harness/bench_main.hpp"
+#include "common/harness/shared_flags.hpp"
+#include "common/results/record_access.hpp"
 
 namespace {
+
+using suite::BenchContext;
+using suite::CaseSpec;
 
 const char* const kDescription =
     "The composed block: one pre-LN transformer block (sp_tp's TP+SP layer: LayerNorm, QKV,\n"
@@ -25,21 +32,63 @@ const char* const kDescription =
     "and weights beside their formulas, and the output, input gradient and every summed weight\n"
     "gradient checked against the single-rank block on the same global batch (D b sequences).\n"
     "The block has no dropout (as Llama 3 and DeepSeek-V3 train) and its MoE no auxiliary loss\n"
-    "and no capacity (dropless): both would depend on which ranks hold which tokens.";
+    "and no capacity (dropless): both would depend on which ranks hold which tokens.\n"
+    "--pp P > 1: the block's --layers layers over P pipeline stages of T x C ranks, D = the\n"
+    "job's ranks / (T C P) replicas, run and checked as pipeline --stage block runs them\n"
+    "(--schedule, --microbatches, --chunks; a training step, gradients summed over DP; dense,\n"
+    "ring CP, fp64), laid out by --order with pp's place (tp,cp,ep,dp,pp or tp,cp,pp,dp).";
+
+// The flags beyond mesh's own: the pipeline's --pp (P, 1 here: no pipeline), schedule and
+// --layers.
+struct Flags {
+  suite::mesh::MeshFlags mesh;
+  suite::pipeline::ScheduleFlags schedule{.pp = 1};
+  int layers = 0;
+};
+
+// The block's case where P = 1, the pipeline's block-stage cases (one per schedule) where P > 1.
+std::vector<CaseSpec> make_cases(const Flags& f, BenchContext& ctx) {
+  suite::mesh::MeshFlags mesh = f.mesh;
+  mesh.pp = f.schedule.pp;
+  std::vector<CaseSpec> specs;
+  for (const suite::mesh::MeshConfig& c : suite::mesh::mesh_configs(mesh, ctx)) {
+    if (c.shape.pp == 1) {
+      specs.push_back(suite::mesh::make_case(ctx, c));
+      continue;
+    }
+    for (const auto& p : suite::pipeline::block_stage_configs(c, f.schedule, f.layers, ctx)) {
+      CaseSpec spec = suite::pipeline::make_case(ctx, p);
+      // The mesh's name (its degrees and order tell the cases of a sweep apart), the schedule's.
+      spec.name = c.case_name() + "_" + suite::pipeline::schedule_name(p.spec.kind) + "_m" +
+                  std::to_string(p.spec.microbatches) + "_v" + std::to_string(p.spec.chunks) +
+                  "_L" + std::to_string(p.layers);
+      specs.push_back(std::move(spec));
+    }
+  }
+  return specs;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  suite::mesh::MeshFlags flags;
+  Flags flags;
   return suite::run_benchmark(
       argc, argv,
       {.name = "mesh",
        .description = kDescription,
-       .add_options = [&](CLI::App& app) { suite::mesh::add_mesh_flags(app, flags); },
-       .make_cases =
-           suite::case_per_config(flags, suite::mesh::mesh_configs, suite::mesh::make_case),
+       .add_options =
+           [&](CLI::App& app) {
+             suite::mesh::add_mesh_flags(app, flags.mesh);
+             suite::pipeline::add_schedule_flags(app, flags.schedule);
+             suite::add_layers_flag(app, flags.layers);
+           },
+       .make_cases = [&](BenchContext& ctx) { return make_cases(flags, ctx); },
        .summarize =
            [](const suite::BenchContext&, const std::vector<suite::CaseRecord>& records) {
-             suite::mesh::print_mesh_table(records);
+             // The pipeline cases (P > 1) report the pipeline's own figures, not the table's.
+             std::vector<suite::CaseRecord> blocks;
+             for (const suite::CaseRecord& r : records)
+               if (suite::param_text(r, "stage").empty()) blocks.push_back(r);
+             suite::mesh::print_mesh_table(blocks);
            }});
 }

@@ -50,7 +50,8 @@ std::string MeshConfig::case_name() const {
   std::ostringstream n;
   n << "mesh_" << dtype_name(dtype) << "_tp" << shape.tp << "_cp" << shape.cp << "_dp" << shape.dp;
   if (moe()) n << "_ep" << shape.ep;
-  n << "_" << mesh_order_name(shape.order) << "_s" << s << "_b" << b << "_h" << h << "_a" << heads;
+  if (shape.pp > 1) n << "_pp" << shape.pp;
+  n << "_" << mesh_order_name(shape) << "_s" << s << "_b" << b << "_h" << h << "_a" << heads;
   if (kv() != heads) n << "_kv" << kv();
   n << "_ff" << ffn();
   if (moe()) n << "_E" << experts << "_k" << top_k << "_" << moe::mlp_name(mlp);
@@ -73,8 +74,35 @@ std::string MeshConfig::case_name() const {
   return name;
 }
 
+namespace {
+
+// With P > 1 the block runs as the pipeline's block stage (bench/pipeline/block_chunk.hpp):
+// dense MLP, the zig-zag causal ring over CP, one K/V head per head, fp64 on the host, blocking
+// TP collectives and the gradient sums after the step.
+void validate_block_stage(const MeshConfig& c) {
+  const std::string pp = "--pp " + std::to_string(c.shape.pp);
+  auto refuse = [&](bool bad, const std::string& what) {
+    if (bad) throw UsageError(pp + " with " + what + ": not built");
+  };
+  refuse(c.moe(), "experts (--experts " + std::to_string(c.experts) + ")");
+  refuse(c.shape.cp > 1 && c.cp_method.method != CpMethod::ring,
+         "--cp-method " + c.cp_method.name());
+  refuse(c.shape.cp > 1 && c.layout != ring::Layout::zigzag,
+         "--layout " + std::string(ring::layout_name(c.layout)));
+  refuse(!c.causal, "--causal 0");
+  refuse(c.kv() != c.heads, "--kv-heads " + std::to_string(c.kv_heads));
+  refuse(c.tp_overlap.kind != sp_tp::TpOverlap::none, "--tp-overlap " + c.tp_overlap.name());
+  refuse(c.grad_bucket_mb > 0, "--grad-bucket " + std::to_string(c.grad_bucket_mb));
+  if (c.dtype != DType::fp64)
+    throw UsageError(pp + " runs the block's stages in fp64 on the host: use --dtype fp64 (got " +
+                     std::string(dtype_name(c.dtype)) + ")");
+}
+
+}  // namespace
+
 void validate(const MeshConfig& c, int world) {
   const MeshLayout layout(c.shape, world);  // degrees, EP, order
+  if (c.shape.pp > 1) validate_block_stage(c);
   auto n = [](std::int64_t v) { return std::to_string(v); };
   auto need = [](bool ok, const std::string& why) {
     if (!ok) throw UsageError("mesh: " + why);

@@ -59,7 +59,8 @@ struct MeshConfig {
 
 // Throws UsageError naming the flag and the numbers (shape.ep must be resolved: E, not 0): degrees,
 // heads per T (and T u for Ulysses), K/V heads, s per C (2 C for zig-zag), experts per E, the
-// gradient bucket, --moe-overlap's needs (experts, b even, C = 1).
+// gradient bucket, --moe-overlap's needs (experts, b even, C = 1); with P > 1 stages, what the
+// pipeline's block stage runs (no experts, the causal zig-zag ring, fp64, ...).
 void validate(const MeshConfig& c, int world);
 
 }  // namespace suite::mesh

@@ -109,7 +109,7 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
       throw UsageError("--dispatch hierarchical needs --ranks-per-node (the ranks of one node)");
   const std::vector<int> experts = degrees("--experts", f.moe.experts);
   const std::vector<bool> causal = parse_list("--causal", f.causal, parse_causal);
-  const auto orders = parse_list("--order", f.order, parse_mesh_order, '/');
+  const auto orders = parse_list("--order", f.order, parse_mesh_order_pp, '/');
   const auto methods = parse_list("--cp-method", f.cp_method, parse_cp_method);
   const std::vector<sp_tp::TpOverlapMode> overlaps =
       parse_list("--tp-overlap", f.tp_overlap, sp_tp::parse_tp_overlap);
@@ -120,6 +120,8 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   const std::vector<bool> two_batches = parse_list("--moe-overlap", f.moe_overlap, two_batch);
   std::vector<MeshConfig> out;
   std::string skipped;  // --dp 0 combinations that leave no whole DP degree
+  const int pp = f.pp;
+  if (pp < 1) throw UsageError("--pp " + std::to_string(pp) + ": mesh runs P >= 1 stages");
   for (int tp : degrees("--tp", f.tp))
     for (int cp : degrees("--cp", f.cp))
       for (int dp_flag : degrees("--dp", f.dp))
@@ -139,21 +141,23 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                             c.causal = is_causal;
                             c.grad_bucket_mb = bucket;
                             int dp = dp_flag;
-                            if (dp_flag == 0) {  // the rest of the job, where T C divides it
-                              if (tp < 1 || cp < 1 || world % (tp * cp) != 0) {
-                                const std::string tc =
-                                    std::to_string(tp) + " x " + std::to_string(cp);
+                            if (dp_flag == 0) {  // the rest of the job, where T C P divides it
+                              if (tp < 1 || cp < 1 || pp < 1 || world % (tp * cp * pp) != 0) {
+                                const std::string tc = std::to_string(tp) + " x " +
+                                                       std::to_string(cp) +
+                                                       (pp > 1 ? " x " + std::to_string(pp) : "");
                                 if (skipped.find(tc) == std::string::npos)
                                   skipped += (skipped.empty() ? "" : ", ") + tc;
                                 continue;
                               }
-                              dp = world / (tp * cp);
+                              dp = world / (tp * cp * pp);
                             }
                             c.shape.tp = tp;
                             c.shape.cp = cp;
                             c.shape.dp = dp;
+                            c.shape.pp = pp;
                             c.shape.ep = ep_flag;
-                            c.shape.order = order;
+                            c.shape.set_order(order);
                             c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
                             // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
                             if (method.method == CpMethod::hybrid && method.u == 1) method = {};
@@ -163,7 +167,7 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                             c.cp_method = method;
                             c.layout = layout;
                             c.tp_overlap = overlap;
-                            c.pass = pass;
+                            c.pass = pp > 1 ? Pass::fwd_bwd : pass;  // a pipeline step trains
                             for (bool tbo : two_batches) {
                               c.two_batch = tbo;
                               validate(c, world);
@@ -175,8 +179,9 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
                             }
                           }
   if (out.empty())
-    throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --dp 0: no T x C (" + skipped +
-                     ") divides the job's " + std::to_string(world) + " ranks");
+    throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --pp " + std::to_string(f.pp) +
+                     ", --dp 0: no T x C (x P) (" + skipped + ") divides the job's " +
+                     std::to_string(world) + " ranks");
   return out;
 }
 

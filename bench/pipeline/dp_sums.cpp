@@ -1,5 +1,6 @@
 #include "bench/pipeline/dp_sums.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -31,6 +32,13 @@ void unpack(const Rows& flat, const std::vector<ParamTensor>& tensors, bool grad
   }
 }
 
+std::int64_t elems(const std::vector<ParamTensor>& tensors) {
+  std::int64_t n = 0;
+  for (const ParamTensor& t : tensors)
+    n += static_cast<std::int64_t>(t.elems);
+  return n;
+}
+
 // Seconds spent in f, added to into.
 template <class F>
 void timed(double& into, F&& f) {
@@ -48,9 +56,16 @@ bool DataParallelSums::sharded() const {
 std::int64_t DataParallelSums::params() const {
   std::int64_t n = 0;
   for (const Chunk& c : chunks_)
-    for (const ParamTensor& t : c.tensors)
-      n += static_cast<std::int64_t>(t.elems);
+    n += elems(c.tensors);
   return n;
+}
+
+// A chunk's layers are alike (the same shapes), so its largest is its share.
+std::int64_t DataParallelSums::layer_params() const {
+  std::int64_t most = 0;
+  for (const Chunk& c : chunks_)
+    most = std::max(most, elems(c.tensors) / std::max(c.stage->count(), 1));
+  return most;
 }
 
 Rows DataParallelSums::slice(const Chunk& c, const Rows& whole) const {
@@ -68,11 +83,9 @@ void DataParallelSums::begin_step(const std::vector<Stage*>& chunks) {
   if (chunks_.empty())
     for (Stage* s : chunks) {
       Chunk c;
+      c.stage = s;
       c.tensors = s->params();
-      std::size_t elems = 0;
-      for (const ParamTensor& t : c.tensors)
-        elems += t.elems;
-      c.shard = (elems + n - 1) / n;
+      c.shard = (static_cast<std::size_t>(elems(c.tensors)) + n - 1) / n;
       c.initial = pack(c.tensors, false, c.shard * n);
       chunks_.push_back(std::move(c));
     }
@@ -113,6 +126,7 @@ void DataParallelSums::release(Chunk& c) {
 }
 
 void DataParallelSums::sum(Chunk& c) {
+  c.stage->finish_step();  // the chunk's gradients complete (summed over its CP group) first
   const Rows grads = pack(c.tensors, true, c.initial.size());
   const std::int64_t before = dp_.bytes().sent;
   if (mode_ == DpShard::none) {

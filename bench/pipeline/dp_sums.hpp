@@ -1,6 +1,7 @@
 // The DP axis of the pipeline (METHODS.md sections 6 and 7): the PP groups beyond the first are
 // data-parallel replicas, and each stage's weight gradients are summed over the DP group (the
-// ranks of equal pipeline rank) once that stage's last W (or BW) of the step is done, under a
+// ranks of equal pipeline rank) once that stage's last W (or BW) of the step is done and the
+// chunk has completed its own sums (finish_step: the block's over its CP group), under a
 // --dp-shard mode (common/formulas/dp_shard.hpp): none all-reduces them and every rank steps the
 // whole; optimizer reduce-scatters them, steps its shard and all-gathers the parameters; grads
 // keeps the parameters sharded between steps and all-gathers them before the chunk's first
@@ -39,8 +40,9 @@ class DataParallelSums final : public OpHooks {
   // after it) and in the gathers before forwards and backwards (grads, full).
   double sum_seconds() const { return sum_s_; }
   double gather_seconds() const { return gather_s_; }
-  // The parameters (elements) of this rank's chunks, unpadded.
+  // The parameters (elements) of this rank's chunks, unpadded, and of its largest layer.
   std::int64_t params() const;
+  std::int64_t layer_params() const;
 
   // After the step, chunk c's shard on this rank: the summed gradients and the updated
   // parameters (under none, this rank's slice of the whole).
@@ -51,6 +53,7 @@ class DataParallelSums final : public OpHooks {
 
  private:
   struct Chunk {
+    Stage* stage = nullptr;
     std::vector<ParamTensor> tensors;
     std::size_t shard = 0;  // elements per rank: the padded total / n
     Rows initial;           // the parameters at the step's start, packed whole

@@ -24,11 +24,11 @@ const char* const kDescription =
     "Ranks beyond --pp run further PP groups, laid out with the PP groups by --order (pp\n"
     "unnamed: outermost, as in Megatron's tp,cp,ep,dp,pp; the seed's tp,cp,pp,dp puts a PP\n"
     "group on consecutive ranks); world rank 0's group is recorded. They are the DP axis: each\n"
-    "runs its own micro-batches, and with --stage mlp each stage's weight gradients are summed\n"
-    "over DP after its last W under --dp-shard (none, optimizer, grads, full), then a plain SGD\n"
-    "step (w -= 0.1 g; every step starts from the initial weights); bytes per collective beside\n"
-    "dp_shard_cost's, and the summed gradients and updated parameters checked against one rank\n"
-    "running every replica's micro-batches (--stage block: replicas without sums).\n"
+    "runs its own micro-batches, and each stage's weight gradients are summed over DP after its\n"
+    "last W (the block's after its CP sum) under --dp-shard (none, optimizer, grads, full), then\n"
+    "a plain SGD step (w -= 0.1 g; every step starts from the initial weights); bytes per\n"
+    "collective beside dp_shard_cost's, and the summed gradients and updated parameters checked\n"
+    "against one rank running every replica's micro-batches.\n"
     "--stage block: each stage holds L/p layers of mesh's transformer block instead, TP+SP over\n"
     "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.";
 

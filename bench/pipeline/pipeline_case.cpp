@@ -30,23 +30,23 @@ void PipelineCase::setup() {
   pp_comm_ = &mesh.axis(MeshAxis::pp);
   recorded_ = mesh.layout().group(MeshAxis::pp, 0);
   stage_groups_ = {&mesh.axis(MeshAxis::tp), &mesh.axis(MeshAxis::cp)};
+  if (cfg_.dp_sums()) {
+    Comm& dp = mesh.axis(MeshAxis::dp);
+    replica_ = dp.rank();
+    dp_sums_ = std::make_unique<DataParallelSums>(cfg_.dp_shard, dp);
+  }
+  // Each replica runs its own micro-batches: the model's inputs replica m .. replica m + m - 1.
+  const int first_input = replica_ * cfg_.spec.microbatches;
   StageFactory make_stage;
   if (cfg_.stage == StageKind::block) {
     schedule_ = fuse_backward(make_schedule(cfg_.spec));
-    make_stage = [this, &mesh, block = block_config(cfg_)](int first, int count) {
-      return std::make_unique<BlockChunk>(block, ctx_, mesh.axis(MeshAxis::tp), &mesh, first,
-                                          count);
+    make_stage = [this, &mesh, block = block_config(cfg_), first_input](int first, int count) {
+      return std::make_unique<BlockChunk>(block, ctx_, mesh.axis(MeshAxis::tp), &mesh, first, count,
+                                          first_input);
     };
   } else {
     schedule_ = make_schedule(cfg_.spec);
-    if (cfg_.dp_sums()) {
-      Comm& dp = mesh.axis(MeshAxis::dp);
-      replica_ = dp.rank();
-      dp_sums_ = std::make_unique<DataParallelSums>(cfg_.dp_shard, dp);
-    }
-    // Each replica runs its own micro-batches: the model's inputs replica m .. replica m + m - 1.
-    make_stage = [shape = shape(), first_input = replica_ * cfg_.spec.microbatches](int first,
-                                                                                    int count) {
+    make_stage = [shape = shape(), first_input](int first, int count) {
       return std::make_unique<StageLayers>(shape, first, count, first_input);
     };
   }
@@ -72,7 +72,8 @@ CheckOutcome PipelineCase::check() {
     return {true, 0, "the single-rank model is above the check's limit", true};
   const NamedErrors errors =
       cfg_.stage == StageKind::block
-          ? block_errors(cfg_, ctx_, schedule_, *executor_, pp_comm_->rank())
+          ? block_errors(cfg_, ctx_, schedule_, *executor_, pp_comm_->rank(), dp_sums_.get(),
+                         replica_)
           : mlp_errors(cfg_, schedule_, *executor_, pp_comm_->rank(), dp_sums_.get(), replica_);
   CheckOutcome out;
   std::string worst;

@@ -25,8 +25,10 @@ NamedErrors mlp_errors(const PipelineConfig& cfg, const Schedule& schedule,
                        int replica);
 // The block stages against mesh's block of every layer at T = C = 1 on this rank: the loss and
 // input gradients on this rank's rows, the weight gradients gathered over the stage's TP group
-// (collective over it).
+// (collective over it); with DP sums, as mlp_errors, the reference's tensors cut to this rank's
+// TP slices.
 NamedErrors block_errors(const PipelineConfig& cfg, BenchContext& ctx, const Schedule& schedule,
-                         PipelineExecutor& executor, int pp_rank);
+                         PipelineExecutor& executor, int pp_rank, const DataParallelSums* dp,
+                         int replica);
 
 }  // namespace suite::pipeline

@@ -12,9 +12,10 @@ namespace suite::pipeline {
 
 void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
   app.add_option("--pp", f.pp,
-                 "p: pipeline stages, one rank each; 0 = the job's ranks (must divide them: the "
-                 "other ranks run further PP groups, data-parallel; --order lays the PP groups "
-                 "out: pp unnamed is outermost)")
+                 "p: pipeline stages, of one rank each (--stage block and mesh: of T C ranks); 0 = "
+                 "the job's ranks (/ T C), which it must divide; the other ranks run further PP "
+                 "groups, data-parallel, laid out by --order (pp unnamed: outermost). mesh: 1 = "
+                 "no pipeline, above 1 the block as pipeline's block-stage case")
       ->capture_default_str();
   std::string known;
   for (const std::string& n : schedule_names())
@@ -148,15 +149,28 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
                              ": the job's " + n(world) + " ranks hold one PP group (--pp " +
                              n(c.spec.ranks) + " x --tp x --cp = " + n(c.spec.ranks * tp * cp) +
                              "): no replicas to shard over");
-          if (mode != model::DpShard::none && stage == StageKind::block)
-            throw UsageError(
-                "--dp-shard " + std::string(model::dp_shard_name(mode)) +
-                ": --stage block has no DP gradient sums (not built): use --stage mlp");
           c.dp_shard = mode;
           configs.push_back(c);
         }
       }
     }
+  return configs;
+}
+
+std::vector<PipelineConfig> block_stage_configs(const mesh::MeshConfig& block,
+                                                const ScheduleFlags& schedule, int layers,
+                                                const BenchContext& ctx) {
+  PipelineFlags f;
+  f.schedule = schedule;
+  f.schedule.pp = block.shape.pp;
+  f.layers = layers;
+  f.shape = {block.s, block.b, block.h, block.heads, block.d_ff};
+  f.stage = "block";
+  f.tp = std::to_string(block.shape.tp);
+  f.cp = std::to_string(block.shape.cp);
+  std::vector<PipelineConfig> configs = pipeline_configs(f, ctx);
+  for (PipelineConfig& c : configs)
+    c.mesh.set_order({block.shape.order, block.shape.pp_at});
   return configs;
 }
 

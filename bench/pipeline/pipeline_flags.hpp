@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/mesh/mesh_config.hpp"
 #include "bench/sp_tp/layer_flags.hpp"
 #include "common/formulas/dp_shard.hpp"
 #include "common/formulas/pipeline_schedule.hpp"
@@ -21,6 +22,7 @@ struct ScheduleFlags {
   int chunks = 0;        // 0: the schedule's own (default_chunks)
 };
 
+// Also mesh's (its --pp, default 1, and the schedule of its P > 1 cases).
 void add_schedule_flags(CLI::App& app, ScheduleFlags& f);
 
 // Every schedule --schedule names at p ranks, validated (UsageError naming the flag otherwise).
@@ -51,10 +53,15 @@ struct PipelineConfig {
   int replicas = 1;  // PP groups in the job: the job's ranks / (p T C)
   MeshShape mesh;    // pp = p, tp = T, cp = C, the other ranks data-parallel, laid out by --order
   model::DpShard dp_shard = model::DpShard::none;
-  // Whether the replicas sum their gradients (the MLP stages with more than one PP group).
-  bool dp_sums() const { return replicas > 1 && stage == StageKind::mlp; }
+  // Whether the replicas sum their gradients (more than one PP group).
+  bool dp_sums() const { return replicas > 1; }
   std::string name() const;
 };
 
 std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const BenchContext& ctx);
+// mesh's block over P = block.shape.pp > 1 stages as the block-stage cases, one per --schedule
+// of `schedule`, of `layers` layers (0: 2 p v), laid out by the block's order.
+std::vector<PipelineConfig> block_stage_configs(const mesh::MeshConfig& block,
+                                                const ScheduleFlags& schedule, int layers,
+                                                const BenchContext& ctx);
 }  // namespace suite::pipeline

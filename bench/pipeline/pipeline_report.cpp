@@ -93,8 +93,8 @@ void PipelineCase::report_dp_sums(CaseRecord& rec) const {
   if (!dp_sums_) return;
   model::DpShardSizes sizes;
   sizes.params = static_cast<double>(dp_sums_->params());
-  sizes.layer_params = 2.0 * static_cast<double>(cfg_.hidden * cfg_.ffn);
-  sizes.replicas = cfg_.replicas;
+  sizes.layer_params = static_cast<double>(dp_sums_->layer_params());
+  sizes.replicas = cfg_.replicas;  // the DP group (the block sums over its CP group before)
   sizes.microbatches = cfg_.spec.microbatches;
   sizes.param_bytes = sizes.grad_bytes = sizeof(double);  // fp64 weights and gradients here
   const model::DpShardCost pred = model::dp_shard_cost(cfg_.dp_shard, sizes);

@@ -34,8 +34,8 @@ void add_batch_flag(CLI::App& app, std::int64_t& batch) {
 void add_layers_flag(CLI::App& app, int& layers) {
   app.add_option("--layers,-L", layers,
                  "L: layers of the model (model: every section also prints totals over L layers; "
-                 "pipeline: split over its p v stages, the first L mod p v holding one more, "
-                 "0 = 2 p v)")
+                 "pipeline, and mesh with --pp above 1: split over its p v stages, the first L mod "
+                 "p v holding one more, 0 = 2 p v)")
       ->capture_default_str();
 }
 

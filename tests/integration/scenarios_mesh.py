@@ -6,7 +6,8 @@ compares the output, the input gradient and every summed weight gradient with th
 block on the same global batch (fp64, 1e-10); here its verdict and per-tensor errors are read
 back, the bytes each axis sent are recomputed from METHODS.md section 6 (written out here,
 independently of common/model), a gradient sum left out must fail the check, the saved tensors
-are recomputed by an outside numpy layer, and bad input is refused with one message.
+are recomputed by an outside numpy layer, and bad input is refused with one message. With
+--pp above 1 the block runs as pipeline's block-stage case under both of pp's places in --order.
 """
 from __future__ import annotations
 
@@ -347,6 +348,32 @@ def scenario_watchdog(env: Env) -> None:
         print(f"frozen before its {point.upper()} exchange:\n" + "\n".join(waiting[r] for r in sorted(waiting)))
 
 
+def scenario_pp(env: Env) -> None:
+    """--pp 2 with TP 2 on 8 ranks (2 replicas) under Megatron's tp,cp,ep,dp,pp (pp outermost)
+    and the seed's tp,cp,pp,dp (a PP group on consecutive TP groups): each runs as pipeline's
+    block-stage case, its check (loss, input gradients, the summed gradients and SGD-updated
+    parameters against one rank running every layer on every replica's micro-batches, fp64,
+    1e-10) passes, and the loss is the same under both orders."""
+    block = ["--seq", "8", "--batch", "2", "--hidden", "128", "--heads", "2", "--ffn-hidden", "64"]
+    out = run_mesh(env, 8, "pp", *block, "--tp", "2", "--cp", "1", "--pp", "2", "--layers", "4",
+                   "--order", "tp,cp,pp,dp/tp,cp,dp,pp")[0]
+    with h5py.File(out) as f:
+        cases = {name: g.attrs for name, g in f["mesh"].items()}
+        for name, a in cases.items():
+            expect(a["check_passed"] == 1 and a["check_max_abs_err"] <= 1e-10,
+                   f"{name}: check {a['check_max_abs_err']}")
+        staged = {str(a["order"]): float(a["loss"]) for a in cases.values() if "stage" in a}
+        expect(set(staged) == {"tp,cp,pp,ep,dp", "tp,cp,ep,dp,pp"}, f"pipeline cases' orders {set(staged)}")
+        for name, a in cases.items():
+            if "stage" in a:
+                expect(int(a["pp"]) == 2 and int(a["tp"]) == 2 and int(a["replicas"]) == 2,
+                       f"{name}: pp {a['pp']}, tp {a['tp']}, replicas {a['replicas']}")
+        losses = list(staged.values())
+        expect(max(losses) - min(losses) <= 1e-10 * max(losses), f"losses {staged} differ across orders")
+        expect(len(cases) == 2, f"{len(cases)} cases, want one per order")
+    print(f"{len(staged)} pipeline cases of the mesh pass their check, one loss across orders")
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "mesh", {
         "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
@@ -371,6 +398,15 @@ def scenario_bad_input(env: Env) -> None:
                                   "--batch 3 sequences per DP rank is not divisible by 2"),
         "moe overlap cp": (["--cp", "2", "--batch", "2", "--experts", "4", "--moe-overlap", "two-batch"],
                            "--moe-overlap two-batch runs with --cp 1 (got --cp 2)"),
+        "pp with experts": (["--pp", "2", "--experts", "4"], "--pp 2 with experts (--experts 4): not built"),
+        "pp with ulysses": (["--pp", "2", "--cp", "2", "--cp-method", "ulysses"],
+                            "--pp 2 with --cp-method ulysses: not built"),
+        "pp with kv heads": (["--pp", "2", "--hidden", "256", "--heads", "4", "--kv-heads", "2"],
+                             "--pp 2 with --kv-heads 2: not built"),
+        "pp in fp32": (["--pp", "2", "--dtype", "fp32"], "--pp 2 runs the block's stages in fp64"),
+        "pp not dividing": (["--pp", "3"], "no T x C (x P) (1 x 1 x 3) divides the job's 4 ranks"),
+        "pp 0": (["--pp", "0"], "--pp 0: mesh runs P >= 1 stages"),
+        "pp layers": (["--pp", "2", "--dtype", "fp64", "--layers", "1"], "--layers 1 is fewer than the 2 stages"),
     }, ranks=4)
     print("bad input refused")
 
@@ -385,6 +421,7 @@ SCENARIOS = {
     "mesh_numpy": scenario_numpy,
     "mesh_model_agrees": scenario_model_agrees,
     "mesh_watchdog": scenario_watchdog,
+    "mesh_pp": scenario_pp,
     "mesh_bad_input": scenario_bad_input,
 }
 

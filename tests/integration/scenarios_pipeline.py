@@ -11,7 +11,8 @@ and bad input is refused with one message. With 2 replicas (--dp-shard) each mod
 collective are held to a hand count and its summed gradients and updated parameters to the
 case's check. With --stage block (mesh's composed block in each
 stage, TP and CP inside it) the same check is read back for every schedule, and the loss is held
-equal across T, C, p and schedules and to one rank's run.
+equal across T, C, p and schedules and to one rank's run; with 2 replicas of the block each
+mode's bytes are held to a hand count of the TP slices and its sums to the check.
 """
 from __future__ import annotations
 
@@ -99,6 +100,41 @@ def scenario_correct(env: Env) -> None:
     print(f"{runs} cases equal one rank running every layer")
 
 
+def dp_modes_bytes(half: int, m: int) -> dict[str, tuple[int, int, int]]:
+    """Each mode's (all-reduce, reduce-scatter, all-gather) bytes per rank per step, `half` being
+    (n-1)/n of a stage's gradients for a ring over n = 2 replicas."""
+    return {
+        "none": (2 * half, 0, 0),
+        "optimizer": (0, half, half),  # the parameters gathered once after the step
+        "grads": (0, half, half),      # once before the first forward
+        "full": (0, half, 2 * m * half),  # before each micro-batch's forward and backward
+    }
+
+
+def expect_dp_bytes(out, want) -> int:
+    """Every case's DP bytes (sent and predicted) equal want(mode, attrs); its count of cases."""
+    with h5py.File(out) as f:
+        for name, g in f["pipeline"].items():
+            a = g.attrs
+            mode = a["dp_shard"].decode() if isinstance(a["dp_shard"], bytes) else str(a["dp_shard"])
+            expect(name.endswith(f"_ds{mode}") == (mode != "none"), f"{name}: case name for {mode}")
+            expect(a["replicas"] == 2, f"{name}: {a['replicas']} replicas, want 2")
+            for kind, count in zip(("all_reduce", "reduce_scatter", "all_gather"), want(mode, a)):
+                for key in (f"dp_{kind}_bytes", f"pred_dp_{kind}_bytes"):
+                    expect(a[key] == count, f"{name}: {key} {a[key]}, hand count {count}")
+            expect(a["dp_sum_s"] > 0, f"{name}: no time in the sums")
+        return len(f["pipeline"])
+
+
+def expect_dropped_fails(env: Env, ranks: int, name: str, *args: str) -> None:
+    """A micro-batch's weight gradients left out of the first stage's sums fail every case."""
+    out, proc = run_pipeline(env, ranks, name, *args, extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"}, ok=False)
+    expect(proc.returncode == 1, f"dropped micro-batch under DP: exit {proc.returncode}, expected 1", proc)
+    with h5py.File(out) as f:
+        for g in f["pipeline"].values():
+            expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
+
+
 def scenario_dp_shard(env: Env) -> None:
     """Two stages x 2 replicas (4 ranks) under every --dp-shard mode, 1f1b and zb-h1 (W apart):
     each replica runs its own micro-batches, the case's check holds the summed gradients and the
@@ -107,33 +143,13 @@ def scenario_dp_shard(env: Env) -> None:
     m, layers = 4, 4
     # A rank's stage: L/p = 2 layers of W1 [h, f] and W2 [f, h], fp64: its gradients' bytes.
     stage_bytes = (layers // 2) * 2 * HIDDEN * FFN * 8
-    half = stage_bytes // 2  # a ring over n = 2 ranks sends (n-1)/n of the buffer
-    want = {  # (all-reduce, reduce-scatter, all-gather) bytes per rank per step
-        "none": (2 * half, 0, 0),
-        "optimizer": (0, half, half),  # the parameters gathered once after the step
-        "grads": (0, half, half),      # once before the first forward
-        "full": (0, half, 2 * m * half),  # before each micro-batch's forward and backward
-    }
+    want = dp_modes_bytes(stage_bytes // 2, m)
     args = ["--pp", "2", "--schedule", "1f1b,zb-h1", "--microbatches", str(m), "--layers", str(layers),
             "--dp-shard", ",".join(want)]
     out = run_pipeline(env, 4, "dp_shard", *args)[0]
     runs = check_cases(out, "dp shard")
-    with h5py.File(out) as f:
-        for name, g in f["pipeline"].items():
-            a = g.attrs
-            mode = a["dp_shard"].decode() if isinstance(a["dp_shard"], bytes) else str(a["dp_shard"])
-            expect(name.endswith(f"_ds{mode}") == (mode != "none"), f"{name}: case name for {mode}")
-            for kind, count in zip(("all_reduce", "reduce_scatter", "all_gather"), want[mode]):
-                for key in (f"dp_{kind}_bytes", f"pred_dp_{kind}_bytes"):
-                    expect(a[key] == count, f"{name}: {key} {a[key]}, hand count {count}")
-            expect(a["dp_sum_s"] > 0, f"{name}: no time in the sums")
-    expect(runs == 8, f"{runs} cases, want 8")
-    out, proc = run_pipeline(env, 4, "dp_shard_dropped", *args, extra_env={"SUITE_TEST_DROP_MICROBATCH": "1"},
-                             ok=False)
-    expect(proc.returncode == 1, f"dropped micro-batch under DP: exit {proc.returncode}, expected 1", proc)
-    with h5py.File(out) as f:
-        for g in f["pipeline"].values():
-            expect(g.attrs["check_passed"] == 0, f"{g.name}: the dropped gradient passed")
+    expect(expect_dp_bytes(out, lambda mode, a: want[mode]) == runs == 8, f"{runs} cases, want 8")
+    expect_dropped_fails(env, 4, "dp_shard_dropped", *args)
     print(f"{runs} DP cases: bytes equal the hand count, sums equal one rank's")
 
 
@@ -184,6 +200,38 @@ def scenario_block(env: Env) -> None:
         expect(max(seen) - min(seen) <= 1e-10 * max(seen),
                f"(m, L) = {key}: losses {seen} differ across T, C, p and schedules")
     print(f"{sum(len(s) for s in losses.values())} block losses, each (m, L) one value; every check passed")
+
+
+def block_params(t: int, layers: int) -> int:
+    """A TP rank's parameters of `layers` block layers: the four LayerNorm vectors whole, QKV
+    [h, 3h/T], the output projection [h/T, h], fc1 [h, f/T] and fc2 [f/T, h] (BLOCK's sizes)."""
+    h, f = 128, 64
+    return layers * (4 * h + h * 3 * h // t + h // t * h + h * f // t + f // t * h)
+
+
+def scenario_block_dp_shard(env: Env) -> None:
+    """--stage block with 2 replicas: 2 stages x TP 2 (8 ranks) under every --dp-shard mode and
+    2 stages x CP 2 (the CP sum before the DP one) under grads; each replica runs its own
+    micro-batches, the case's check holds the summed gradients and the updated parameters to one
+    rank running every replica's, the bytes per collective to a hand count of the TP slices (a
+    ring over the 2 replicas, fp64); a dropped micro-batch gradient fails the check."""
+    m, layers = 3, 4
+
+    def want(mode: str, a) -> tuple[int, int, int]:
+        return dp_modes_bytes(block_params(int(a["tp"]), layers // 2) * 8 // 2, m)[mode]
+
+    common = [*BLOCK, "--pp", "2", "--layers", str(layers), "--microbatches", str(m)]
+    runs = 0
+    for degrees, schedules, modes in ((["--tp", "2"], "1f1b", "none,optimizer,grads,full"),
+                                      (["--cp", "2"], "zb-h1", "grads")):
+        out = run_pipeline(env, 8, f"block_dp_{degrees[0][2:]}", *common, *degrees, "--schedule", schedules,
+                           "--dp-shard", modes)[0]
+        block_cases(out, f"block DP {degrees}")
+        runs += expect_dp_bytes(out, want)
+    expect(runs == 5, f"{runs} cases, want 5")
+    expect_dropped_fails(env, 8, "block_dp_dropped", *common, "--tp", "2", "--schedule", "1f1b",
+                         "--dp-shard", "none,full")
+    print(f"{runs} block DP cases: bytes equal the hand count, sums equal one rank's")
 
 
 def scenario_timeline(env: Env) -> None:
@@ -321,8 +369,8 @@ def scenario_bad_input(env: Env) -> None:
         "unknown dp shard": (["--pp", "2", "--dp-shard", "none,zero3"], "--dp-shard: unknown mode 'zero3'"),
         "dp shard without replicas": (["--dp-shard", "grads"],
                                       "--dp-shard grads: the job's 4 ranks hold one PP group"),
-        "dp shard with block": ([*BLOCK, "--pp", "2", "--dp-shard", "optimizer"],
-                                "--dp-shard optimizer: --stage block has no DP gradient sums (not built)"),
+        "dp shard with block, one PP group": ([*BLOCK, "--tp", "2", "--pp", "2", "--dp-shard", "optimizer"],
+                                              "--dp-shard optimizer: the job's 4 ranks hold one PP group"),
     }, ranks=4)
     print("bad input refused")
 
@@ -331,6 +379,7 @@ SCENARIOS = {
     "pipeline_correct": scenario_correct,
     "pipeline_block": scenario_block,
     "pipeline_dp_shard": scenario_dp_shard,
+    "pipeline_block_dp_shard": scenario_block_dp_shard,
     "pipeline_timeline": scenario_timeline,
     "pipeline_dropped": scenario_dropped,
     "pipeline_scripts": scenario_scripts,
