@@ -117,10 +117,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "plan: activation recomputation: none, selective (LayerNorm and activation "
                  "outputs) or full (each layer's forward again in its backward)")
       ->capture_default_str();
-  app.add_option("--attention", f.mesh_plan.attention,
-                 "plan: the attention kernel: fused (FlashAttention) or unfused (the scores "
-                 "through HBM, their softmax and dropout charged at the calibration's hbm_bw)")
-      ->capture_default_str();
+  add_attention_path_flag(app, f.mesh_plan.attention);
   app.add_flag("--ep-overlap", f.mesh_plan.ep_overlap,
                "plan: EP's all-to-alls overlap another micro-batch's compute (DualPipe)");
   app.add_option("--vocab", f.mesh_plan.vocab,

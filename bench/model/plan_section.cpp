@@ -10,6 +10,7 @@
 #include "bench/model/plan_explain.hpp"
 #include "common/formulas/mesh_plan.hpp"
 #include "common/harness/errors.hpp"
+#include "common/harness/shared_flags.hpp"
 #include "common/harness/size_list.hpp"
 
 namespace suite::model_cli {
@@ -150,9 +151,7 @@ void print_plan(const Params& p, const PlanOptions& o, const std::string& dtype,
     throw UsageError("--no-zero1 and --dp-shard " + o.dp_shard + ": give one");
   job.dp_shard = o.zero1 ? model::parse_dp_shard(o.dp_shard) : model::DpShard::none;
   job.recompute = model::parse_recompute(o.recompute);
-  if (o.attention != "fused" && o.attention != "unfused")
-    throw UsageError("--attention " + o.attention + ": fused or unfused");
-  job.unfused_attention = o.attention == "unfused";
+  job.unfused_attention = !parse_attention_path(o.attention);
   job.ep_overlap = o.ep_overlap;
   if (o.vocab < 0) {
     char text[64];

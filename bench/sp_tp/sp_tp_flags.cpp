@@ -28,9 +28,7 @@ LayerSweep layer_sweep(const SpTpFlags& o) {
   sweep.variants = parse_list(
       "--variants", o.variants,
       named<Variant>("--variants", "variant", {{"tp", Variant::tp}, {"tp_sp", Variant::tp_sp}}));
-  sweep.fused =
-      parse_list("--attention", o.attention,
-                 named<bool>("--attention", "path", {{"fused", true}, {"unfused", false}}));
+  sweep.fused = parse_list("--attention", o.attention, parse_attention_path);
   sweep.passes = parse_list("--pass", o.pass, parse_pass);
   sweep.bwd_overlap =
       parse_list("--bwd-overlap", o.bwd_overlap,
@@ -87,11 +85,7 @@ void add_sp_tp_flags(CLI::App& app, SpTpFlags& o) {
       ->capture_default_str();
   app.add_option("--variants", o.variants, "layer variants: tp, tp_sp (comma-separated)")
       ->capture_default_str();
-  app.add_option("--attention", o.attention,
-                 "layer attention paths, comma-separated: fused (flash kernel, scores not "
-                 "stored) and/or unfused (stores softmax, its dropout mask and output: the "
-                 "5as/h term)")
-      ->capture_default_str();
+  add_attention_path_flag(app, o.attention);
   add_causal_flag(app, o.causal);
   add_attn_kernel_flag(app, o.attn_kernel);
   add_pass_flag(app, o.pass);

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/harness/size_list.hpp"
+
 namespace suite {
 namespace {
 
@@ -49,6 +51,19 @@ void add_dp_shard_flag(CLI::App& app, std::string& modes) {
       "plan's, over DP x CP; pipeline: a list, a case each, the replicas' gradients summed after "
       "each stage's last W, then a plain SGD step (w -= 0.1 g)";
   app.add_option("--dp-shard", modes, help)->capture_default_str();
+}
+
+void add_attention_path_flag(CLI::App& app, std::string& paths) {
+  app.add_option("--attention", paths,
+                 "attention path: fused (flash kernel, scores not stored) or unfused (stores the "
+                 "softmax, its dropout mask and output: the 5as/h term; the planner charges the "
+                 "scores through HBM at the calibration's hbm_bw); sp_tp: a list, a case each; "
+                 "model: the plan's, one")
+      ->capture_default_str();
+}
+
+bool parse_attention_path(const std::string& item) {
+  return named<bool>("--attention", "path", {{"fused", true}, {"unfused", false}})(item);
 }
 
 void add_ffn_hidden_flag(CLI::App& app, std::int64_t& ffn_hidden) {
