@@ -7,7 +7,8 @@
 not run, so the check takes the one-stage meshes); this script runs its first --top, --middle
 from the middle of the ranking and its last --bottom through `mesh --pass fwd_bwd` on a simulated
 two-tier cluster (SMPI `fattree`, 8 GPUs a node, modeled compute at --sim-flops: the same rates
-the calibration measured there, so the run and the prediction see one machine), and prints per
+the calibration measured there, so the run and the prediction see one machine; the planner is
+told --grad-dtype = --dtype, the type the modeled attention sends its partial sums in), and prints per
 mesh the predicted step (one stage: the block's forward and backward once per micro-batch, its
 gradient sums once, times --layers) beside the one the simulated block gives the same way, their error, the median and largest |error|, Kendall's
 tau between the two orderings, and whether the planner's first pick is within 5% of the best
