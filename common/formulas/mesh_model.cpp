@@ -81,7 +81,8 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   // CP: the ring per round against that round's attention; the all-gather's and Ulysses'
   // collectives exposed. A hybrid: Ulysses inside groups of u CP ranks, the ring across the
   // C / u groups, each on the link its own ranks span. The ring's rounds run in lockstep at
-  // its slowest hop's pace (a ring that crosses nodes at the network's).
+  // its slowest hop's pace (a ring that crosses nodes at the network's): a rank waits for its
+  // send as for its receive, so the two ranks at the slowest hop set every round's pace.
   st.cp.bytes = mesh_cp_bytes(m, backward);
   if (m.C > 1) {
     const std::vector<int> cpg = layout.group(MeshAxis::cp, 0);
