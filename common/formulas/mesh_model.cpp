@@ -20,6 +20,21 @@ const LevelRates& rates(const Cluster& c, bool across) {
   return across ? c.inter : c.intra;
 }
 
+// `calls` all-to-alls over group g, each sending `bytes` a rank in equal shares to its n - 1
+// peers: the shares for peers on other nodes cross the network while those for its own node's
+// move over the node's links, the two at once (a NIC a GPU); each peer's latency at the slower
+// level's.
+double a2a_seconds(const std::vector<int>& g, double bytes, int calls, const Cluster& c, int P) {
+  const auto n = static_cast<double>(g.size());
+  const double same = static_cast<double>(std::count_if(
+                          g.begin(), g.end(), [&](int r) { return r / P == g.front() / P; })) -
+                      1;
+  const double off = n - 1 - same;
+  const double lat = (off > 0 ? c.inter : c.intra).a2a.lat;
+  return calls * (n - 1) * lat +
+         std::max(bytes * off / (n - 1) / c.inter.a2a.bw, bytes * same / (n - 1) / c.intra.a2a.bw);
+}
+
 }  // namespace
 
 double mesh_gemm_flops(const MeshBlock& m) {
@@ -66,7 +81,8 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
   // CP: the ring per round against that round's attention; the all-gather's and Ulysses'
   // collectives exposed. A hybrid: Ulysses inside groups of u CP ranks, the ring across the
   // C / u groups, each on the link its own ranks span. The ring's rounds run in lockstep at
-  // its slowest hop's pace (a ring that crosses nodes at the network's).
+  // its slowest hop's pace (a ring that crosses nodes at the network's): a rank waits for its
+  // send as for its receive, so the two ranks at the slowest hop set every round's pace.
   st.cp.bytes = mesh_cp_bytes(m, backward);
   if (m.C > 1) {
     const std::vector<int> cpg = layout.group(MeshAxis::cp, 0);
@@ -84,11 +100,9 @@ MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& 
       const int u = m.cp == CpMethod::ring ? 1 : m.cp == CpMethod::ulysses ? m.C : m.u, G = m.C / u;
       if (u > 1) {  // the all-to-alls of Q, K, V and the output (and the backward's four)
         const std::vector<int> ug(cpg.begin(), cpg.begin() + u);
-        const bool across = spans(ug, P);
-        st.cp.across = st.cp.across || across;
-        const LinkLevel& l = rates(cl, across).a2a;
+        st.cp.across = st.cp.across || spans(ug, P);
         const double bytes = hybrid_ulysses_bytes_per_layer(m.s, h, m.C, u, g, m.e) * m.b;
-        const double t = (backward ? 8 : 4) * (u - 1) * l.lat + (backward ? 2 : 1) * bytes / l.bw;
+        const double t = (backward ? 2 : 1) * a2a_seconds(ug, bytes, 4, cl, P);
         st.cp.time += t;
         st.cp.exposed += t;
       }

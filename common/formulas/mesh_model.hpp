@@ -51,9 +51,10 @@ struct MeshStep {
 
 // Collectives as rings (NCCL's algorithm): an all-gather or reduce-scatter of N bytes over n
 // ranks takes (n-1) (lat + N/(n bw)), an all-reduce twice that, an all-to-all sending B bytes
-// per rank (n-1) lat + B / bw. TP's and EP's are exposed (blocking), the gradient sums after the
-// backward; the ring's K/V transfer hides behind each round's attention unless longer (the
-// causal layouts balanced: each round 1/C of the attention).
+// per rank (n-1) lat + B / bw (Ulysses': its peers' shares on the network and on the node's
+// links at once, where its group spans nodes). TP's and EP's are exposed (blocking), the gradient
+// sums after the backward; the ring's K/V transfer hides behind each round's attention unless
+// longer (the causal layouts balanced: each round 1/C of the attention).
 MeshStep mesh_step(const MeshBlock& m, const MeshLayout& layout, const Cluster& cluster,
                    bool backward, bool causal);
 

@@ -7,7 +7,8 @@
 not run, so the check takes the one-stage meshes); this script runs its first --top, --middle
 from the middle of the ranking and its last --bottom through `mesh --pass fwd_bwd` on a simulated
 two-tier cluster (SMPI `fattree`, 8 GPUs a node, modeled compute at --sim-flops: the same rates
-the calibration measured there, so the run and the prediction see one machine), and prints per
+the calibration measured there, so the run and the prediction see one machine; the planner is
+told --grad-dtype = --dtype, the type the modeled attention sends its partial sums in), and prints per
 mesh the predicted step (one stage: the block's forward and backward once per micro-batch, its
 gradient sums once, times --layers) beside the one the simulated block gives the same way, their error, the median and largest |error|, Kendall's
 tau between the two orderings, and whether the planner's first pick is within 5% of the best
@@ -62,11 +63,21 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
     return 2 * s / (n * (n - 1)) if n > 1 else float("nan")
 
 
+def grad_dtype_flags(args: argparse.Namespace, flags: list[str]) -> list[str]:
+    """The element type the runs' ring sends its dK/dV partial sums in, for the planner's e_grad:
+    on a simulated cluster the modeled attention accumulates in the element type (--dtype), so
+    its sums travel in it, half the bytes of the fp32 the planner assumes of a GPU's kernel (the
+    CPU backend's and the GPUs' kernels accumulate in fp32: the planner's default)."""
+    if args.where["kind"] != "simulated" or "--grad-dtype" in flags:
+        return []
+    return ["--grad-dtype", flag(flags, "--dtype", "bf16")]
+
+
 def plan(args: argparse.Namespace, flags: list[str], out: Path) -> list[dict]:
     cmd = [str(args.model), "--section", "plan", "--calibration", str(args.calibration), "--gpus",
            str(args.gpus), "--memory-gb", str(args.memory_gb), "--max-pp", "1", "--plan-orders", args.orders,
            "--global-tokens", str(int(float(flag(flags, "--seq", "4096"))) * args.gpus),
-           "--plan-csv", str(out), "--top", "1", *flags]
+           "--plan-csv", str(out), "--top", "1", *grad_dtype_flags(args, flags), *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"error: plan_check: {' '.join(cmd)}: {proc.stderr.strip()}")
