@@ -91,8 +91,9 @@ class ReferenceSlices {
  private:
   static Rows cut(const sp_tp::ParamSlice& s, const Rows& global) {
     Rows out;
+    const std::vector<std::int64_t> cols = s.cols();
     for (std::int64_t r = s.r0; r < s.r0 + s.rows; ++r)
-      for (std::int64_t col : s.cols)
+      for (std::int64_t col : cols)
         out.push_back(global[static_cast<std::size_t>(r * s.global_cols + col)]);
     return out;
   }

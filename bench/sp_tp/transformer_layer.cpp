@@ -47,8 +47,7 @@ TransformerLayer::TransformerLayer(const LayerConfig& cfg, Variant variant, Devi
   // Parameters: this rank's slices of the global weights (layer_params.hpp).
   slices_ = param_slices(cfg, rank_, t_);
   for (const ParamSlice& s : slices_) {
-    params_.push_back(
-        tensor(s.name, {s.rows, static_cast<std::int64_t>(s.cols.size())}, e_, Role::parameter));
+    params_.push_back(tensor(s.name, {s.rows, s.col_count()}, e_, Role::parameter));
     if (!sim::modeled()) upload(*params_.back(), slice_values(cfg.seed, s));
   }
   std::vector<std::int64_t> pos(static_cast<std::size_t>(cfg.s));
@@ -115,6 +114,7 @@ const Buffer* TransformerLayer::tensor(const std::string& name, std::vector<std:
 
 void TransformerLayer::upload(const Buffer& dst, const std::vector<double>& values,
                               std::size_t offset) {
+  if (sim::is_placeholder(dst.data())) return;  // keeps no values: nothing to encode
   auto bytes = encode(values, cfg_.dtype);
   device_.copy_from_host(static_cast<std::byte*>(dst.data()) + offset * e_, bytes.data(),
                          bytes.size());
@@ -289,8 +289,7 @@ void TransformerLayer::allocate_gradients() {
   grad_ln_ = acquire("grad_layernorm", {kLayerNormParams, h});
   for (std::size_t i = kLayerNormParams; i < slices_.size(); ++i)
     grad_weights_.push_back(
-        acquire("grad_" + slices_[i].name,
-                {slices_[i].rows, static_cast<std::int64_t>(slices_[i].cols.size())}));
+        acquire("grad_" + slices_[i].name, {slices_[i].rows, slices_[i].col_count()}));
 }
 
 void TransformerLayer::backward(PhaseTimer& phases, bool overlap) {
@@ -324,6 +323,8 @@ void TransformerLayer::backward(PhaseTimer& phases, bool overlap, const Ledger& 
 std::vector<double> TransformerLayer::to_host(const Buffer& b, std::size_t offset,
                                               std::size_t count) const {
   const std::size_t n = std::min(count, b.bytes() / e_ - offset);
+  // A placeholder holds no values (modeled compute): zeros, as it reads, without the copies.
+  if (sim::is_placeholder(b.data())) return std::vector<double>(n);
   std::vector<std::byte> host(n * e_);
   device_.copy_to_host(host.data(), static_cast<const std::byte*>(b.data()) + offset * e_,
                        host.size());
