@@ -9,7 +9,7 @@ overlapped case times on the same tokens: the step of one layer (forward + backw
 compute X and the all-to-all A of the pipeline's pieces, the exposed all-to-all (step - X; for
 M = 1, its step - X), and the schedule's critical path. Flat dispatch's micro-batches start
 64-rank all-to-all-vs without waiting, which SMPI simulates as every pair at once: at 64 ranks
-that ran over 15 minutes on the 2-core Intel Xeon VM without finishing (moe_node_study.py
+that ran over an hour on the 2-core Intel Xeon VM without finishing (moe_node_study.py
 explains the N^4 cost), so it is left out by default.
 
     suite moe-overlap-deepseek [--sim-flops 5e14] [--dispatch hierarchical]
