@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/harness/errors.hpp"
+#include "common/transport/rank_gather.hpp"
 
 namespace suite::mesh {
 
@@ -149,15 +150,14 @@ TwoBatchProfile TwoBatchSchedule::profile_end() {
   // The group runs each compute piece as its slowest rank and each exchange as its last rank to
   // arrive (the others' waits are not the network's): max over ranks, min for the exchanges.
   std::vector<double> v;
+  std::vector<bool> exchange;
   for (const auto& p : trace_)
-    v.push_back(p.kind == Kind::start ? -p.seconds : p.seconds);
-  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE,
-                                MPI_MAX, MPI_COMM_WORLD));
+    v.push_back(p.seconds), exchange.push_back(p.kind == Kind::start);
+  extreme_over_ranks(v, exchange, MPI_COMM_WORLD);
   TwoBatchProfile out;
   for (std::size_t i = 0; i < trace_.size(); ++i) {
-    moe::SchedulePiece& p = trace_[i];
-    p.seconds = p.kind == Kind::start ? -v[i] : v[i];
-    (p.kind == Kind::start ? out.a2a_s : out.compute_s) += p.seconds;
+    trace_[i].seconds = v[i];
+    (exchange[i] ? out.a2a_s : out.compute_s) += v[i];
   }
   out.pred_step_s = moe::schedule_critical_path(trace_, moe_.pipeline()->overlapped());
   return out;

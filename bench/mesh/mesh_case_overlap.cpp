@@ -1,8 +1,6 @@
 // MeshCase under --moe-overlap two-batch: the block without it beside the two-batch block on the
 // same tokens (its step time, its bytes per axis and its values), and the report of the step
 // against the all-to-all A, the compute X and the schedule's critical path (METHODS.md 4).
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,17 +9,9 @@
 #include "common/harness/errors.hpp"
 #include "common/harness/run_clock.hpp"
 #include "common/sim/sim.hpp"
+#include "common/transport/rank_gather.hpp"
 
 namespace suite::mesh {
-namespace {
-
-double max_over_ranks(double v) {
-  double out = v;
-  SUITE_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return out;
-}
-
-}  // namespace
 
 void MeshCase::setup_two_batch() {
   MeshConfig plain_cfg = cfg_;

@@ -13,6 +13,7 @@
 #include "common/harness/run_clock.hpp"
 #include "common/results/record_access.hpp"
 #include "common/sim/sim.hpp"
+#include "common/transport/rank_gather.hpp"
 
 namespace suite::moe {
 namespace {
@@ -24,12 +25,6 @@ void widen(double& diff, double& scale, const std::vector<double>& a,
     diff = std::max(diff, std::abs(a[i] - b[i]));
     scale = std::max(scale, std::abs(b[i]));
   }
-}
-
-double max_over_ranks(double v) {
-  double out = v;
-  SUITE_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return out;
 }
 
 }  // namespace

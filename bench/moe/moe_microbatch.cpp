@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include "common/harness/errors.hpp"
+#include "common/transport/rank_gather.hpp"
 
 namespace suite::moe {
 namespace {
@@ -280,18 +281,17 @@ PipelineProfile MicrobatchPipeline::profile() {
   // network's): compute pieces take the group's max, exchanges its min.
   std::map<std::string, double> seconds;
   for (const auto& [name, values] : timer.series())
-    seconds[name] = is_exchange(name) ? -values.back() : values.back();
+    seconds[name] = values.back();
   std::vector<double> v;
+  std::vector<bool> exchange;
   for (const auto& [name, s] : seconds)
-    v.push_back(s);
-  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE,
-                                MPI_MAX, owner_.comm_.mpi_comm()));
+    v.push_back(s), exchange.push_back(is_exchange(name));
+  extreme_over_ranks(v, exchange, owner_.comm_.mpi_comm());
   PipelineProfile p;
   std::size_t i = 0;
   for (auto& [name, s] : seconds) {
-    const double group = v[i++];
-    s = is_exchange(name) ? -group : group;
-    (is_exchange(name) ? p.a2a_s : p.compute_s) += s;
+    s = v[i];
+    (exchange[i++] ? p.a2a_s : p.compute_s) += s;
   }
   p.pred_step_s = critical_path(microbatches(), false, seconds, overlapped()) +
                   (bwd ? critical_path(microbatches(), true, seconds, overlapped()) : 0.0);

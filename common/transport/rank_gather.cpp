@@ -45,4 +45,21 @@ std::vector<std::int64_t> gather_int(std::int64_t mine, int ranks, int rank) {
   return gather_by_rank(std::vector<std::int64_t>{mine}, MPI_INT64_T, ranks, rank);
 }
 
+double max_over_ranks(double mine) {
+  double out = mine;
+  SUITE_MPI_CHECK(MPI_Allreduce(&mine, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+void extreme_over_ranks(std::vector<double>& values, const std::vector<bool>& least,
+                        MPI_Comm comm) {
+  SUITE_CHECK(values.size() == least.size(), "one least flag per value");
+  for (std::size_t i = 0; i < values.size(); ++i)  // the min as the max of the negated
+    if (least[i]) values[i] = -values[i];
+  SUITE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                                MPI_DOUBLE, MPI_MAX, comm));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (least[i]) values[i] = -values[i];
+}
+
 }  // namespace suite
