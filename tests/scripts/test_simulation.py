@@ -57,8 +57,10 @@ def test_fattree_file_routes_nvlink_inside_and_the_gpus_nic_between_nodes():
     assert bw["node0-gpu0-nvl"] == "4.5e+11Bps" and bw["node0-gpu0-nic"] == "5e+10Bps"
     # leaves of 4 nodes: node0 -> node1 stays in its leaf, node0 -> node5 crosses the spine
     zr = {(z.get("src"), z.get("dst")): [l.get("id") for l in z] for z in world.findall("zoneRoute")}
-    assert zr[("node0", "node1")] == ["leaf0-switch"]
-    assert zr[("node0", "node5")] == ["leaf0-up", "spine", "leaf1-up"]
+    assert zr[("node0", "node1")] == ["node0-node1"]  # the leaf switch's hop, a link per pair
+    assert zr[("node0", "node5")] == ["leaf0-up", "leaf1-up"]
+    lat = {l.get("id"): l.get("latency") for l in root.iter("link")}
+    assert lat["node0-node1"] == "5e-07s" and lat["leaf0-up"] == "5e-07s"
 
 
 def test_p2p_off_links_take_the_nic_inside_a_node_and_overrides_apply():
