@@ -32,11 +32,12 @@ CASE = ["--tokens", "4096", "--hidden", "7168", "--ffn-hidden", "2048", "--exper
 
 # SMPI's all-to-all(-v) algorithms (its `ompi` selector): every pair at once ("concurrent", basic
 # linear) up to 32 ranks, N-1 pairwise steps at 64. At 128 the selector goes back to concurrent,
-# whose simulation cost grows as N^4 (N^2 flows, each finishing as its own event that re-solves
-# the sharing of all of them): a single 1 MB-per-peer all-to-all-v takes 35 s of wall time at 64
-# ranks and over 600 s at 128 on this machine. From 128 ranks on the study forces pairwise steps
-# (every all-to-all, the rail and node exchanges of hierarchical dispatch included), as SMPI itself
-# chooses at 64.
+# whose N^2 flows each finish as an event that re-solved the sharing of all of them while one
+# switch link carried every pair of a leaf: a single 1 MB-per-peer all-to-all-v took 35 s of wall
+# time at 64 ranks and over 600 s at 128 on this machine (with a latency link per pair of nodes,
+# sim_platform's fat tree now, 2.2 s and 11.7 s). From 128 ranks on the study forces pairwise
+# steps (every all-to-all, the rail and node exchanges of hierarchical dispatch included), as SMPI
+# itself chooses at 64, and as its published table ran.
 PAIRWISE_FROM = 128
 
 
