@@ -7,7 +7,8 @@ block on the same global batch (fp64, 1e-10); here its verdict and per-tensor er
 back, the bytes each axis sent are recomputed from METHODS.md section 6 (written out here,
 independently of common/model), a gradient sum left out must fail the check, the saved tensors
 are recomputed by an outside numpy layer, and bad input is refused with one message. With
---pp above 1 the block runs as pipeline's block-stage case under both of pp's places in --order.
+--pp above 1 the block runs as pipeline's block-stage case under both of pp's places in --order,
+and a --pp list runs each value's cases in one job.
 """
 from __future__ import annotations
 
