@@ -33,20 +33,22 @@ const char* const kDescription =
     "gradient checked against the single-rank block on the same global batch (D b sequences).\n"
     "The block has no dropout (as Llama 3 and DeepSeek-V3 train) and its MoE no auxiliary loss\n"
     "and no capacity (dropless): both would depend on which ranks hold which tokens.\n"
-    "--pp P > 1: the block's --layers layers over P pipeline stages of T x C ranks, D = the\n"
-    "job's ranks / (T C P) replicas, run and checked as pipeline --stage block runs them\n"
-    "(--schedule, --microbatches, --chunks; a training step, gradients summed over DP; dense,\n"
-    "ring CP, fp64), laid out by --order with pp's place (tp,cp,ep,dp,pp or tp,cp,pp,dp).";
+    "--pp (a list, each value its cases) P > 1: the block's --layers layers over P pipeline\n"
+    "stages of T x C ranks, D = the job's ranks / (T C P) replicas, run and checked as pipeline\n"
+    "--stage block runs them (--schedule, --microbatches, --chunks; a training step, gradients\n"
+    "summed over DP; dense, ring CP, fp64), laid out by --order with pp's place (tp,cp,ep,dp,pp\n"
+    "or tp,cp,pp,dp).";
 
-// The flags beyond mesh's own: the pipeline's --pp (P, 1 here: no pipeline), schedule and
-// --layers.
+// The flags beyond mesh's own: the pipeline's --pp (P, a list here; 1: no pipeline), schedule
+// and --layers.
 struct Flags {
   suite::mesh::MeshFlags mesh;
-  suite::pipeline::ScheduleFlags schedule{.pp = 1};
+  suite::pipeline::ScheduleFlags schedule{.pp = "1"};
   int layers = 0;
 };
 
-// The block's case where P = 1, the pipeline's block-stage cases (one per schedule) where P > 1.
+// Per value of --pp: the block's case where P = 1, the pipeline's block-stage cases (one per
+// schedule) where P > 1.
 std::vector<CaseSpec> make_cases(const Flags& f, BenchContext& ctx) {
   suite::mesh::MeshFlags mesh = f.mesh;
   mesh.pp = f.schedule.pp;

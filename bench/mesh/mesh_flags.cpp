@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "bench/ring_attention/sweep_flags.hpp"
 #include "common/device/attention_select.hpp"
 #include "common/harness/errors.hpp"
@@ -118,70 +121,75 @@ std::vector<MeshConfig> mesh_configs(const MeshFlags& f, const BenchContext& ctx
   const std::vector<Pass> passes = parse_list("--pass", f.pass, parse_pass);
   const auto buckets = parse_list("--grad-bucket", f.grad_bucket, bucket_mb);
   const std::vector<bool> two_batches = parse_list("--moe-overlap", f.moe_overlap, two_batch);
+  const std::vector<int> pps = degrees("--pp", f.pp);
+  for (int pp : pps)
+    if (pp < 1) throw UsageError("--pp " + std::to_string(pp) + ": mesh runs P >= 1 stages");
   std::vector<MeshConfig> out;
-  std::string skipped;  // --dp 0 combinations that leave no whole DP degree
-  const int pp = f.pp;
-  if (pp < 1) throw UsageError("--pp " + std::to_string(pp) + ": mesh runs P >= 1 stages");
+  std::map<int, std::string> skipped;  // per P: --dp 0 combinations that leave no whole DP degree
   for (int tp : degrees("--tp", f.tp))
     for (int cp : degrees("--cp", f.cp))
-      for (int dp_flag : degrees("--dp", f.dp))
-        for (int ep_flag : degrees("--ep", f.ep))
-          for (const auto& order : orders)
-            for (CpChoice method : methods)
-              for (ring::Layout layout : layouts)
-                for (const auto& overlap : overlaps)
-                  for (Pass pass : passes)
-                    for (int expert_count : experts)
-                      for (moe::Dispatch dispatch : dispatches)
-                        for (bool is_causal : causal)
-                          for (double bucket : buckets) {
-                            MeshConfig c = base;
-                            c.experts = expert_count;
-                            c.dispatch = dispatch;
-                            c.causal = is_causal;
-                            c.grad_bucket_mb = bucket;
-                            int dp = dp_flag;
-                            if (dp_flag == 0) {  // the rest of the job, where T C P divides it
-                              if (tp < 1 || cp < 1 || pp < 1 || world % (tp * cp * pp) != 0) {
-                                const std::string tc = std::to_string(tp) + " x " +
-                                                       std::to_string(cp) +
-                                                       (pp > 1 ? " x " + std::to_string(pp) : "");
-                                if (skipped.find(tc) == std::string::npos)
-                                  skipped += (skipped.empty() ? "" : ", ") + tc;
-                                continue;
+      for (int pp : pps)
+        for (int dp_flag : degrees("--dp", f.dp))
+          for (int ep_flag : degrees("--ep", f.ep))
+            for (const auto& order : orders)
+              for (CpChoice method : methods)
+                for (ring::Layout layout : layouts)
+                  for (const auto& overlap : overlaps)
+                    for (Pass pass : passes)
+                      for (int expert_count : experts)
+                        for (moe::Dispatch dispatch : dispatches)
+                          for (bool is_causal : causal)
+                            for (double bucket : buckets) {
+                              MeshConfig c = base;
+                              c.experts = expert_count;
+                              c.dispatch = dispatch;
+                              c.causal = is_causal;
+                              c.grad_bucket_mb = bucket;
+                              int dp = dp_flag;
+                              if (dp_flag == 0) {  // the rest of the job, where T C P divides it
+                                if (tp < 1 || cp < 1 || pp < 1 || world % (tp * cp * pp) != 0) {
+                                  const std::string tc = std::to_string(tp) + " x " +
+                                                         std::to_string(cp) +
+                                                         (pp > 1 ? " x " + std::to_string(pp) : "");
+                                  std::string& skip = skipped[pp];
+                                  if (skip.find(tc) == std::string::npos)
+                                    skip += (skip.empty() ? "" : ", ") + tc;
+                                  continue;
+                                }
+                                dp = world / (tp * cp * pp);
                               }
-                              dp = world / (tp * cp * pp);
+                              c.shape.tp = tp;
+                              c.shape.cp = cp;
+                              c.shape.dp = dp;
+                              c.shape.pp = pp;
+                              c.shape.ep = ep_flag;
+                              c.shape.set_order(order);
+                              c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
+                              // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
+                              if (method.method == CpMethod::hybrid && method.u == 1) method = {};
+                              if (method.method == CpMethod::hybrid && method.u == cp)
+                                method = {CpMethod::ulysses, cp};
+                              if (method.method == CpMethod::ulysses) method.u = cp;
+                              c.cp_method = method;
+                              c.layout = layout;
+                              c.tp_overlap = overlap;
+                              c.pass = pp > 1 ? Pass::fwd_bwd : pass;  // a pipeline step trains
+                              for (bool tbo : two_batches) {
+                                c.two_batch = tbo;
+                                validate(c, world);
+                                const bool same =
+                                    std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
+                                      return o.case_name() == c.case_name();
+                                    });
+                                if (!same) out.push_back(c);  // C = 1: no method or layout to sweep
+                              }
                             }
-                            c.shape.tp = tp;
-                            c.shape.cp = cp;
-                            c.shape.dp = dp;
-                            c.shape.pp = pp;
-                            c.shape.ep = ep_flag;
-                            c.shape.set_order(order);
-                            c.shape.ep = MeshLayout(c.shape, world).ep();  // refuses bad degrees
-                            // hybrid:1 is the ring, hybrid:C Ulysses: named as what they are.
-                            if (method.method == CpMethod::hybrid && method.u == 1) method = {};
-                            if (method.method == CpMethod::hybrid && method.u == cp)
-                              method = {CpMethod::ulysses, cp};
-                            if (method.method == CpMethod::ulysses) method.u = cp;
-                            c.cp_method = method;
-                            c.layout = layout;
-                            c.tp_overlap = overlap;
-                            c.pass = pp > 1 ? Pass::fwd_bwd : pass;  // a pipeline step trains
-                            for (bool tbo : two_batches) {
-                              c.two_batch = tbo;
-                              validate(c, world);
-                              const bool same =
-                                  std::any_of(out.begin(), out.end(), [&](const MeshConfig& o) {
-                                    return o.case_name() == c.case_name();
-                                  });
-                              if (!same) out.push_back(c);  // C = 1: no method or layout to sweep
-                            }
-                          }
-  if (out.empty())
-    throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --pp " + std::to_string(f.pp) +
-                     ", --dp 0: no T x C (x P) (" + skipped + ") divides the job's " +
-                     std::to_string(world) + " ranks");
+  // Each P a case at least: a value no T x C leaves room for is refused, not dropped.
+  for (int pp : pps)
+    if (std::none_of(out.begin(), out.end(), [&](const MeshConfig& c) { return c.shape.pp == pp; }))
+      throw UsageError("--tp " + f.tp + ", --cp " + f.cp + ", --pp " + std::to_string(pp) +
+                       ", --dp 0: no T x C (x P) (" + skipped[pp] + ") divides the job's " +
+                       std::to_string(world) + " ranks");
   return out;
 }
 

@@ -17,7 +17,8 @@ namespace suite::mesh {
 
 struct MeshFlags {
   std::string tp = "1", cp = "1", dp = "0", ep = "0";
-  int pp = 1;  // P, declared with the pipeline's schedule flags (the mesh executable's)
+  // P (list), declared with the pipeline's schedule flags (the mesh executable's).
+  std::string pp = "1";
   std::string order = "tp,cp,ep,dp";
   sp_tp::LayerShapeFlags shape{256, 1, 256, 4, 0};
   std::string causal = "1";

@@ -11,15 +11,16 @@ namespace suite::model_cli {
 
 void print_pipeline(const pipeline::ScheduleFlags& flags) {
   namespace pp = suite::pipeline;
-  if (flags.pp < 1)
-    throw UsageError("--pp " + std::to_string(flags.pp) + ": --section pipeline needs the stages");
-  const std::vector<pp::ScheduleSpec> specs = pp::schedule_specs(flags, flags.pp);
+  const int p = pp::one_pp(flags);
+  if (p < 1)
+    throw UsageError("--pp " + std::to_string(p) + ": --section pipeline needs the stages");
+  const std::vector<pp::ScheduleSpec> specs = pp::schedule_specs(flags, p);
   std::printf(
       "Pipeline (METHODS.md 7): p = %d; F = B = W = 1 unit for a rank's L/p layers (1/v\n"
       "per chunk op), a whole backward B + W, no hop. Step and bubble: the critical path\n"
       "of the schedule's graph; closed: METHODS.md 7's bubble; peak: micro-batch chunks\n"
       "held per rank (rank 0 first).\n",
-      flags.pp);
+      p);
   std::printf("%-12s %3s %4s %8s %8s %8s %8s %6s  %s\n", "schedule", "v", "m", "step", "bubble",
               "fraction", "closed", "hops", "peak");
   for (const pp::ScheduleSpec& spec : specs) {

@@ -14,8 +14,9 @@ void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
   app.add_option("--pp", f.pp,
                  "p: pipeline stages, of one rank each (--stage block and mesh: of T C ranks); 0 = "
                  "the job's ranks (/ T C), which it must divide; the other ranks run further PP "
-                 "groups, data-parallel, laid out by --order (pp unnamed: outermost). mesh: 1 = "
-                 "no pipeline, above 1 the block as pipeline's block-stage case")
+                 "groups, data-parallel, laid out by --order (pp unnamed: outermost). mesh: a "
+                 "list, each value its own cases: 1 = no pipeline, above 1 the block as pipeline's "
+                 "block-stage case")
       ->capture_default_str();
   std::string known;
   for (const std::string& n : schedule_names())
@@ -27,6 +28,19 @@ void add_schedule_flags(CLI::App& app, ScheduleFlags& f) {
                  "v: model chunks per rank (interleaved: 2 or more, zb-v: 2, the others 1); 0 = "
                  "the schedule's own")
       ->capture_default_str();
+}
+
+int one_pp(const ScheduleFlags& f) {
+  std::size_t used = 0;
+  int p = 0;
+  try {
+    p = std::stoi(f.pp, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (f.pp.empty() || used != f.pp.size())
+    throw UsageError("--pp " + f.pp + ": one whole number here (mesh sweeps a list)");
+  return p;
 }
 
 std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p) {
@@ -83,7 +97,7 @@ StageKind parse_stage(const std::string& name) {
 // The cases of one T x C = stage_ranks: the job's ranks / (T C) left for p and the replicas.
 std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchContext& ctx,
                                           int stage_ranks) {
-  const int world = ctx.mpi.size() / stage_ranks, pp = f.schedule.pp;
+  const int world = ctx.mpi.size() / stage_ranks, pp = one_pp(f.schedule);
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (pp < 0 || (pp > 0 && world % pp != 0))
     throw UsageError("--pp " + n(pp) + " must divide the job's " + n(ctx.mpi.size()) + " ranks" +
@@ -162,7 +176,7 @@ std::vector<PipelineConfig> block_stage_configs(const mesh::MeshConfig& block,
                                                 const BenchContext& ctx) {
   PipelineFlags f;
   f.schedule = schedule;
-  f.schedule.pp = block.shape.pp;
+  f.schedule.pp = std::to_string(block.shape.pp);
   f.layers = layers;
   f.shape = {block.s, block.b, block.h, block.heads, block.d_ff};
   f.stage = "block";

@@ -14,9 +14,11 @@
 
 namespace suite::pipeline {
 
-// The schedule's flags, shared with model's pipeline section.
+// The schedule's flags, shared with model's pipeline section and mesh.
 struct ScheduleFlags {
-  int pp = 0;  // 0: the job's ranks
+  // --pp as given: one p for pipeline and model's section (one_pp; 0: the job's ranks), a list
+  // of P for mesh (its sweep; 1: no pipeline).
+  std::string pp = "0";
   std::string schedules = "1f1b";
   int microbatches = 0;  // 0: 2 p
   int chunks = 0;        // 0: the schedule's own (default_chunks)
@@ -24,6 +26,9 @@ struct ScheduleFlags {
 
 // Also mesh's (its --pp, default 1, and the schedule of its P > 1 cases).
 void add_schedule_flags(CLI::App& app, ScheduleFlags& f);
+
+// pipeline's and model's p: --pp's one whole number (UsageError naming the flag otherwise).
+int one_pp(const ScheduleFlags& f);
 
 // Every schedule --schedule names at p ranks, validated (UsageError naming the flag otherwise).
 std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p);

@@ -7,7 +7,8 @@ block on the same global batch (fp64, 1e-10); here its verdict and per-tensor er
 back, the bytes each axis sent are recomputed from METHODS.md section 6 (written out here,
 independently of common/model), a gradient sum left out must fail the check, the saved tensors
 are recomputed by an outside numpy layer, and bad input is refused with one message. With
---pp above 1 the block runs as pipeline's block-stage case under both of pp's places in --order.
+--pp above 1 the block runs as pipeline's block-stage case under both of pp's places in --order,
+and a --pp list runs each value's cases in one job.
 """
 from __future__ import annotations
 
@@ -374,6 +375,34 @@ def scenario_pp(env: Env) -> None:
     print(f"{len(staged)} pipeline cases of the mesh pass their check, one loss across orders")
 
 
+def scenario_pp_list(env: Env) -> None:
+    """--pp 1,2 with TP 2 on 8 ranks in one run: two cases, each its value's alone. P = 1 is the
+    block's case (T 2, D 4, a training step), P = 2 pipeline's block-stage case (T 2, 2 replicas);
+    each passes its check against the single-rank reference (fp64, 1e-10), and the P = 2 case's
+    loss is the one a --pp 2 run alone gives."""
+    block = ["--seq", "8", "--batch", "2", "--hidden", "128", "--heads", "2", "--ffn-hidden", "64",
+             "--tp", "2", "--cp", "1", "--layers", "4", "--pass", "fwd_bwd"]
+    out = run_mesh(env, 8, "pp_list", *block, "--pp", "1,2")[0]
+    alone = run_mesh(env, 8, "pp_alone", *block, "--pp", "2")[0]
+    with h5py.File(out) as f, h5py.File(alone) as g:
+        cases = {name: dict(c.attrs) for name, c in f["mesh"].items()}
+        expect(len(cases) == 2, f"{len(cases)} cases, want one per --pp value")
+        for name, a in cases.items():
+            expect(a["check_passed"] == 1 and a["check_max_abs_err"] <= 1e-10,
+                   f"{name}: check {a['check_max_abs_err']}")
+        staged = [a for a in cases.values() if "stage" in a]
+        blocks = [a for a in cases.values() if "stage" not in a]
+        expect(len(staged) == 1 and len(blocks) == 1, f"cases {sorted(cases)}: want one block, one staged")
+        b, p = blocks[0], staged[0]
+        expect(int(b["tp"]) == 2 and int(b["dp"]) == 4 and b["pass"] == "fwd_bwd",
+               f"P = 1: tp {b['tp']}, dp {b['dp']}, pass {b['pass']}")
+        expect(int(p["pp"]) == 2 and int(p["tp"]) == 2 and int(p["replicas"]) == 2,
+               f"P = 2: pp {p['pp']}, tp {p['tp']}, replicas {p['replicas']}")
+        (ref,) = [float(c.attrs["loss"]) for c in g["mesh"].values()]
+        expect(abs(float(p["loss"]) - ref) <= 1e-12 * abs(ref), f"P = 2 loss {p['loss']}, alone {ref}")
+    print("--pp 1,2: the block's case and the pipeline's, each passing its check")
+
+
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "mesh", {
         "degrees not the world": (["--tp", "2", "--cp", "3", "--dp", "1"], "--tp 2 x --cp 3 x --dp 1 = 6"),
@@ -406,6 +435,9 @@ def scenario_bad_input(env: Env) -> None:
         "pp in fp32": (["--pp", "2", "--dtype", "fp32"], "--pp 2 runs the block's stages in fp64"),
         "pp not dividing": (["--pp", "3"], "no T x C (x P) (1 x 1 x 3) divides the job's 4 ranks"),
         "pp 0": (["--pp", "0"], "--pp 0: mesh runs P >= 1 stages"),
+        "pp list, a value not dividing": (["--pp", "1,3"], "--pp 3, --dp 0: no T x C (x P) (1 x 1 x 3) divides"),
+        "pp list, a value the block stage refuses": (["--pp", "1,2", "--experts", "4"],
+                                                     "--pp 2 with experts (--experts 4): not built"),
         "pp layers": (["--pp", "2", "--dtype", "fp64", "--layers", "1"], "--layers 1 is fewer than the 2 stages"),
     }, ranks=4)
     print("bad input refused")
@@ -422,6 +454,7 @@ SCENARIOS = {
     "mesh_model_agrees": scenario_model_agrees,
     "mesh_watchdog": scenario_watchdog,
     "mesh_pp": scenario_pp,
+    "mesh_pp_list": scenario_pp_list,
     "mesh_bad_input": scenario_bad_input,
 }
 

@@ -350,6 +350,7 @@ def scenario_model(env: Env) -> None:
 def scenario_bad_input(env: Env) -> None:
     expect_refused(env, "pipeline", {
         "pp not dividing": (["--pp", "3"], "--pp 3 must divide the job's 4 ranks"),
+        "pp list": (["--pp", "1,2"], "--pp 1,2: one whole number here"),
         "layers below stages": (["--layers", "3"], "--layers 3 is fewer than the 4 stages"),
         "interleaved m": (["--schedule", "interleaved", "--microbatches", "6"],
                           "--microbatches 6: interleaved needs a multiple of --pp 4"),
