@@ -142,6 +142,12 @@ step moe_nodes_nccl_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --t
   --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 \
   --experts 8 --top-k 2 --skew hot --ranks-per-node 1 --dispatch flat,hierarchical \
   --max-nodes-per-token 0,1 --redundant-experts 0,2 --pass fwd,fwd_bwd --out "$R/moe_nodes2.h5"
+# The all-to-all behind another micro-batch on NCCL: each micro-batch's exchange on the
+# transport's own stream while the other's experts run on the device's (one rank: the exchange
+# to itself, the streams' ordering checked against the host reference and M = 1).
+step moe_overlap_nccl_1rank 120 "${run[@]}" -np 1 "$B/bin/moe" --backend cuda --timeout 100 --link local \
+  --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 2048 --hidden 1024 --ffn-hidden 2048 \
+  --experts 8 --top-k 2 --overlap none,microbatch:2,microbatch:4 --pass fwd,fwd_bwd --out "$R/moe_overlap1.h5"
 step moe_a2a_nccl_2ranks 120 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 10 --transport nccl --mode a2a --traffic uniform,zipf,pair --bytes 1M,64M \
   --ranks-per-node 1 --out "$R/moe_a2a2.h5"
@@ -174,6 +180,9 @@ if [ "$ngpu" -ge 2 ]; then
   step layer_overlap_nccl 150 "${run[@]}" -np "$ngpu" "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
     --seq 8192 --batch 1 --hidden 8192 --heads 64 --attention fused --pass fwd --tp-overlap none,ring,chunks:4 \
     --iters 10 --out "$R/layer_overlap.h5"
+  step moe_overlap_nccl 150 "${run[@]}" -np "$ngpu" "$B/bin/moe" --backend cuda --timeout 120 --link local \
+    --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 4096 --hidden 2048 --ffn-hidden 1024 \
+    --experts 16 --top-k 4 --overlap none,microbatch:2,microbatch:4 --pass fwd_bwd --out "$R/moe_overlap.h5"
   step torch_async_tp 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
     --module scripts.peers.torch_async_tp_peer --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
 else

@@ -106,10 +106,7 @@ void MeshCase::report_two_batch(const Measurement& m, CaseRecord& rec) const {
   at.emplace_back("pred_step_s", profile_.pred_step_s);
   at.emplace_back("pred_exposed_a2a_s", profile_.pred_step_s - x);
   at.emplace_back("pred_overlap_bound_s", model::moe_overlap_step(a, x, 2));
-  at.emplace_back("overlap_exchanges",
-                  std::string(block_->moe()->pipeline()->overlapped()
-                                  ? "nonblocking all-to-all-v (MPI_Ialltoallv)"
-                                  : "blocking: one micro-batch after another"));
+  at.emplace_back("overlap_exchanges", block_->moe()->pipeline()->overlap_mechanism());
 }
 
 }  // namespace suite::mesh

@@ -117,10 +117,7 @@ void MoeCase::report_overlap(const Measurement& m, CaseRecord& rec) const {
         "pred_d_ff_star",
         model::moe_overlap_dff_star(F, W, cfg_.n_e, static_cast<double>(dtype_size(cfg_.dtype)),
                                     cfg_.mlp == Mlp::swiglu));
-  rec.attrs.emplace_back(
-      "overlap_exchanges",
-      std::string(pipeline_->overlapped() ? "nonblocking all-to-all-v (MPI_Ialltoallv)"
-                                          : "blocking: one micro-batch after another"));
+  rec.attrs.emplace_back("overlap_exchanges", pipeline_->overlap_mechanism());
   rec.int_tables.push_back({"drops_per_microbatch", 1, drops.size(), drops});
 }
 

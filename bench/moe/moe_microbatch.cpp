@@ -160,6 +160,10 @@ bool MicrobatchPipeline::overlapped() const {
   return owner_.comm_.nonblocking_all_to_all_v();
 }
 
+std::string MicrobatchPipeline::overlap_mechanism() const {
+  return owner_.comm_.all_to_all_v_overlap();
+}
+
 void MicrobatchPipeline::set_select_bias(const std::vector<float>& bias) {
   for (auto& l : mbs_)
     l->set_select_bias(bias);

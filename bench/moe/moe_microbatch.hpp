@@ -3,11 +3,11 @@
 // rows of the whole layer's buffers (MicrobatchOf), run as a software pipeline over the network
 // and the compute: micro-batch i+1 is dispatched while i's experts compute and i-1 is combined;
 // the backward overlaps its two exchanges the same way. The exchanges start without waiting
-// (Comm::start_all_to_all_v: nonblocking on MPI with host buffers; where the transport runs
-// them blocking, or for hierarchical dispatch's two levels, the micro-batches run one after
-// another). The program is written once (forward_program, backward_program) and run three
-// ways: for real, eagerly (each exchange waited for at once, every piece timed alone) and
-// replayed on those times (the critical path of the schedule actually run).
+// (Comm::start_all_to_all_v: nonblocking on MPI with host buffers and on NCCL; where the
+// transport runs them blocking, the micro-batches run one after another). The program is written
+// once (forward_program, backward_program) and run three ways: for real, eagerly (each exchange
+// waited for at once, every piece timed alone) and replayed on those times (the critical path of
+// the schedule actually run).
 #pragma once
 
 #include <functional>
@@ -68,6 +68,8 @@ class MicrobatchPipeline {
   // Whether the exchanges start without waiting (hierarchical dispatch: its rail level; the
   // node level blocks): on a transport that can.
   bool overlapped() const;
+  // How the exchanges start (the transport's words, for the results).
+  std::string overlap_mechanism() const;
   void set_select_bias(const std::vector<float>& bias);
   // The owner's placement (EPLB's, once set there); the last micro-batch all-reduces the
   // replicas' gradients once every micro-batch has added its own.

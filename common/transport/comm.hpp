@@ -74,8 +74,9 @@ class Comm {
   // The same started without waiting (an MoE micro-batch's rows travel while another's
   // experts compute): the buffers stay untouched until finish_all_to_all_v(ticket) has waited
   // for it; every rank starts them in the same order. Counted as all_to_all_v counts, at the
-  // start. MPI on host buffers: MPI_Ialltoallv, moving inside later MPI calls; elsewhere
-  // (staged buffers, NCCL) it runs blocking here and finish returns at once.
+  // start. MPI on host buffers: MPI_Ialltoallv, moving inside later MPI calls; NCCL: on the
+  // transport's own stream, later work on the device's stream waiting for it at finish;
+  // elsewhere (MPI on staged or device buffers) it runs blocking here and finish returns at once.
   virtual int start_all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
                                  const std::vector<std::size_t>& send_displs, void* recv,
                                  const std::vector<std::size_t>& recv_counts,
@@ -84,8 +85,11 @@ class Comm {
     return -1;
   }
   virtual void finish_all_to_all_v(int /*ticket*/) {}
-  // Whether start_all_to_all_v returns before the exchange is done.
+  // Whether start_all_to_all_v returns before the exchange is done, and how (for the results).
   virtual bool nonblocking_all_to_all_v() const { return false; }
+  virtual std::string all_to_all_v_overlap() const {
+    return "blocking: one micro-batch after another";
+  }
   // Ring step: starts sending each part's `count` elements to rank `to` and receiving as many
   // from rank `from` into its `recv` (parts may differ in type: the backward ring moves K/V in
   // the storage type beside dK/dV partial sums in the gradient type; posted in order on both

@@ -177,6 +177,9 @@ class MpiComm final : public Comm {
   }
 
   bool nonblocking_all_to_all_v() const override { return !on_device_; }
+  std::string all_to_all_v_overlap() const override {
+    return on_device_ ? Comm::all_to_all_v_overlap() : "nonblocking all-to-all-v (MPI_Ialltoallv)";
+  }
 
   void finish_all_to_all_v(int ticket) override {
     if (ticket < 0) return;

@@ -7,6 +7,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <map>
+#include <vector>
+
 #define SUITE_NCCL_CHECK(expr)                                                          \
   do {                                                                                  \
     ncclResult_t suite_nr_ = (expr);                                                    \
@@ -58,6 +61,10 @@ class NcclComm final : public Comm {
     SUITE_CUDA_OK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   }
   ~NcclComm() override {
+    for (const auto& [ticket, done] : a2a_in_flight_)
+      cudaEventDestroy(done);
+    for (cudaEvent_t done : spare_done_)
+      cudaEventDestroy(done);
     if (ready_) cudaEventDestroy(ready_);
     if (comm_stream_) cudaStreamDestroy(comm_stream_);
     if (nccl_) ncclCommDestroy(nccl_);
@@ -91,26 +98,43 @@ class NcclComm final : public Comm {
                     const std::vector<std::size_t>& send_displs, void* recv,
                     const std::vector<std::size_t>& recv_counts,
                     const std::vector<std::size_t>& recv_displs, DType t) override {
-    const std::size_t e = dtype_size(t);
-    auto* s = static_cast<const std::byte*>(send);
-    auto* r = static_cast<std::byte*>(recv);
-    std::int64_t sent = 0, got = 0;
-    SUITE_NCCL_CHECK(ncclGroupStart());
-    for (int peer = 0; peer < size_; ++peer) {
-      // Zero-size pairs are skipped on both sides, so uneven splits cannot leave a peer waiting.
-      if (send_counts[peer])
-        SUITE_NCCL_CHECK(ncclSend(s + send_displs[peer] * e, send_counts[peer], nccl_type(t), peer,
-                                  nccl_, stream_));
-      if (recv_counts[peer])
-        SUITE_NCCL_CHECK(ncclRecv(r + recv_displs[peer] * e, recv_counts[peer], nccl_type(t), peer,
-                                  nccl_, stream_));
-      if (peer != rank_) {
-        sent += static_cast<std::int64_t>(send_counts[peer] * e);
-        got += static_cast<std::int64_t>(recv_counts[peer] * e);
-      }
+    grouped_all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, t,
+                         stream_);
+  }
+  // Started on the transport's own stream after the work queued so far (the rows' producer and
+  // the last reader of recv), so the experts queued on the device's stream meanwhile overlap it;
+  // finish makes later work on the device's stream wait for it, the host does not wait.
+  // Exchanges started one after another run in that order on that stream.
+  int start_all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                         const std::vector<std::size_t>& send_displs, void* recv,
+                         const std::vector<std::size_t>& recv_counts,
+                         const std::vector<std::size_t>& recv_displs, DType t) override {
+    SUITE_CUDA_OK(cudaEventRecord(ready_, stream_));
+    SUITE_CUDA_OK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    grouped_all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, t,
+                         comm_stream_);
+    cudaEvent_t done = nullptr;
+    if (spare_done_.empty()) {
+      SUITE_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    } else {
+      done = spare_done_.back();
+      spare_done_.pop_back();
     }
-    SUITE_NCCL_CHECK(ncclGroupEnd());
-    count(sent, got);
+    SUITE_CUDA_OK(cudaEventRecord(done, comm_stream_));
+    a2a_in_flight_[next_ticket_] = done;
+    return next_ticket_++;
+  }
+  void finish_all_to_all_v(int ticket) override {
+    if (ticket < 0) return;
+    const auto it = a2a_in_flight_.find(ticket);
+    SUITE_CHECK(it != a2a_in_flight_.end(), "finish_all_to_all_v of a ticket not in flight");
+    SUITE_CUDA_OK(cudaStreamWaitEvent(stream_, it->second, 0));
+    spare_done_.push_back(it->second);
+    a2a_in_flight_.erase(it);
+  }
+  bool nonblocking_all_to_all_v() const override { return true; }
+  std::string all_to_all_v_overlap() const override {
+    return "nccl grouped send/recv on a communication stream, ordered by CUDA events";
   }
   // The exchange runs on the transport's own stream, so the attention queued on the device's
   // stream meanwhile overlaps it; events order the two streams both ways.
@@ -186,7 +210,39 @@ class NcclComm final : public Comm {
   std::vector<EventPair> log_events_;
   std::size_t log_used_ = 0;
   bool exchange_active_ = false;
+  // Started all-to-all-vs by ticket (their done events), and done events free for reuse.
+  std::map<int, cudaEvent_t> a2a_in_flight_;
+  std::vector<cudaEvent_t> spare_done_;
+  int next_ticket_ = 0;
   ncclComm_t nccl_ = nullptr;
+
+  // One grouped send/recv per peer on `stream`; zero-size pairs are skipped on both sides, so
+  // uneven splits cannot leave a peer waiting.
+  void grouped_all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                            const std::vector<std::size_t>& send_displs, void* recv,
+                            const std::vector<std::size_t>& recv_counts,
+                            const std::vector<std::size_t>& recv_displs, DType t,
+                            cudaStream_t stream) {
+    const std::size_t e = dtype_size(t);
+    auto* s = static_cast<const std::byte*>(send);
+    auto* r = static_cast<std::byte*>(recv);
+    std::int64_t sent = 0, got = 0;
+    SUITE_NCCL_CHECK(ncclGroupStart());
+    for (int peer = 0; peer < size_; ++peer) {
+      if (send_counts[peer])
+        SUITE_NCCL_CHECK(ncclSend(s + send_displs[peer] * e, send_counts[peer], nccl_type(t), peer,
+                                  nccl_, stream));
+      if (recv_counts[peer])
+        SUITE_NCCL_CHECK(ncclRecv(r + recv_displs[peer] * e, recv_counts[peer], nccl_type(t), peer,
+                                  nccl_, stream));
+      if (peer != rank_) {
+        sent += static_cast<std::int64_t>(send_counts[peer] * e);
+        got += static_cast<std::int64_t>(recv_counts[peer] * e);
+      }
+    }
+    SUITE_NCCL_CHECK(ncclGroupEnd());
+    count(sent, got);
+  }
 };
 
 }  // namespace
