@@ -136,21 +136,23 @@ step ulysses_mpi_4ranks 120 "${run[@]}" -np 4 "$B/bin/ulysses" --backend cuda --
 step moe_bf16_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local --warmup 3 \
   --transport mpi --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2 \
   --skew none,zipf --alpha 1.2 --capacity-factor 0,1.25 --pass fwd,fwd_bwd --iters 10 --out "$R/moe2.h5"
-# MoE across (pretended) nodes on NCCL: hierarchical dispatch, node-limited routing, redundant
+# MoE across (pretended) nodes, two ranks sharing the GPU over MPI (NCCL takes one GPU a rank:
+# on two GPUs or more it runs below): hierarchical dispatch, node-limited routing, redundant
 # experts (all checked against the host reference), and the all-to-all-v over traffic matrices.
-step moe_nodes_nccl_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local \
-  --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 \
-  --experts 8 --top-k 2 --skew hot --ranks-per-node 1 --dispatch flat,hierarchical \
-  --max-nodes-per-token 0,1 --redundant-experts 0,2 --pass fwd,fwd_bwd --out "$R/moe_nodes2.h5"
+moe_nodes=(--warmup 2 --iters 5 --dtype bf16 --tokens 1024 --hidden 512 --ffn-hidden 1024 --experts 8 --top-k 2
+  --skew hot --ranks-per-node 1 --dispatch flat,hierarchical --max-nodes-per-token 0,1 --redundant-experts 0,2
+  --pass fwd,fwd_bwd)
+moe_a2a=(--warmup 2 --iters 10 --mode a2a --traffic uniform,zipf,pair --bytes 1M,64M --ranks-per-node 1)
+step moe_nodes_mpi_2ranks 150 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 120 --link local \
+  --transport mpi "${moe_nodes[@]}" --out "$R/moe_nodes2.h5"
+step moe_a2a_mpi_2ranks 120 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 100 --link local \
+  --transport mpi "${moe_a2a[@]}" --out "$R/moe_a2a2.h5"
 # The all-to-all behind another micro-batch on NCCL: each micro-batch's exchange on the
 # transport's own stream while the other's experts run on the device's (one rank: the exchange
 # to itself, the streams' ordering checked against the host reference and M = 1).
 step moe_overlap_nccl_1rank 120 "${run[@]}" -np 1 "$B/bin/moe" --backend cuda --timeout 100 --link local \
   --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 2048 --hidden 1024 --ffn-hidden 2048 \
   --experts 8 --top-k 2 --overlap none,microbatch:2,microbatch:4 --pass fwd,fwd_bwd --out "$R/moe_overlap1.h5"
-step moe_a2a_nccl_2ranks 120 "${run[@]}" -np 2 "$B/bin/moe" --backend cuda --timeout 100 --link local \
-  --warmup 2 --iters 10 --transport nccl --mode a2a --traffic uniform,zipf,pair --bytes 1M,64M \
-  --ranks-per-node 1 --out "$R/moe_a2a2.h5"
 # The composed block (mesh): one rank on NCCL (the layer with its own attention, the dense MLP and
 # an MoE), then tp2 x cp2 on four ranks sharing the GPU over MPI with the ring, Ulysses and the
 # gradient sums in buckets, and an MoE block with EP 2; each checked against one rank's block.
@@ -172,14 +174,19 @@ step sp_tp_mpi_2ranks 120 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --sizes 1
 step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode layer --dtype bf16 --seq 2048 \
   --batch 1 --hidden 2048 --heads 16 --attention fused,unfused --pass fwd,fwd_bwd --tp-overlap none,ring,chunks:4 \
   --iters 5 --out "$R/layer2.h5"
-# Async TP where the machine has two GPUs or more (one process each): the layer's overlap modes
-# on NCCL, and PyTorch's fused all-gather / reduce-scatter matmuls (symmetric memory) on the
-# same shapes as the peer; read their per-op times side by side.
+# Where the machine has two GPUs or more (one process each, as NCCL needs): async TP, the
+# layer's overlap modes on NCCL, beside PyTorch's fused all-gather / reduce-scatter matmuls
+# (symmetric memory) on the same shapes as the peer (read their per-op times side by side); and
+# MoE on NCCL across the GPUs, its micro-batches' all-to-alls overlapped too.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   step layer_overlap_nccl 150 "${run[@]}" -np "$ngpu" "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
     --seq 8192 --batch 1 --hidden 8192 --heads 64 --attention fused --pass fwd --tp-overlap none,ring,chunks:4 \
     --iters 10 --out "$R/layer_overlap.h5"
+  step moe_nodes_nccl 150 "${run[@]}" -np "$ngpu" "$B/bin/moe" --backend cuda --timeout 120 --link local \
+    --transport nccl "${moe_nodes[@]}" --out "$R/moe_nodes_nccl.h5"
+  step moe_a2a_nccl 120 "${run[@]}" -np "$ngpu" "$B/bin/moe" --backend cuda --timeout 100 --link local \
+    --transport nccl "${moe_a2a[@]}" --out "$R/moe_a2a_nccl.h5"
   step moe_overlap_nccl 150 "${run[@]}" -np "$ngpu" "$B/bin/moe" --backend cuda --timeout 120 --link local \
     --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 4096 --hidden 2048 --ffn-hidden 1024 \
     --experts 16 --top-k 4 --overlap none,microbatch:2,microbatch:4 --pass fwd_bwd --out "$R/moe_overlap.h5"
@@ -187,6 +194,7 @@ if [ "$ngpu" -ge 2 ]; then
     --module scripts.peers.torch_async_tp_peer --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
 else
   status+=("$(printf '%-22s skipped: %s GPU here, async TP needs two' torch_async_tp "$ngpu")")
+  status+=("$(printf '%-22s skipped: %s GPU here, NCCL takes one a rank' moe_nccl "$ngpu")")
 fi
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged
