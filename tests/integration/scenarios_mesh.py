@@ -226,7 +226,8 @@ def compare_two_batch(out: Path) -> None:
             expect(t["dp_bytes_per_rank"] == a["dp_bytes_per_rank"], f"{tbo.name}: DP bytes")
             for key in ("cp_bytes_per_rank", "cp_bytes_per_rank_min"):
                 expect(t[key] == a[key], f"{tbo.name}: {key} {t[key]} != {a[key]} without two-batch")
-            expect((t["cp_bytes_per_rank"] > 0) == (int(a["cp"]) > 1), f"{tbo.name}: CP bytes {t['cp_bytes_per_rank']}")
+            expect((t["cp_bytes_per_rank"] > 0) == (int(a["cp"]) > 1),
+                   f"{tbo.name}: CP bytes {t['cp_bytes_per_rank']}")
             ep = int(a["ep"])
             counts = (ep - 1) * (8 // ep) * 8  # the second micro-batch's counts exchange
             expect(t["ep_bytes_per_rank"] == a["ep_bytes_per_rank"] + counts,
