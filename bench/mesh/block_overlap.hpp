@@ -1,18 +1,21 @@
 // --moe-overlap two-batch (METHODS.md section 4, "Hiding the all-to-all behind another
 // micro-batch", for the whole block): the rank's b sequences cut into two micro-batches of b/2,
-// each the block's layer on its own rows (ComposedBlock builds both), whose MoE parts are the
-// two micro-batches of one MoeLayer (moe's MicrobatchPipeline: its nonblocking exchanges and its
-// pieces). The schedule nests the second micro-batch inside the first's MoE part:
+// each the block's layer on its own rows (ComposedBlock builds both; with CP each its own
+// attention over the CP group on its b/2 sequences, the rows a rank holds those of the block
+// without two-batch), whose MoE parts are the two micro-batches of one MoeLayer (moe's
+// MicrobatchPipeline: its nonblocking exchanges and its pieces). The schedule nests the second
+// micro-batch inside the first's MoE part:
 //   forward:  micro-batch 0 routes and starts its dispatch, then micro-batch 1's layer runs up
-//             to its MoE part (LayerNorm, QKV, attention, output projection with TP's
-//             collectives, residual, LayerNorm, its route) while the dispatch travels; then
-//             0's experts beside 1's dispatch, 1's experts beside 0's combine, and 1's combine
-//             beside 0's gate-weighted sum;
+//             to its MoE part (LayerNorm, QKV, attention with its CP exchanges, output
+//             projection with TP's collectives, residual, LayerNorm, its route) while the
+//             dispatch travels; then 0's experts beside 1's dispatch, 1's experts beside 0's
+//             combine, and 1's combine beside 0's gate-weighted sum;
 //   backward: 0's output-gradient exchange beside 1's residual backward (small), then each
 //             micro-batch's expert backward beside the other's exchange, and 1's input-gradient
-//             exchange beside 0's router backward; the attention backward of both runs with no
-//             exchange in flight (micro-batch 1's needs its MoE input gradient first, and 0's
-//             comes after every exchange): the backward hides only part of its all-to-all.
+//             exchange beside 0's router backward; the attention backward of both, CP exchanges
+//             included, runs with no all-to-all in flight (micro-batch 1's needs its MoE input
+//             gradient first, and 0's comes after every exchange): the backward hides only part
+//             of its all-to-all.
 // With a capacity factor each micro-batch's capacity is its share.
 #pragma once
 

@@ -62,10 +62,11 @@ ComposedBlock::ComposedBlock(const MeshConfig& cfg, BenchContext& ctx, DeviceMes
   for (int i = 0; i < m; ++i) {
     sp_tp::LayerParts parts;
     std::vector<std::int64_t> positions;
-    if (cfg.shape.cp > 1) {  // validate: not with two micro-batches
-      attention_ = std::make_unique<CpAttention>(cfg, ctx.device, mesh, ops_->attention_engine());
-      parts.attention = attention_.get();
-      positions = attention_->positions();
+    if (cfg.shape.cp > 1) {  // the micro-batch's own attention over the CP group
+      attentions_.push_back(
+          std::make_unique<CpAttention>(part, ctx.device, mesh, ops_->attention_engine()));
+      parts.attention = attentions_.back().get();
+      positions = attentions_.back()->positions();
     } else {
       for (std::int64_t p = 0; p < cfg.s; ++p)
         positions.push_back(p);
@@ -108,6 +109,13 @@ std::int64_t ComposedBlock::ledger_bytes() const {
   std::int64_t sum = 0;
   for (const auto& l : layers_)
     sum += l->ledger_bytes();
+  return sum;
+}
+
+std::int64_t ComposedBlock::cp_method_bytes() const {
+  std::int64_t sum = 0;
+  for (const auto& a : attentions_)
+    sum += a->method_bytes();
   return sum;
 }
 

@@ -3,8 +3,10 @@
 // group (with experts), and after the backward the gradient sums over the replica groups. Every
 // part is its own benchmark's code taking its axis's communicator from the DeviceMesh. Under
 // --moe-overlap two-batch the layer is two, one per micro-batch of b/2 sequences, whose MoE
-// parts the two-batch schedule runs (block_overlap.hpp); their weights are the same and the
-// second's gradients are added to the first's as each is final.
+// parts the two-batch schedule runs (block_overlap.hpp); with CP each has its own CpAttention
+// over the CP group on its b/2 sequences (the Q, K, V and lse its backward reads are its own);
+// their weights are the same and the second's gradients are added to the first's as each is
+// final.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,10 @@ class ComposedBlock {
   // --moe-overlap two-batch: one step run eagerly, its pieces timed alone (collective).
   TwoBatchProfile profile_two_batch();
   sp_tp::LayerOps& layer_ops() { return *ops_; }
-  CpAttention* attention() { return attention_.get(); }
+  // The CP attention of each micro-batch's layer (empty with C = 1).
+  const std::vector<std::unique_ptr<CpAttention>>& attentions() const { return attentions_; }
+  // The CP methods' own buffers over the micro-batches (CpAttention::method_bytes).
+  std::int64_t cp_method_bytes() const;
   MoeFfn* moe() { return moe_.get(); }
   const GradientSums& sums() const { return sums_; }
   // The global row (position p, global batch index g: p D b + g) of each of this rank's
@@ -71,7 +76,7 @@ class ComposedBlock {
   DeviceMesh& mesh_;
   std::unique_ptr<sp_tp::LayerOps> ops_;
   std::unique_ptr<kernels::AttentionEngine> engine_;
-  std::unique_ptr<CpAttention> attention_;
+  std::vector<std::unique_ptr<CpAttention>> attentions_;  // per micro-batch, with CP
   std::unique_ptr<MoeFfn> moe_;
   std::unique_ptr<TwoBatchSchedule> two_batch_;
   std::vector<std::unique_ptr<sp_tp::TransformerLayer>> layers_;  // per micro-batch

@@ -22,9 +22,7 @@ void MeshCase::report_memory(CaseRecord& rec, const model::MeshBlock& mb) {
   a.emplace_back("pred_weight_bytes",
                  (model::mesh_dense_params(mb) + model::mesh_expert_params(mb)) * e);
   a.emplace_back("grad_bytes", cfg_.backward() ? weights : 0.0);
-  a.emplace_back("cp_method_bytes", block_->attention()
-                                        ? static_cast<double>(block_->attention()->method_bytes())
-                                        : 0.0);
+  a.emplace_back("cp_method_bytes", static_cast<double>(block_->cp_method_bytes()));
   const AllocationCounters alloc = ctx_.device.allocation_counters();
   a.emplace_back("device_peak_bytes",
                  static_cast<double>(all_reduce_max(static_cast<double>(alloc.peak))));
@@ -33,8 +31,7 @@ void MeshCase::report_memory(CaseRecord& rec, const model::MeshBlock& mb) {
   std::vector<std::int64_t> table;
   for (double v :
        {static_cast<double>(block_->ledger_bytes()), weights,
-        block_->attention() ? static_cast<double>(block_->attention()->method_bytes()) : 0.0,
-        static_cast<double>(alloc.peak)}) {
+        static_cast<double>(block_->cp_method_bytes()), static_cast<double>(alloc.peak)}) {
     const auto all = gather_int(static_cast<std::int64_t>(v), ranks, rank);
     table.insert(table.end(), all.begin(), all.end());
   }

@@ -95,19 +95,21 @@ void MeshCase::report_times(const Measurement& m, CaseRecord& rec) {
 }
 
 double MeshCase::ring_wait_median() {
-  CpAttention* cp = block_->attention();
-  if (!cp) return 0;
-  const std::vector<ring::RoundTimes> runs = cp->collect_times();
+  if (block_->attentions().empty()) return 0;
   const int per_step = cfg_.backward() ? 2 : 1;
   const std::size_t skip = static_cast<std::size_t>(std::max(0, ctx_.opts.warmup) * per_step);
-  std::vector<double> steps;
-  for (std::size_t i = skip; i + static_cast<std::size_t>(per_step) <= runs.size();
-       i += static_cast<std::size_t>(per_step)) {
-    double w = 0;
-    for (int p = 0; p < per_step; ++p)
-      for (double x : runs[i + static_cast<std::size_t>(p)].wait_s)
-        w += x;
-    steps.push_back(w);
+  std::vector<double> steps;  // each step's waits, over its micro-batches' attentions
+  for (const auto& cp : block_->attentions()) {
+    const std::vector<ring::RoundTimes> runs = cp->collect_times();
+    for (std::size_t i = skip, k = 0; i + static_cast<std::size_t>(per_step) <= runs.size();
+         i += static_cast<std::size_t>(per_step), ++k) {
+      double w = 0;
+      for (int p = 0; p < per_step; ++p)
+        for (double x : runs[i + static_cast<std::size_t>(p)].wait_s)
+          w += x;
+      if (k == steps.size()) steps.push_back(0);
+      steps[k] += w;
+    }
   }
   double median = 0;
   if (!steps.empty()) {

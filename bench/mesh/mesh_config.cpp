@@ -151,8 +151,6 @@ void validate(const MeshConfig& c, int world) {
     need(c.b % 2 == 0, "--moe-overlap two-batch: --batch " + n(c.b) +
                            " sequences per DP rank is not divisible by 2 (each micro-batch takes "
                            "whole sequences)");
-    need(C == 1, "--moe-overlap two-batch runs with --cp 1 (got --cp " + n(C) +
-                     "): the CP attention is not cut into micro-batches");
   }
   sp_tp::validate(c.layer());
   if (c.moe()) {

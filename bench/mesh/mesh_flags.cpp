@@ -76,9 +76,11 @@ void add_mesh_flags(CLI::App& app, MeshFlags& f) {
   app.add_option(
          "--moe-overlap", f.moe_overlap,
          "(list) none, or two-batch: the rank's b sequences cut into two micro-batches of b/2 "
-         "(--batch must be even; --cp 1; with experts), the MoE all-to-all of one travelling "
-         "(nonblocking all-to-all-v on MPI with host buffers) while the other computes: "
-         "micro-batch 1's attention, TP collectives and route beside 0's dispatch, each one's "
+         "(--batch must be even; with experts; with --cp above 1 each micro-batch's attention "
+         "runs over the CP group on its own b/2 sequences, any --cp-method), the MoE all-to-all "
+         "of one travelling (nonblocking all-to-all-v on MPI with host buffers) while the other "
+         "computes: micro-batch 1's attention (its CP exchanges included), TP collectives and "
+         "route beside 0's dispatch, each one's "
          "experts beside the other's exchange. The backward hides only part of its all-to-all "
          "(each expert backward beside the other's exchange; the attention backward has none "
          "in flight). Under a capacity factor each micro-batch's capacity is its share. The "

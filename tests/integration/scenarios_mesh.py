@@ -201,15 +201,11 @@ def scenario_moe(env: Env) -> None:
     print(f"{out.name}: MoE blocks with EP 2 and 4, and TP 2 (its sums in buckets too), equal the single-rank block")
 
 
-def scenario_two_batch(env: Env) -> None:
-    """--moe-overlap two-batch with EP 4 (TP 1) and EP 2 (TP 2), forward and backward: each `_tbo`
-    case equals the single-rank block (its own check), its saved output, input gradient and
-    every weight gradient equal the `none` case's on the same tokens (fp64, 1e-12), and each
-    axis sent the `none` case's bytes (TP: plus the second micro-batch's LayerNorm-gradient
-    all-reduce; EP: plus its counts exchange)."""
-    out, _ = run_mesh(env, 4, "tbo", *SHAPE, "--tp", "1,2", "--experts", "8", "--pass", "fwd_bwd",
-                      "--moe-overlap", "none,two-batch", "--save-tensors")
-    seen = check_cases(out, 4)
+def compare_two_batch(out: Path) -> None:
+    """Each `_tbo` case of `out` beside the `none` case on the same tokens: its saved output,
+    input gradient and every weight gradient equal (fp64, 1e-12), and each axis sent the same
+    bytes (TP: plus the second micro-batch's LayerNorm-gradient all-reduce; EP: plus its counts
+    exchange; CP: the same)."""
     with h5py.File(out) as f:
         groups = f["mesh"]
         for name in groups:
@@ -228,6 +224,10 @@ def scenario_two_batch(env: Env) -> None:
             expect(t["tp_bytes_per_rank"] == a["tp_bytes_per_rank"] + ln,
                    f"{tbo.name}: TP bytes {t['tp_bytes_per_rank']} != {a['tp_bytes_per_rank']} + {ln}")
             expect(t["dp_bytes_per_rank"] == a["dp_bytes_per_rank"], f"{tbo.name}: DP bytes")
+            for key in ("cp_bytes_per_rank", "cp_bytes_per_rank_min"):
+                expect(t[key] == a[key], f"{tbo.name}: {key} {t[key]} != {a[key]} without two-batch")
+            expect((t["cp_bytes_per_rank"] > 0) == (int(a["cp"]) > 1),
+                   f"{tbo.name}: CP bytes {t['cp_bytes_per_rank']}")
             ep = int(a["ep"])
             counts = (ep - 1) * (8 // ep) * 8  # the second micro-batch's counts exchange
             expect(t["ep_bytes_per_rank"] == a["ep_bytes_per_rank"] + counts,
@@ -238,7 +238,24 @@ def scenario_two_batch(env: Env) -> None:
             expect(t["pred_step_s"] >= max(t["overlap_a2a_s"], t["overlap_compute_s"]) * (1 - 1e-9),
                    f"{tbo.name}: the critical path {t['pred_step_s']} is below max(A, X)")
             print(f"  ok: {tbo.name} equals the block without it")
+
+
+def scenario_two_batch(env: Env) -> None:
+    """--moe-overlap two-batch with EP 4 (TP 1) and EP 2 (TP 2), then with CP 2 (EP 2, DP 2;
+    the ring and Ulysses, each micro-batch's attention over the CP group), forward and backward:
+    each `_tbo` case equals the single-rank block (its own check) and the `none` case on the same
+    tokens (compare_two_batch)."""
+    out, _ = run_mesh(env, 4, "tbo", *SHAPE, "--tp", "1,2", "--experts", "8", "--pass", "fwd_bwd",
+                      "--moe-overlap", "none,two-batch", "--save-tensors")
+    seen = check_cases(out, 4)
+    compare_two_batch(out)
     expect({int(a["tp"]) for a in seen} == {1, 2}, "TP degrees")
+    out, _ = run_mesh(env, 4, "tbo_cp", *SHAPE, "--cp", "2", "--ep", "2", "--cp-method", "ring,ulysses",
+                      "--experts", "8", "--pass", "fwd_bwd", "--moe-overlap", "none,two-batch", "--save-tensors")
+    seen = check_cases(out, 4)
+    compare_two_batch(out)
+    expect({(int(a["cp"]), str(a["cp_method"])) for a in seen} == {(2, "ring"), (2, "ulysses")},
+           "CP 2 with the ring and Ulysses")
 
 
 def scenario_missing_sum(env: Env) -> None:
@@ -425,8 +442,8 @@ def scenario_bad_input(env: Env) -> None:
                               "--moe-overlap two-batch needs experts (--experts 0)"),
         "moe overlap odd batch": (["--batch", "3", "--experts", "4", "--moe-overlap", "two-batch"],
                                   "--batch 3 sequences per DP rank is not divisible by 2"),
-        "moe overlap cp": (["--cp", "2", "--batch", "2", "--experts", "4", "--moe-overlap", "two-batch"],
-                           "--moe-overlap two-batch runs with --cp 1 (got --cp 2)"),
+        "moe overlap cp odd batch": (["--cp", "2", "--batch", "1", "--experts", "4", "--moe-overlap", "two-batch"],
+                                     "--batch 1 sequences per DP rank is not divisible by 2"),
         "pp with experts": (["--pp", "2", "--experts", "4"], "--pp 2 with experts (--experts 4): not built"),
         "pp with ulysses": (["--pp", "2", "--cp", "2", "--cp-method", "ulysses"],
                             "--pp 2 with --cp-method ulysses: not built"),

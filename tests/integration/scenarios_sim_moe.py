@@ -182,25 +182,29 @@ def scenario_hierarchical(env: Env) -> None:
 
 def scenario_mesh_two_batch(env: Env) -> None:
     """mesh --moe-overlap none,two-batch on 4 simulated ranks (flat links of 2 GB/s, modeled
-    compute): with the block's all-to-all A comparable to its compute X, the two-batch step is
-    shorter than the step without it (the same run's `none` case and the case's own), and within
-    10% of the critical path of its schedule on the pieces it timed alone."""
-    out = env.workdir / "mesh_tbo.h5"
-    with run_ok(env, "mesh", out, "--platform", "flat", "--ranks", "4", "--bw", "2e9", "--lat", "1e-6",
-                "--sim-flops", "5e13",
-                flags=["--seq", "1024", "--batch", "2", "--hidden", "1024", "--heads", "8", "--ffn-hidden",
-                       "2048", "--experts", "8", "--pass", "fwd_bwd", "--dtype", "bf16",
-                       "--moe-overlap", "none,two-batch", "--iters", "1", "--warmup", "0"]) as f:
-        cases = {str(g.attrs["moe_overlap"]): g.attrs for g in f["mesh"].values()}
-        none, tbo = cases["none"], cases["two-batch"]
-        a, x, step, pred = (tbo[k] for k in ("overlap_a2a_s", "overlap_compute_s", "time_median_s", "pred_step_s"))
-        expect(0.3 <= a / x <= 3, f"A {a:.4g} s is not comparable to X {x:.4g} s")
-        expect(step < none["time_median_s"] and step < tbo["step_no_overlap_s"],
-               f"two-batch step {step:.4g} s, without {none['time_median_s']:.4g} s "
-               f"(its own {tbo['step_no_overlap_s']:.4g} s)")
-        expect(abs(step - pred) <= 0.1 * pred, f"step {step:.4g} s, critical path {pred:.4g} s")
-        print(f"  ok: A {a * 1e3:.3f} ms, X {x * 1e3:.3f} ms; step {step * 1e3:.3f} ms against "
-              f"{none['time_median_s'] * 1e3:.3f} ms without, critical path {pred * 1e3:.3f} ms")
+    compute), with CP 1 and with CP 2 (the ring; each micro-batch's attention over the CP group):
+    with the block's all-to-all A comparable to its compute X, the two-batch step is shorter than
+    the step without it (the same run's `none` case and the case's own), and within 10% of the
+    critical path of its schedule on the pieces it timed alone."""
+    for cp in ("1", "2"):
+        out = env.workdir / f"mesh_tbo_cp{cp}.h5"
+        with run_ok(env, "mesh", out, "--platform", "flat", "--ranks", "4", "--bw", "2e9", "--lat", "1e-6",
+                    "--sim-flops", "5e13",
+                    flags=["--seq", "1024", "--batch", "2", "--hidden", "1024", "--heads", "8", "--ffn-hidden",
+                           "2048", "--experts", "8", "--cp", cp, "--pass", "fwd_bwd", "--dtype", "bf16",
+                           "--moe-overlap", "none,two-batch", "--iters", "1", "--warmup", "0"]) as f:
+            cases = {str(g.attrs["moe_overlap"]): g.attrs for g in f["mesh"].values()}
+            none, tbo = cases["none"], cases["two-batch"]
+            a, x, step, pred = (tbo[k] for k in ("overlap_a2a_s", "overlap_compute_s", "time_median_s",
+                                                 "pred_step_s"))
+            expect(int(tbo["cp"]) == int(cp) and (tbo["cp_bytes_per_rank"] > 0) == (cp != "1"), f"CP {cp}")
+            expect(0.3 <= a / x <= 3, f"CP {cp}: A {a:.4g} s is not comparable to X {x:.4g} s")
+            expect(step < none["time_median_s"] and step < tbo["step_no_overlap_s"],
+                   f"CP {cp}: two-batch step {step:.4g} s, without {none['time_median_s']:.4g} s "
+                   f"(its own {tbo['step_no_overlap_s']:.4g} s)")
+            expect(abs(step - pred) <= 0.1 * pred, f"CP {cp}: step {step:.4g} s, critical path {pred:.4g} s")
+            print(f"  ok, CP {cp}: A {a * 1e3:.3f} ms, X {x * 1e3:.3f} ms; step {step * 1e3:.3f} ms against "
+                  f"{none['time_median_s'] * 1e3:.3f} ms without, critical path {pred * 1e3:.3f} ms")
 
 
 SCENARIOS = {
