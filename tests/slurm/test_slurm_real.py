@@ -78,6 +78,10 @@ class Failure(Exception):
     pass
 
 
+class InsideRateOff(Failure):
+    """The calibration's point-to-point rate outside judge_inside's band of link_probe's."""
+
+
 def expect(cond: bool, msg: str) -> None:
     if not cond:
         raise Failure(msg)
@@ -194,8 +198,11 @@ def check_calibration(run: Run, job: str, busy: float | None) -> None:
     check = path.with_name("plan_check.txt").read_text()
     try:
         judge_inside("inside the node", fit["bw"], probe_slope_bw(rates), busy)
-        plan_check_table(check, 3, "measured")  # --top 1 --middle 1 --bottom 1: each mesh ran
     except SystemExit as err:  # run_scenario's verdict, this test's failure
+        raise InsideRateOff(f"{path.parent}: {err}") from None
+    try:
+        plan_check_table(check, 3, "measured")  # --top 1 --middle 1 --bottom 1: each mesh ran
+    except SystemExit as err:
         raise Failure(f"{path.parent}: {err}") from None
     plan = subprocess.run([str(run.bin_dir / "model"), "--section", "plan", "--calibration", str(path),
                            "--gpus", str(CALIBRATION_RANKS), "--seq", "1024", "--hidden", "512", "--heads", "8",
@@ -282,14 +289,24 @@ def scenario(run: Run) -> None:
     # The planner's calibration on one node, alone (rates measured beside other jobs on 2 cores
     # do not grow with bytes) and with a rank per core: CALIBRATION_RANKS ranks. Its default
     # preset (nvlink-ib) asks Open MPI for UCX, which needs InfiniBand: pcie-host here.
-    t0, w0 = time.monotonic(), cpu_wait_s()
-    calib = run.submit("calibrate", "calibrate.sbatch", "calibration",
-                       {"PLAN_CHECK_ARGS": PLAN_CHECK, "LINK": "pcie-host"},
-                       ["--nodes=1", f"--ntasks-per-node={CALIBRATION_RANKS}"])
-    run.wait_ok([calib], max(LATER_JOBS_MIN_S, JOBS_SLACK * ref_s))
-    took, w1 = time.monotonic() - t0, cpu_wait_s()
-    print(f"  calibrate.sbatch took {took:.0f} s", flush=True)
-    check_calibration(run, calib, None if w0 is None or w1 is None else (w1 - w0) / took)
+    # A two-point slope of shared-memory times on a shared 2-core host strays past the inside
+    # level's band now and then (0.47x once, with other tasks waiting for a CPU 3% of the time):
+    # such a calibration is measured once more, and the second judged.
+    for attempt in (1, 2):
+        t0, w0 = time.monotonic(), cpu_wait_s()
+        calib = run.submit("calibrate", "calibrate.sbatch", "calibration",
+                           {"PLAN_CHECK_ARGS": PLAN_CHECK, "LINK": "pcie-host"},
+                           ["--nodes=1", f"--ntasks-per-node={CALIBRATION_RANKS}"])
+        run.wait_ok([calib], max(LATER_JOBS_MIN_S, JOBS_SLACK * ref_s))
+        took, w1 = time.monotonic() - t0, cpu_wait_s()
+        print(f"  calibrate.sbatch took {took:.0f} s", flush=True)
+        try:
+            check_calibration(run, calib, None if w0 is None or w1 is None else (w1 - w0) / took)
+            break
+        except InsideRateOff as err:
+            if attempt == 2:
+                raise
+            print(f"  {err}\n  measuring the calibration once more", flush=True)
     for i, task in enumerate(tasks):
         run.jobs[task] = (f"sweep task {i}", "sp_tp.sbatch", "sp_tp")
         path = tmp / "results" / f"sp_tp-sweep-n1-{task}" / "sp_tp.h5"
