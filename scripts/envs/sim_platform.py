@@ -1,7 +1,7 @@
 """Simulated platforms for SimGrid's SMPI (scripts/envs/simulate.py), generated from a few numbers.
 
-    sim_platform.py --list                               the presets and the simulated links
-    sim_platform.py fattree --nodes 16 --out plat.xml    write a platform file (and print it)
+    suite sim-platform --list                               the presets and the simulated links
+    suite sim-platform fattree --nodes 16 --out plat.xml    write a platform file (and print it)
 
 Presets (topology, nodes, GPUs per node, link; each value can be overridden):
   flat     hosts on one crossbar, one link each (default 4 hosts, 50 MB/s, 5 us: a slow link
@@ -228,8 +228,8 @@ def platform_xml(p: Platform) -> str:
         # The non-blocking switches add latency only. Inside a leaf each pair of nodes crosses
         # its own latency link: one switch link shared by every pair would tie all the leaf's
         # flows into one max-min system, whose every flow's end re-solves all of them (an
-        # all-to-all-v of 64 ranks, four in flight: 61 s of wall time, against 3.4 s with a
-        # link per pair, the same simulated time to 0.02%). The spine, of zero latency, is left
+        # all-to-all-v of 64 ranks, four in flight: 61 s of wall time, against 2.4 s with a
+        # link per pair, the same simulated time to 2e-5). The spine, of zero latency, is left
         # out of the routes for the same reason.
         leaf = lambda n: n // p.nodes_per_leaf  # noqa: E731
         pairs = [(a, b) for a in range(p.nodes) for b in range(p.nodes) if a != b]

@@ -18,7 +18,7 @@ Compute, recorded in the results:
                       tensors of 1 MiB and more are placeholders (SMPI shared memory: no values,
                       memory flat in the sizes, every byte still sent), so --dtype bf16 works
 
-Platform presets and their links: scripts/envs/sim_platform.py --list. Bad input (an unknown preset
+Platform presets and their links: suite sim-platform --list. Bad input (an unknown preset
 or link, more ranks than hosts, a non-positive --sim-flops, a missing SMPI build) is one
 `error:` line, exit 2, and no file; the benchmark's own refusals (a GPU-only flag) likewise.
 """

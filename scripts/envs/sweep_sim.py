@@ -26,7 +26,7 @@ class SimSweepError(ValueError):
 def platform_args(args: argparse.Namespace, cell) -> list[str]:
     if cell.link not in LINKS:
         raise SimSweepError(f"link preset {cell.link!r} has no simulated link "
-                            f"(scripts/envs/sim_platform.py --list)")
+                            f"(suite sim-platform --list)")
     if cell.nodes == 1:
         return ["--platform", "node8", "--gpus-per-node", str(args.tasks_per_node)]
     return ["--platform", "fattree", "--nodes", str(cell.nodes),

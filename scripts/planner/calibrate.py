@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="on a cluster emulated on this machine with NICs of RATE (1gbit, 500mbit...; "
                         "scripts/envs/emulated_cluster.py, root): --nodes nodes of --gpus-per-node ranks")
     p.add_argument("--sim-flops", type=float, default=4e14, help="simulated compute rate (FLOP/s)")
-    p.add_argument("--link", default="nvlink-ib", help="the simulated links (scripts/envs/sim_platform.py --list)")
+    p.add_argument("--link", default="nvlink-ib", help="the simulated links (suite sim-platform --list)")
     p.add_argument("--slurm", action="store_true",
                    help="inside a Slurm job: srun steps on the job's nodes (slurm/calibrate.sbatch submits it)")
     p.add_argument("--srun", default=srun_default(),
