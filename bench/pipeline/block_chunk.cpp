@@ -14,7 +14,7 @@ mesh::MeshConfig block_config(const PipelineConfig& cfg) {
   m.h = cfg.hidden;
   m.heads = cfg.heads;
   m.d_ff = cfg.ffn;
-  m.dtype = DType::fp64;
+  m.dtype = cfg.dtype;
   m.seed = cfg.seed;
   m.pass = Pass::fwd_bwd;
   return m;

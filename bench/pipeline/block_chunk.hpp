@@ -11,7 +11,7 @@
 
 namespace suite::pipeline {
 
-// The block a case's stages run: its sizes, T and C, fp64, forward and backward.
+// The block a case's stages run: its sizes, T and C, its dtype, forward and backward.
 mesh::MeshConfig block_config(const PipelineConfig& cfg);
 
 class BlockChunk final : public Stage {

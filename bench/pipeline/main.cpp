@@ -30,7 +30,12 @@ const char* const kDescription =
     "collective beside dp_shard_cost's, and the summed gradients and updated parameters checked\n"
     "against one rank running every replica's micro-batches.\n"
     "--stage block: each stage holds L/p layers of mesh's transformer block instead, TP+SP over\n"
-    "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.";
+    "--tp and ring attention over --cp inside the stage, hops carrying this rank's shard.\n"
+    "Backends: cpu runs both stages in fp64, the hops MPI messages of fp64 host rows. cuda runs\n"
+    "--stage block only, in fp32 (one PP group: no DP sums), its hops ncclSend/ncclRecv of fp32\n"
+    "device copies under the default --transport (one communicator and stream per stage\n"
+    "boundary and direction; one GPU per rank), or with --transport mpi the host MPI messages\n"
+    "above (ranks may share a GPU). The results' hop_transport and hop_detail say which.";
 
 }  // namespace
 
@@ -41,6 +46,7 @@ int main(int argc, char** argv) {
       {.name = "pipeline",
        .description = kDescription,
        .cpu_dtypes = {suite::DType::fp64},
+       .cuda_dtypes = {suite::DType::fp32},
        .add_options = [&](CLI::App& app) { suite::pipeline::add_pipeline_flags(app, flags); },
        .make_cases = suite::case_per_config(flags, suite::pipeline::pipeline_configs,
                                             suite::pipeline::make_case),

@@ -33,6 +33,7 @@ class PipelineCase final : public BenchCase {
   Schedule schedule_;
   std::unique_ptr<DataParallelSums> dp_sums_;  // where the replicas sum their gradients
   int replica_ = 0;                            // this rank's index on the DP axis
+  std::unique_ptr<HopTransport> hops_;         // what carries the hops over the PP group
   std::unique_ptr<PipelineExecutor> executor_;
   LayerShape shape() const { return {cfg_.seq * cfg_.batch, cfg_.hidden, cfg_.ffn}; }
   // Whether this rank is in the PP group recorded.

@@ -16,11 +16,6 @@ double seconds_now() {
   return std::chrono::duration<double>(RunClock::now().time_since_epoch()).count();
 }
 
-// Where a hop between two chunks of one rank waits: (2 from_stage + backward, mb).
-std::pair<int, int> local_key(int from_stage, int mb, bool backward) {
-  return {2 * from_stage + (backward ? 1 : 0), mb};
-}
-
 bool is_backward(OpKind k) {
   return k == OpKind::B || k == OpKind::BW;
 }
@@ -36,12 +31,13 @@ int stage_layer_count(int stage, int stages, int layers) {
 }
 
 PipelineExecutor::PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers,
-                                   Comm& comm, int drop_microbatch, OpHooks* hooks)
+                                   int rank, HopTransport& hops, int drop_microbatch,
+                                   OpHooks* hooks)
     : schedule_(schedule),
       make_stage_(std::move(make_stage)),
       layers_(layers),
-      comm_(comm),
-      rank_(comm.rank()),
+      hops_(hops),
+      rank_(rank),
       drop_(drop_microbatch),
       hooks_(hooks) {
   find_hooked_ops();
@@ -58,80 +54,36 @@ void PipelineExecutor::find_hooked_ops() {
   }
 }
 
-int PipelineExecutor::source_stage(const Op& op) const {
-  const int stage = schedule_.stage_of(rank_, op.chunk);
-  if (op.kind == OpKind::F) return stage == 0 ? -1 : stage - 1;
-  if (is_backward(op.kind)) return stage == schedule_.stages() - 1 ? -1 : stage + 1;
-  return -1;
-}
-
-int PipelineExecutor::tag(int from_stage, int mb, bool backward) const {
-  return Comm::kPeerTagBase + 2 * (from_stage * schedule_.spec.microbatches + mb) +
-         (backward ? 1 : 0);
-}
-
 void PipelineExecutor::post_receive(int index) {
   const auto& ops = schedule_.ranks[rank_];
-  if (index >= static_cast<int>(ops.size()) || pending_recv_.count(index)) return;
+  if (index >= static_cast<int>(ops.size()) || posted_.count(index)) return;
   const Op& op = ops[index];
-  const int from = source_stage(op);
-  if (from < 0 || schedule_.rank_of(from) == rank_) return;
-  HopBuffer& data = inbox_[index] = HopBuffer::receiving(chunks_[op.chunk]->hop_values());
-  pending_recv_[index] =
-      comm_.post_receive(data.data(), data.values(), DType::fp64, schedule_.rank_of(from),
-                         tag(from, op.microbatch, is_backward(op.kind)));
+  const auto c = receive_channel(schedule_, rank_, op);
+  if (!c || is_local(schedule_, *c)) return;
+  posted_.insert(index);
+  hops_.post_receive(*c, op.microbatch, chunks_[op.chunk]->hop_values(),
+                     schedule_.rank_of(c->from_stage()));
 }
 
-Rows PipelineExecutor::take_input(int index) {
-  const Op& op = schedule_.ranks[rank_][index];
-  const int from = source_stage(op);
-  const bool backward = is_backward(op.kind);
-  if (schedule_.rank_of(from) == rank_) {
-    const auto key = local_key(from, op.microbatch, backward);
+Rows PipelineExecutor::take_input(int index, const HopChannel& c) {
+  const int mb = schedule_.ranks[rank_][index].microbatch;
+  if (is_local(schedule_, c)) {
+    const auto key = std::make_pair(c.index(), mb);
     Rows data = local_.at(key).take();
     local_.erase(key);
     return data;
   }
   post_receive(index);
-  std::vector<MPI_Request> wait{pending_recv_.at(index)};
-  comm_.wait_messages(wait, schedule_.rank_of(from));
-  pending_recv_.erase(index);
-  Rows data = inbox_.at(index).take();
-  inbox_.erase(index);
-  return data;
+  return hops_.wait_receive(c, mb, schedule_.rank_of(c.from_stage()));
 }
 
-void PipelineExecutor::send(const Op& op, int to_stage, Rows data) {
-  const int from = schedule_.stage_of(rank_, op.chunk);
-  const bool backward = is_backward(op.kind);
-  if (schedule_.rank_of(to_stage) == rank_) {
-    local_[local_key(from, op.microbatch, backward)] = HopBuffer::holding(std::move(data));
+void PipelineExecutor::send(const Op& op, const HopChannel& c, Rows data) {
+  if (is_local(schedule_, c)) {
+    local_[{c.index(), op.microbatch}] = HopBuffer::holding(std::move(data));
     return;
   }
-  auto msg = std::make_unique<InFlight>();
-  msg->data = HopBuffer::holding(std::move(data));
-  msg->request = comm_.post_send(msg->data.data(), msg->data.values(), DType::fp64,
-                                 schedule_.rank_of(to_stage), tag(from, op.microbatch, backward));
-  outbox_.push_back(std::move(msg));
+  hops_.post_send(c, op.microbatch, std::move(data), schedule_.rank_of(c.to_stage()));
   ++sends_;
-}
-
-void PipelineExecutor::release_sent() {
-  // Under modeled compute the large hops are placeholders and the sends complete in simulated
-  // time untested; testing them would slow the simulator (Comm's progress() says why).
-  if (sim::modeled()) return;
-  std::vector<MPI_Request> requests;  // testing them lets the sends in flight move
-  for (auto& m : outbox_)
-    requests.push_back(m->request);
-  if (requests.empty()) return;
-  comm_.test_messages(requests);
-  std::vector<std::unique_ptr<InFlight>> pending;
-  for (std::size_t k = 0; k < requests.size(); ++k)
-    if (requests[k] != MPI_REQUEST_NULL) {
-      outbox_[k]->request = requests[k];
-      pending.push_back(std::move(outbox_[k]));
-    }
-  outbox_ = std::move(pending);
 }
 
 void PipelineExecutor::run_op(int index) {
@@ -141,16 +93,15 @@ void PipelineExecutor::run_op(int index) {
   Stage& layers = *chunks_[op.chunk];
   const bool keep = !(stage == 0 && mb == drop_);
   Rows input;
-  if (op.kind == OpKind::F) {
-    input = stage == 0 ? layers.input(mb) : take_input(index);
-  } else if (is_backward(op.kind)) {
-    if (stage == last) {
-      input = local_.at(local_key(last, mb, false)).take();
-      local_.erase(local_key(last, mb, false));
-    } else {
-      input = take_input(index);
-    }
+  if (const auto from = receive_channel(schedule_, rank_, op)) {
+    input = take_input(index, *from);
+  } else if (op.kind == OpKind::F) {  // the first stage's
+    input = layers.input(mb);
+  } else if (is_backward(op.kind)) {  // the last stage's: the loss gradient kept by its F
+    input = loss_grads_.at(mb).take();
+    loss_grads_.erase(mb);
   }
+  const auto to = send_channel(schedule_, rank_, op);
   if (hooks_) hooks_->before(op, index == first_forward_[op.chunk]);
   OpSpan span{op, seconds_now(), 0};
   if (op.kind == OpKind::F) {
@@ -158,9 +109,9 @@ void PipelineExecutor::run_op(int index) {
     if (stage == last) {  // loss 0.5 |y|^2: its gradient is y, kept for this stage's backward
       for (double v : y)
         loss_ += 0.5 * v * v;
-      local_[local_key(last, mb, false)] = HopBuffer::holding(std::move(y));
+      loss_grads_[mb] = HopBuffer::holding(std::move(y));
     } else {
-      send(op, stage + 1, std::move(y));
+      send(op, *to, std::move(y));
     }
   } else if (is_backward(op.kind)) {
     // A whole backward sends its gradient when it ends, weight gradients included, as an
@@ -171,7 +122,7 @@ void PipelineExecutor::run_op(int index) {
       // Only the check reads them (m hops on the first stage), and modeled compute skips it.
       if (!sim::modeled()) input_grads_[mb] = std::move(dx);
     } else {
-      send(op, stage - 1, std::move(dx));
+      send(op, *to, std::move(dx));
     }
   } else {
     layers.weight_grad(mb, keep);
@@ -200,6 +151,8 @@ void PipelineExecutor::run_step() {
   timeline_.clear();
   input_grads_.clear();
   local_.clear();
+  loss_grads_.clear();
+  posted_.clear();
   loss_ = 0;
   sends_ = peak_held_ = 0;
   peak_bytes_ = 0;
@@ -208,13 +161,9 @@ void PipelineExecutor::run_step() {
     for (int k = i; k <= i + kLookahead; ++k)
       post_receive(k);
     run_op(i);
-    release_sent();
+    hops_.test_sends();
   }
-  std::vector<MPI_Request> sends;
-  for (auto& m : outbox_)
-    sends.push_back(m->request);
-  comm_.wait_messages(sends, -1);
-  outbox_.clear();
+  hops_.wait_sends();
   for (auto& c : chunks_)
     c->finish_step();
 }

@@ -1,20 +1,22 @@
 // Runs one rank's ops of a pipeline schedule, whatever the generator yields: each F receives
 // its micro-batch's activation from the stage before and sends its output to the stage after,
-// each B (or BW) receives the output gradient and sends the input gradient back, point to point
-// with nonblocking MPI messages through the suite's Comm (the receives of the next ops posted
-// ahead, the sends left in flight while the rank computes on). A hop between two chunks of one
-// rank (zb-v's turn) stays in memory. Records each op's start and end.
+// each B (or BW) receives the output gradient and sends the input gradient back, on the channel
+// of its stage boundary and direction (hop_channels.hpp) through a HopTransport (MPI or NCCL:
+// the receives of the next ops posted ahead, the sends left in flight while the rank computes
+// on). A hop between two chunks of one rank (zb-v's turn) stays in memory. Records each op's
+// start and end.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "bench/pipeline/hop_buffer.hpp"
+#include "bench/pipeline/hop_transport.hpp"
 #include "bench/pipeline/stage.hpp"
 #include "common/formulas/pipeline_schedule.hpp"
-#include "common/transport/comm.hpp"
 
 namespace suite::pipeline {
 
@@ -41,12 +43,13 @@ class OpHooks {
 
 class PipelineExecutor {
  public:
-  // comm: the PP group (rank r holds stage_of(r, c) for each chunk c); make_stage: the layers of
-  // each chunk, made on the first step and kept. drop_microbatch >= 0 leaves that micro-batch's
-  // weight gradients out of the first stage's sums (a test hook the correctness check must
-  // catch). hooks (may be null) are told around each op.
-  PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers, Comm& comm,
-                   int drop_microbatch = -1, OpHooks* hooks = nullptr);
+  // rank: this rank's in the PP group (it holds stage_of(rank, c) for each chunk c); hops: what
+  // carries the hops over that group; make_stage: the layers of each chunk, made on the first
+  // step and kept. drop_microbatch >= 0 leaves that micro-batch's weight gradients out of the
+  // first stage's sums (a test hook the correctness check must catch). hooks (may be null) are
+  // told around each op.
+  PipelineExecutor(const Schedule& schedule, StageFactory make_stage, int layers, int rank,
+                   HopTransport& hops, int drop_microbatch = -1, OpHooks* hooks = nullptr);
 
   // One training step: every op of this rank, from fresh gradients.
   void run_step();
@@ -70,7 +73,7 @@ class PipelineExecutor {
   const Schedule& schedule_;
   StageFactory make_stage_;
   int layers_;
-  Comm& comm_;
+  HopTransport& hops_;
   int rank_;
   int drop_;
   OpHooks* hooks_;
@@ -82,25 +85,13 @@ class PipelineExecutor {
   int sends_ = 0;
   int peak_held_ = 0;
   std::int64_t peak_bytes_ = 0;
-  // Posted receives and the data that arrived in memory, by the op index that consumes them.
-  std::map<int, HopBuffer> inbox_;
-  std::map<int, MPI_Request> pending_recv_;
-  std::map<std::pair<int, int>, HopBuffer> local_;  // (stage, mb) -> the gradient or activation
-  struct InFlight {
-    HopBuffer data;
-    MPI_Request request;
-  };
-  std::vector<std::unique_ptr<InFlight>> outbox_;
-  // Frees the buffers of the sends that have completed, so a rank holds only those in flight
-  // (a step of m micro-batches would otherwise keep 2 m v hops until its end).
-  void release_sent();
+  std::set<int> posted_;  // the ops (by index) whose receive is posted this step
+  std::map<std::pair<int, int>, HopBuffer> local_;  // (channel, mb): a hop within the rank
+  std::map<int, HopBuffer> loss_grads_;             // mb: the last stage's, kept for its backward
 
-  // The rank and stage an op receives from (-1: none, the input or the loss's gradient).
-  int source_stage(const Op& op) const;
-  int tag(int from_stage, int mb, bool backward) const;
   void post_receive(int index);
-  Rows take_input(int index);
-  void send(const Op& op, int to_stage, Rows data);
+  Rows take_input(int index, const HopChannel& c);
+  void send(const Op& op, const HopChannel& c, Rows data);
   void run_op(int index);
   void find_hooked_ops();
 };

@@ -72,6 +72,13 @@ void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
       ->capture_default_str();
   mesh::add_tp_cp_flags(app, f.tp, f.cp);
   add_dp_shard_flag(app, f.dp_shard);
+  // An explicit --backend cuda is refused with --stage mlp as the flags are read, before any GPU
+  // is looked for; --backend auto, once resolved, in pipeline_configs.
+  app.callback([&app, &f] {
+    const CLI::Option* backend = app.get_option_no_throw("--backend");
+    if (backend && backend->count() > 0 && backend->results().back() == "cuda")
+      refuse_host_stage_on_device(parse_stage(f.stage), Backend::cuda);
+  });
 }
 
 std::string PipelineConfig::name() const {
@@ -86,13 +93,19 @@ std::string PipelineConfig::name() const {
                                            : "_ds" + std::string(model::dp_shard_name(dp_shard)));
 }
 
-namespace {
-
 StageKind parse_stage(const std::string& name) {
   if (name == "mlp") return StageKind::mlp;
   if (name == "block") return StageKind::block;
   throw UsageError("--stage " + name + ": mlp or block");
 }
+
+void refuse_host_stage_on_device(StageKind stage, Backend backend) {
+  if (stage == StageKind::mlp && backend != Backend::cpu)
+    throw UsageError("--stage mlp runs its layers on the host in fp64: --backend " +
+                     std::string(backend_name(backend)) + " takes --stage block");
+}
+
+namespace {
 
 // The cases of one T x C = stage_ranks: the job's ranks / (T C) left for p and the replicas.
 std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchContext& ctx,
@@ -106,8 +119,6 @@ std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchCon
     throw UsageError("--seq " + n(f.shape.seq) + ", --batch " + n(f.shape.batch) + ", --hidden " +
                      n(f.shape.hidden) + ": must be >= 1");
   if (f.layers < 0) throw UsageError("--layers " + n(f.layers) + ": must be >= 0 (0 = 2 p v)");
-  if (ctx.backend != Backend::cpu)
-    throw UsageError("pipeline runs its stages' layers on the host in fp64: use --backend cpu");
   std::vector<PipelineConfig> configs;
   for (const ScheduleSpec& spec : schedule_specs(f.schedule, pp == 0 ? world : pp)) {
     PipelineConfig c;
@@ -129,6 +140,14 @@ std::vector<PipelineConfig> stage_configs(const PipelineFlags& f, const BenchCon
     c.heads = f.shape.heads;
     c.seed = ctx.opts.seed;
     c.replicas = world / spec.ranks;
+    // The DP sums step host fp64 weights (dp_sums.hpp): one PP group on a device.
+    if (ctx.backend != Backend::cpu && c.replicas > 1)
+      throw UsageError("--backend " + std::string(backend_name(ctx.backend)) +
+                       ": pipeline runs one PP group there (no DP sums), but the job's " +
+                       n(ctx.mpi.size()) + " ranks hold " + n(c.replicas) + " (--pp " +
+                       n(spec.ranks) + " x --tp x --cp = " + n(spec.ranks * stage_ranks) + ")");
+    c.dtype = ctx.backend == Backend::cpu ? DType::fp64 : DType::fp32;
+    c.hops = ctx.comm.transport();
     c.mesh.pp = spec.ranks;
     c.mesh.dp = c.replicas;
     c.mesh.set_order(one_mesh_order_pp(ctx.opts.order, "pipeline"));
@@ -143,6 +162,7 @@ std::vector<PipelineConfig> pipeline_configs(const PipelineFlags& f, const Bench
   const int world = ctx.mpi.size();
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   const StageKind stage = parse_stage(f.stage);
+  refuse_host_stage_on_device(stage, ctx.backend);
   const auto modes = parse_list("--dp-shard", f.dp_shard, model::parse_dp_shard);
   std::vector<PipelineConfig> configs;
   for (int tp : mesh::degrees("--tp", f.tp))

@@ -35,6 +35,10 @@ std::vector<ScheduleSpec> schedule_specs(const ScheduleFlags& f, int p);
 
 // What a stage's layers are: the toy residual MLP (mlp) or mesh's composed block (block).
 enum class StageKind { mlp, block };
+// "mlp" -> mlp; UsageError naming --stage otherwise.
+StageKind parse_stage(const std::string& name);
+// UsageError naming --stage and --backend where mlp (host fp64 by design) meets a device.
+void refuse_host_stage_on_device(StageKind stage, Backend backend);
 
 struct PipelineFlags {
   ScheduleFlags schedule;
@@ -58,6 +62,8 @@ struct PipelineConfig {
   int replicas = 1;  // PP groups in the job: the job's ranks / (p T C)
   MeshShape mesh;    // pp = p, tp = T, cp = C, the other ranks data-parallel, laid out by --order
   model::DpShard dp_shard = model::DpShard::none;
+  DType dtype = DType::fp64;        // the block's: fp64 on the CPU, fp32 on CUDA (mesh's too)
+  Transport hops = Transport::mpi;  // what carries the hops: the harness's transport
   // Whether the replicas sum their gradients (more than one PP group).
   bool dp_sums() const { return replicas > 1; }
   std::string name() const;

@@ -127,7 +127,7 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   const std::vector<std::int64_t> peak_bytes =
       gather_int(executor_->peak_activation_bytes(), ctx_.mpi.size(), world_rank);
   const std::vector<std::int64_t> sent =
-      gather_int(static_cast<std::int64_t>(pp_comm_->bytes().sent), ctx_.mpi.size(), world_rank);
+      gather_int(hops_->bytes_sent(), ctx_.mpi.size(), world_rank);
   const std::vector<std::int64_t> sends =
       gather_int(executor_->sends(), ctx_.mpi.size(), world_rank);
   // The loss of the first PP group, from the ranks that hold its last stage: each its rows',
@@ -183,7 +183,8 @@ void PipelineCase::report(const Measurement&, CaseRecord& rec) {
   for (int r : recorded_)
     bytes += sent[r], messages += sends[r];
   a.emplace_back("bytes_per_hop", messages > 0 ? static_cast<double>(bytes) / messages : 0.0);
-  a.emplace_back("pred_bytes_per_hop", static_cast<double>(cfg_.seq * cfg_.batch * cfg_.hidden * 8 /
+  const auto e = static_cast<std::int64_t>(dtype_size(hop_wire_type(cfg_.hops)));
+  a.emplace_back("pred_bytes_per_hop", static_cast<double>(cfg_.seq * cfg_.batch * cfg_.hidden * e /
                                                            (cfg_.mesh.tp * cfg_.mesh.cp)));
   a.emplace_back("hops_per_step", messages);
   report_dp_sums(rec);

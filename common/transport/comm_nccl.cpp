@@ -4,28 +4,10 @@
 #include "common/transport/comm.hpp"
 
 #if defined(SUITE_HAVE_NCCL)
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <map>
 #include <vector>
 
-#define SUITE_NCCL_CHECK(expr)                                                          \
-  do {                                                                                  \
-    ncclResult_t suite_nr_ = (expr);                                                    \
-    if (suite_nr_ != ncclSuccess)                                                       \
-      ::suite::fatal(std::string(#expr) + " failed: " + ncclGetErrorString(suite_nr_) + \
-                         ::suite::last_nccl_error(),                                    \
-                     __FILE__, __LINE__);                                               \
-  } while (0)
-
-#define SUITE_CUDA_OK(expr)                                                                      \
-  do {                                                                                           \
-    cudaError_t suite_ce_ = (expr);                                                              \
-    if (suite_ce_ != cudaSuccess)                                                                \
-      ::suite::fatal(std::string(#expr) + " failed: " + cudaGetErrorString(suite_ce_), __FILE__, \
-                     __LINE__);                                                                  \
-  } while (0)
+#include "common/transport/nccl_check.hpp"
 
 namespace suite {
 
