@@ -18,7 +18,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$
 grep -q '^SUITE_HAVE_CUDNN_FOUND:INTERNAL=ON' build-gpu/CMakeCache.txt ||
   echo "gpu_bundle: cuDNN or its frontend headers not found: no cuDNN attention in this bundle" \
        "(scripts/setup.sh installs the headers)" >&2
-binaries=(sp_tp ring_attention ulysses moe mesh model kernel_bench kernel_tests_cuda kernel_tests comm_tests)
+binaries=(sp_tp ring_attention ulysses moe mesh pipeline model kernel_bench kernel_tests_cuda kernel_tests comm_tests)
 cmake --build build-gpu -j "$(nproc)" --target "${binaries[@]}" harness_overhead
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/wheels"
 for b in "${binaries[@]}"; do

@@ -163,6 +163,13 @@ step mesh_mpi_4ranks 150 "${run[@]}" -np 4 "$B/bin/mesh" --backend cuda --timeou
   --transport mpi --dtype bf16 --tp 2 --cp 2 --seq 2048 --hidden 1024 --heads 16 --kv-heads 4 \
   --cp-method ring,ulysses --experts 0,8 --ep 2 --grad-bucket 0,4 --pass fwd_bwd --iters 3 --warmup 1 \
   --out "$R/mesh4.h5"
+# The pipeline of mesh's block in fp32: two ranks sharing the GPU, the hops host MPI messages
+# (NCCL takes one GPU a rank: on two GPUs or more it runs below), each schedule checked against
+# one rank running every layer.
+pl=("$B/bin/pipeline" --backend cuda --timeout 100 --link local --check 1 --stage block --pp 2 --seq 256
+  --batch 2 --hidden 256 --heads 4 --ffn-hidden 512 --layers 4 --iters 3 --warmup 1)
+step pipeline_mpi_2ranks 120 "${run[@]}" -np 2 "${pl[@]}" --transport mpi --schedule 1f1b,gpipe,zb-h1 \
+  --out "$R/pipeline2.h5"
 # One rank: NCCL over a single GPU (t = 1: checks and per-op overheads, no link traffic).
 step sp_tp_nccl_1rank 120 "${run[@]}" -np 1 "${sp[@]}" --transport nccl --sizes 1M:1G:x8 --iters 20 \
   --out "$R/sp_tp_nccl1.h5"
@@ -176,8 +183,8 @@ step layer_bf16_2ranks 180 "${run[@]}" -np 2 "${sp[@]}" --transport mpi --mode l
   --iters 5 --out "$R/layer2.h5"
 # Where the machine has two GPUs or more (one process each, as NCCL needs): async TP, the
 # layer's overlap modes on NCCL, beside PyTorch's fused all-gather / reduce-scatter matmuls
-# (symmetric memory) on the same shapes as the peer (read their per-op times side by side); and
-# MoE on NCCL across the GPUs, its micro-batches' all-to-alls overlapped too.
+# (symmetric memory) on the same shapes as the peer (read their per-op times side by side); MoE
+# on NCCL across the GPUs, its micro-batches' all-to-alls overlapped too; and the pipeline's hops.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   step layer_overlap_nccl 150 "${run[@]}" -np "$ngpu" "${sp[@]}" --transport nccl --mode layer --dtype bf16 \
@@ -190,11 +197,16 @@ if [ "$ngpu" -ge 2 ]; then
   step moe_overlap_nccl 150 "${run[@]}" -np "$ngpu" "$B/bin/moe" --backend cuda --timeout 120 --link local \
     --warmup 2 --iters 5 --transport nccl --dtype bf16 --tokens 4096 --hidden 2048 --ffn-hidden 1024 \
     --experts 16 --top-k 4 --overlap none,microbatch:2,microbatch:4 --pass fwd_bwd --out "$R/moe_overlap.h5"
+  # The pipeline's hops over NCCL send/recv (fp32, a communicator and stream per stage boundary
+  # and direction) on two of the GPUs, with its chunks in turn and V-shaped too.
+  step pipeline_nccl 120 "${run[@]}" -np 2 "${pl[@]}" --transport nccl --schedule 1f1b,interleaved,zb-v \
+    --out "$R/pipeline_nccl.h5"
   step torch_async_tp 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
     --module scripts.peers.torch_async_tp_peer --seq 8192 --batch 1 --hidden 8192 --out "$R/torch_async_tp.json"
 else
   status+=("$(printf '%-22s skipped: %s GPU here, async TP needs two' torch_async_tp "$ngpu")")
   status+=("$(printf '%-22s skipped: %s GPU here, NCCL takes one a rank' moe_nccl "$ngpu")")
+  status+=("$(printf '%-22s skipped: %s GPU here, NCCL takes one a rank' pipeline_nccl "$ngpu")")
 fi
 # Last, as time allows: the tensor-core kernel and the backward kernel under compute-sanitizer
 # (out-of-bounds accesses, atomics included, then shared-memory races between warps) on ragged

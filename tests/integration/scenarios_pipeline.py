@@ -358,6 +358,10 @@ def scenario_bad_input(env: Env) -> None:
         "zb-v chunks": (["--schedule", "zb-v", "--chunks", "3"], "--chunks 3: zb-v runs exactly 2"),
         "unknown schedule": (["--schedule", "1f1b,dualpipe"], "--schedule: unknown schedule 'dualpipe'"),
         "unknown stage": (["--stage", "moe"], "--stage moe: mlp or block"),
+        # Refused as the flags are read, so a host without a GPU shows it too (the last --backend
+        # given wins over the runner's --backend cpu).
+        "mlp on cuda": (["--backend", "cuda"],
+                        "--stage mlp runs its layers on the host in fp64: --backend cuda takes --stage block"),
         "tp with mlp": (["--tp", "2"], "--tp 2, --cp 1: --stage mlp has no TP or CP"),
         "cp with mlp": (["--cp", "2"], "--tp 1, --cp 2: --stage mlp has no TP or CP"),
         "T C not dividing": ([*BLOCK, "--tp", "3"], "--tp 3 x --cp 1 must divide the job's 4 ranks"),
