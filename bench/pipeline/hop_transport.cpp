@@ -4,10 +4,6 @@
 
 namespace suite::pipeline {
 
-const char* hop_transport_name(Transport t) {
-  return transport_name(t);
-}
-
 DType hop_wire_type(Transport t) {
   return t == Transport::nccl ? DType::fp32 : DType::fp64;
 }

@@ -33,9 +33,8 @@ class HopTransport {
   virtual void reset_bytes() = 0;
 };
 
-// What carries a case's hops (for its results and prediction): the transport's name, the type
-// its values travel in, and a line saying how.
-const char* hop_transport_name(Transport t);
+// What carries a case's hops (for its results and prediction): the type its values travel in,
+// and a line saying how.
 DType hop_wire_type(Transport t);
 std::string hop_detail(Transport t);
 

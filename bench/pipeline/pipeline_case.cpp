@@ -112,7 +112,7 @@ CaseSpec make_case(BenchContext& ctx, const PipelineConfig& cfg) {
                  {"replicas", static_cast<std::int64_t>(cfg.replicas)},
                  {"dp_shard", std::string(model::dp_shard_name(cfg.dp_shard))},
                  {"order", mesh_order_name(cfg.mesh)},
-                 {"hop_transport", std::string(hop_transport_name(cfg.hops))},
+                 {"hop_transport", std::string(transport_name(cfg.hops))},
                  {"hop_detail", hop_detail(cfg.hops)}};
   spec.make = [&ctx, cfg] { return std::make_unique<PipelineCase>(ctx, cfg); };
   spec.console_counters = {"bubble_fraction", "pred_bubble_fraction"};

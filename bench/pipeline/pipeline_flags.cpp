@@ -65,10 +65,12 @@ void add_pipeline_flags(CLI::App& app, PipelineFlags& f) {
   add_schedule_flags(app, f.schedule);
   add_layers_flag(app, f.layers);
   sp_tp::add_layer_shape_flags(app, f.shape);
-  app.add_option("--stage", f.stage,
-                 "a stage's layers: mlp (the residual MLP blocks) or block (mesh's transformer "
-                 "block, TP+SP over --tp and attention over --cp inside the stage; its backward "
-                 "runs whole, so zb-h1 and zb-v run their order with B and W fused into one BW)")
+  app.add_option(
+         "--stage", f.stage,
+         "a stage's layers: mlp (the residual MLP blocks, host fp64: --backend cpu only) or "
+         "block (mesh's transformer block, TP+SP over --tp and attention over --cp inside "
+         "the stage; its backward runs whole, so zb-h1 and zb-v run their order with B and "
+         "W fused into one BW)")
       ->capture_default_str();
   mesh::add_tp_cp_flags(app, f.tp, f.cp);
   add_dp_shard_flag(app, f.dp_shard);
