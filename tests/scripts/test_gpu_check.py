@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 BINARIES = ("sp_tp", "kernel_tests_cuda", "comm_tests", "kernel_bench", "ring_attention",
-            "ulysses", "moe", "mesh")
+            "ulysses", "moe", "mesh", "pipeline")
 SLOW_STEP_S = 8  # a step slowed down (sleep_in): longer than the budget's slack below
 
 
