@@ -31,7 +31,8 @@ class BlockStage {
              int count);
   ~BlockStage();
 
-  // The micro-batch's input to the model's first layer on this rank's rows.
+  // The micro-batch's input to the model's first layer on this rank's rows. Rows in and out
+  // are empty where the layers' activations are placeholders (modeled compute): none is read.
   std::vector<double> input(int mb) const;
   std::vector<double> forward(int mb, const std::vector<double>& x);
   // The whole backward of the micro-batch: its input gradient; its weight gradients join the
@@ -70,6 +71,7 @@ class BlockStage {
   std::vector<int> free_slots_;
   int slots_ = 0;
   int take_slot(int mb);
+  bool placeholder_rows() const;
 };
 
 // The seed of global layer `index`'s weights.

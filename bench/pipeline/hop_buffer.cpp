@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/harness/errors.hpp"
 #include "common/sim/sim.hpp"
 
 namespace suite::pipeline {
@@ -14,10 +15,13 @@ HopBuffer HopBuffer::receiving(std::size_t values) {
   return hop;
 }
 
-HopBuffer HopBuffer::holding(Rows rows) {
+HopBuffer HopBuffer::holding(Rows rows, std::size_t values) {
+  SUITE_CHECK(rows.empty() || rows.size() == values, "a hop's rows fill its values");
   HopBuffer hop;
-  hop.values_ = rows.size();
-  hop.placeholder_ = sim::alloc_placeholder(rows.size() * sizeof(double));
+  hop.values_ = values;
+  hop.placeholder_ = sim::alloc_placeholder(values * sizeof(double));
+  SUITE_CHECK(hop.placeholder_.data() || rows.size() == values,
+              "only a placeholder hop travels without its rows (modeled compute)");
   if (!hop.placeholder_.data()) hop.rows_ = std::move(rows);
   return hop;
 }
@@ -29,7 +33,7 @@ void* HopBuffer::data() {
 Rows HopBuffer::take() {
   if (!placeholder_.data()) return std::move(rows_);
   placeholder_ = Buffer();
-  return Rows(values_);
+  return Rows();
 }
 
 }  // namespace suite::pipeline

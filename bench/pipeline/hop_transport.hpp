@@ -23,8 +23,9 @@ class HopTransport {
   virtual void post_receive(const HopChannel& c, int mb, std::size_t values, int from) = 0;
   // Waits for the receive posted for (c, mb) and hands its rows over.
   virtual Rows wait_receive(const HopChannel& c, int mb, int from) = 0;
-  // Sends mb's rows on c to rank `to`; they travel while the rank computes on.
-  virtual void post_send(const HopChannel& c, int mb, Rows rows, int to) = 0;
+  // Sends mb's `values` rows on c to rank `to`; they travel while the rank computes on (rows
+  // may be empty under modeled compute: a placeholder's, hop_buffer.hpp).
+  virtual void post_send(const HopChannel& c, int mb, Rows rows, std::size_t values, int to) = 0;
   // Lets the sends in flight move and frees those that completed.
   virtual void test_sends() = 0;
   virtual void wait_sends() = 0;

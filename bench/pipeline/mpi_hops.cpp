@@ -34,9 +34,9 @@ class MpiHops final : public HopTransport {
     return rows;
   }
 
-  void post_send(const HopChannel& c, int mb, Rows rows, int to) override {
+  void post_send(const HopChannel& c, int mb, Rows rows, std::size_t values, int to) override {
     auto m = std::make_unique<Message>();
-    m->data = HopBuffer::holding(std::move(rows));
+    m->data = HopBuffer::holding(std::move(rows), values);
     m->request = comm_.post_send(m->data.data(), m->data.values(), DType::fp64, to, tag(c, mb));
     outbox_.push_back(std::move(m));
   }

@@ -82,7 +82,8 @@ class NcclHops final : public HopTransport {
     return rows;
   }
 
-  void post_send(const HopChannel& hc, int mb, Rows rows, int) override {
+  void post_send(const HopChannel& hc, int mb, Rows rows, std::size_t values, int) override {
+    SUITE_CHECK(rows.size() == values, "a hop's rows fill its values (no placeholders on a GPU)");
     Channel& c = next_of(hc, mb, true);
     Message m{take_buffer(rows.size()), rows.size(), take_event(), encode(rows, kWire)};
     SUITE_CUDA_OK(cudaMemcpyAsync(m.device, m.host.data(), m.host.size(), cudaMemcpyHostToDevice,

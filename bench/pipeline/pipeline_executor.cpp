@@ -78,11 +78,12 @@ Rows PipelineExecutor::take_input(int index, const HopChannel& c) {
 }
 
 void PipelineExecutor::send(const Op& op, const HopChannel& c, Rows data) {
+  const std::size_t values = chunks_[op.chunk]->hop_values();
   if (is_local(schedule_, c)) {
-    local_[{c.index(), op.microbatch}] = HopBuffer::holding(std::move(data));
+    local_[{c.index(), op.microbatch}] = HopBuffer::holding(std::move(data), values);
     return;
   }
-  hops_.post_send(c, op.microbatch, std::move(data), schedule_.rank_of(c.to_stage()));
+  hops_.post_send(c, op.microbatch, std::move(data), values, schedule_.rank_of(c.to_stage()));
   ++sends_;
 }
 
@@ -109,7 +110,7 @@ void PipelineExecutor::run_op(int index) {
     if (stage == last) {  // loss 0.5 |y|^2: its gradient is y, kept for this stage's backward
       for (double v : y)
         loss_ += 0.5 * v * v;
-      loss_grads_[mb] = HopBuffer::holding(std::move(y));
+      loss_grads_[mb] = HopBuffer::holding(std::move(y), layers.hop_values());
     } else {
       send(op, *to, std::move(y));
     }

@@ -10,7 +10,9 @@
 
 namespace suite::pipeline {
 
-// A micro-batch's activation or gradient on this rank: [rows, hidden], row-major.
+// A micro-batch's activation or gradient on this rank: [rows, hidden], row-major. Under modeled
+// compute a hop of placeholder size comes and goes empty (hop_buffer.hpp): its values are
+// zeros no one reads, so a stage takes an empty micro-batch as one of hop_values() zeros.
 using Rows = std::vector<double>;
 
 // One weight tensor of a chunk on this rank, and its gradient accumulator.

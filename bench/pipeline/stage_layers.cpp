@@ -57,6 +57,7 @@ StageLayers::StageLayers(const LayerShape& shape, int first_layer, int count, in
 }
 
 Rows StageLayers::forward(int mb, const Rows& input) {
+  if (input.empty()) return forward(mb, Rows(hop_values()));  // a placeholder's (stage.hpp)
   const std::int64_t n = shape_.rows, h = shape_.hidden, f = shape_.ffn;
   Saved& s = saved_[mb];
   Rows x = input;
@@ -75,6 +76,7 @@ Rows StageLayers::forward(int mb, const Rows& input) {
 }
 
 Rows StageLayers::input_grad(int mb, const Rows& grad_output) {
+  if (grad_output.empty()) return input_grad(mb, Rows(hop_values()));
   const std::int64_t n = shape_.rows, h = shape_.hidden, f = shape_.ffn;
   Saved& s = saved_.at(mb);
   s.dy.assign(count(), {});
