@@ -223,8 +223,9 @@ RunInfo single_process_run_info(const std::string& bench, const std::string& com
 
 RunInfo collect_run_info(const BenchContext& ctx, const std::string& command_line) {
   RunInfo info;
-  info.rank_hosts = ctx.mpi.all_hostnames();
-  info.rank_devices = all_gather_strings(ctx.device.name());
+  // Rank 0 writes them (and the attributes below from them); the others keep none.
+  info.rank_hosts = gather_strings(ctx.mpi.hostname());
+  info.rank_devices = gather_strings(ctx.device.name());
   info.attrs = provenance_attrs(ctx.bench, command_line, ctx.backend == Backend::cuda);
   append(info.attrs,
          {

@@ -31,7 +31,6 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   gethostname(host, sizeof host - 1);
 #endif
   hostname_ = host;
-  all_hostnames_ = all_gather_strings(hostname_);
 }
 
 MpiSession::~MpiSession() {
@@ -65,25 +64,46 @@ std::optional<std::string> agree_on_error(const std::optional<std::string>& loca
   return msg;
 }
 
-std::vector<std::string> all_gather_strings(const std::string& mine, MPI_Comm comm) {
-  int size = 0;
+namespace {
+
+// One string per rank, to `root` (to every rank when root < 0; none elsewhere).
+std::vector<std::string> collect_strings(const std::string& mine, int root, MPI_Comm comm) {
+  int size = 0, rank = 0;
   MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  const std::size_t n = root < 0 || rank == root ? static_cast<std::size_t>(size) : 0;
   int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  SUITE_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  std::vector<int> lens(n), displs(n);
+  if (root < 0)
+    SUITE_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  else
+    SUITE_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
   int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[static_cast<size_t>(r)] = total;
-    total += lens[static_cast<size_t>(r)];
+  for (std::size_t r = 0; r < n; ++r) {
+    displs[r] = total;
+    total += lens[r];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  SUITE_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                                 MPI_CHAR, comm));
+  if (root < 0)
+    SUITE_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                                   displs.data(), MPI_CHAR, comm));
+  else
+    SUITE_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                                MPI_CHAR, root, comm));
   std::vector<std::string> out;
-  for (int r = 0; r < size; ++r)
-    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  for (std::size_t r = 0; r < n; ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> all_gather_strings(const std::string& mine, MPI_Comm comm) {
+  return collect_strings(mine, -1, comm);
+}
+
+std::vector<std::string> gather_strings(const std::string& mine, int root, MPI_Comm comm) {
+  return collect_strings(mine, root, comm);
 }
 
 double all_reduce_max(double v, MPI_Comm comm) {

@@ -24,8 +24,6 @@ class MpiSession {
   int local_rank() const { return local_rank_; }  // rank among the processes on this node
   int local_size() const { return local_size_; }
   const std::string& hostname() const { return hostname_; }
-  // Every rank's host name, indexed by rank (gathered once at start).
-  const std::vector<std::string>& all_hostnames() const { return all_hostnames_; }
   std::string library_version() const;
   // Whether MPI granted MPI_THREAD_MULTIPLE (the watchdog may then abort from its thread).
   bool thread_multiple() const { return thread_multiple_; }
@@ -34,7 +32,6 @@ class MpiSession {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool thread_multiple_ = false;
   std::string hostname_;
-  std::vector<std::string> all_hostnames_;
 };
 
 // Collective: every rank passes its own error (or nothing). If any rank failed, every rank
@@ -46,6 +43,10 @@ std::optional<std::string> agree_on_error(const std::optional<std::string>& loca
 // Collective: gathers one string per rank to every rank.
 std::vector<std::string> all_gather_strings(const std::string& mine,
                                             MPI_Comm comm = MPI_COMM_WORLD);
+// Collective: one string per rank, indexed by rank, on `root`; empty on the other ranks (a
+// list every rank kept would cost each rank the job's size: thousands of simulated ranks).
+std::vector<std::string> gather_strings(const std::string& mine, int root = 0,
+                                        MPI_Comm comm = MPI_COMM_WORLD);
 
 // Collective max / sum of a double over the communicator.
 double all_reduce_max(double v, MPI_Comm comm = MPI_COMM_WORLD);
