@@ -47,6 +47,10 @@ void LayerMicrobatches::set_output_grad(const std::vector<double>& rows) {
 }
 
 void LayerMicrobatches::stash(int slot) {
+  ++held_;
+  // Modeled compute reads no value back, so a slot copies nothing: its buffers under 1 MiB, not
+  // placeholders, would cost every simulated rank real memory for each micro-batch in flight.
+  if (sim::modeled()) return;
   LayerMemory& memory = layer_.memory();
   for (const LedgerEntry& l : layer_.ledger_entries()) {
     const Buffer& copy =
@@ -55,10 +59,11 @@ void LayerMicrobatches::stash(int slot) {
     layer_.device().copy_on_device(copy.data(), memory.buffer(l.name).data(),
                                    static_cast<std::size_t>(l.bytes));
   }
-  ++held_;
 }
 
 void LayerMicrobatches::restore(int slot) {
+  --held_;
+  if (sim::modeled()) return;  // nothing was copied (stash)
   LayerMemory& memory = layer_.memory();
   for (const LedgerEntry& l : layer_.ledger_entries()) {
     const std::string name = slot_name(slot, l.name);
@@ -67,7 +72,6 @@ void LayerMicrobatches::restore(int slot) {
                                    static_cast<std::size_t>(l.bytes));
     memory.release(name);
   }
-  --held_;
 }
 
 std::int64_t LayerMicrobatches::slot_bytes() const {

@@ -3,7 +3,8 @@
 // activations (the ledger) copied into a slot of their own when the forward ends and back just
 // before that micro-batch's backward, and the weight gradients summed over the micro-batches.
 // The copies live in the layer's allocator (Role::stashed), so its in-use bytes are the stage's
-// activations of every micro-batch in flight.
+// activations of every micro-batch in flight. Under modeled compute no copy is made (no value
+// is read back): held() and the ledger still count them.
 #pragma once
 
 #include <cstdint>
