@@ -7,10 +7,6 @@ namespace suite::pipeline {
 
 namespace {
 
-bool is_backward(OpKind k) {
-  return k == OpKind::B || k == OpKind::BW;
-}
-
 std::string describe(const HopChannel& c) {
   return "stage " + std::to_string(c.from_stage()) + " -> " + std::to_string(c.to_stage());
 }

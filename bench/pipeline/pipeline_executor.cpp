@@ -16,10 +16,6 @@ double seconds_now() {
   return std::chrono::duration<double>(RunClock::now().time_since_epoch()).count();
 }
 
-bool is_backward(OpKind k) {
-  return k == OpKind::B || k == OpKind::BW;
-}
-
 }  // namespace
 
 int stage_first_layer(int stage, int stages, int layers) {

@@ -13,6 +13,10 @@ namespace suite::pipeline {
 // op, as GPipe, 1F1B and Megatron's interleaved schedule run it).
 enum class OpKind : std::uint8_t { F, B, W, BW };
 const char* op_name(OpKind kind);  // "F", "B", "W", "BW"
+// Whether the op carries a gradient back to the stage before (B, or BW fused).
+inline bool is_backward(OpKind kind) {
+  return kind == OpKind::B || kind == OpKind::BW;
+}
 
 // One op of a rank: its kind, its micro-batch (0..m-1) and its chunk on the rank (0..v-1).
 struct Op {
