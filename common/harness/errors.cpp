@@ -1,5 +1,7 @@
 #include "common/harness/errors.hpp"
 
+#include "common/sim/rank_local.hpp"
+
 #include <mpi.h>
 #include <unistd.h>
 
@@ -9,9 +11,9 @@
 namespace suite {
 
 namespace {
+sim::RankLocal<std::string> g_label;
 std::string& cached_label() {
-  static std::string label;
-  return label;
+  return g_label.get();
 }
 }  // namespace
 

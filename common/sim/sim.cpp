@@ -11,13 +11,11 @@
 #include <vector>
 
 #include "common/harness/errors.hpp"
-
-#if defined(SUITE_SMPI)
-#include "common/sim/sim_process.hpp"
-#endif
+#include "common/sim/rank_local.hpp"
 
 #if defined(SUITE_SMPI)
 #include <mpi.h>
+#include <simgrid/actor.h>
 #include <simgrid/host.h>
 #include <simgrid/version.h>
 #include <smpi/smpi.h>
@@ -28,18 +26,28 @@
 namespace suite::sim {
 namespace {
 
-// This rank's F of modeled compute (0: executed). A global on purpose: SMPI privatises the
-// executable's data per rank, and every kernel seam (attention engine, MoE ops) reads it
-// without a context to pass it through.
-double g_modeled_flops = 0;
-// This rank's placeholders and the KeepData scopes open on it. Globals for the same reason:
-// SMPI gives each rank its own copy (the region they point into is the process's:
-// common/sim/sim_process.hpp).
-PlaceholderCounters g_placeholder_counters;
-int g_keep_data = 0;
-// FlopBatch scopes open on this rank and the FLOPs they hold back.
-int g_flop_batches = 0;
-double g_batched_flops = 0;
+// What each rank's simulation settings and scopes are. Per rank, not per process: every kernel
+// seam (attention engine, MoE ops) reads them without a context to pass them through.
+struct RankState {
+  double modeled_flops = 0;  // F of modeled compute (0: executed)
+  PlaceholderCounters placeholders;
+  int keep_data = 0;         // KeepData scopes open
+  int flop_batches = 0;      // FlopBatch scopes open
+  double batched_flops = 0;  // and the FLOPs they hold back
+};
+RankLocal<RankState> g_rank_state;
+RankState& rank_state() {
+  return g_rank_state.get();
+}
+
+#if defined(SUITE_SMPI)
+// The one region every placeholder of every rank points into, and its size: the process's.
+struct PlaceholderRegion {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+};
+PlaceholderRegion g_placeholder_region;
+#endif
 
 [[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -68,7 +76,7 @@ bool computation_simulated() {
 
 void add_options(CLI::App& app) {
   if (!kSmpiBuild) return;
-  app.add_option("--sim-flops", g_modeled_flops,
+  app.add_option("--sim-flops", rank_state().modeled_flops,
                  "SMPI build: modeled compute at F FLOP/s (e.g. a GPU's rate from kernel_bench): "
                  "attention and GEMM kernels are skipped and their exact FLOPs injected into the "
                  "simulated clock; checks are skipped. Without it, kernels run on the host "
@@ -114,23 +122,31 @@ void validate(const std::string& backend, const std::string& transport, const st
 #endif
 }
 
+long current_actor() {
+#if defined(SUITE_SMPI)
+  return static_cast<long>(sg_actor_self_get_pid());
+#else
+  return 0;
+#endif
+}
+
 bool modeled() {
-  return g_modeled_flops > 0;
+  return rank_state().modeled_flops > 0;
 }
 
 double modeled_flops() {
-  return g_modeled_flops;
+  return rank_state().modeled_flops;
 }
 
 void inject_flops(double flops) {
 #if defined(SUITE_SMPI)
   if (!modeled() || !(flops > 0)) return;
-  if (g_flop_batches > 0) {
-    g_batched_flops += flops;
+  if (rank_state().flop_batches > 0) {
+    rank_state().batched_flops += flops;
     return;
   }
   // smpi_execute_flops runs at the simulated host's speed: scale so the time is flops / F.
-  smpi_execute_flops(flops / g_modeled_flops * sg_host_get_speed(sg_host_self()));
+  smpi_execute_flops(flops / modeled_flops() * sg_host_get_speed(sg_host_self()));
 #else
   (void)flops;
 #endif
@@ -138,7 +154,7 @@ void inject_flops(double flops) {
 
 Buffer alloc_placeholder(std::size_t bytes) {
 #if defined(SUITE_SMPI)
-  if (!modeled() || g_keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
+  if (!modeled() || rank_state().keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
   // Every placeholder of every rank points into one SMPI shared region, as large as the largest
   // placeholder asked for (plus room for the offsets below): a placeholder holds no values, so
   // they may overlap. One region keeps the process's mappings of SMPI's shared block few; one
@@ -148,19 +164,19 @@ Buffer alloc_placeholder(std::size_t bytes) {
   // receive buffer) share an address. A larger request gets a larger region; placeholders
   // already handed out keep the old one, which stays mapped.
   constexpr std::size_t kPage = 4096, kStarts = 256;
-  PlaceholderRegion& region = process_placeholder_region();
+  PlaceholderRegion& region = g_placeholder_region;
+  PlaceholderCounters& counters = rank_state().placeholders;
   if (bytes + kStarts * kPage > region.bytes) {
     region.bytes = bytes + kStarts * kPage;
     region.base = SMPI_SHARED_MALLOC(region.bytes);
     if (!region.base) throw std::bad_alloc();
   }
   static_assert(kStarts * kPage <= kPlaceholderMinBytes);
-  std::byte* p =
-      static_cast<std::byte*>(region.base) + (g_placeholder_counters.allocations % kStarts) * kPage;
-  g_placeholder_counters.live_bytes += static_cast<std::int64_t>(bytes);
-  ++g_placeholder_counters.allocations;
-  return Buffer(p, bytes, [bytes](void*) {
-    g_placeholder_counters.live_bytes -= static_cast<std::int64_t>(bytes);
+  std::byte* p = static_cast<std::byte*>(region.base) + (counters.allocations % kStarts) * kPage;
+  counters.live_bytes += static_cast<std::int64_t>(bytes);
+  ++counters.allocations;
+  return Buffer(p, bytes, [&counters, bytes](void*) {
+    counters.live_bytes -= static_cast<std::int64_t>(bytes);
   });
 #else
   (void)bytes;
@@ -181,24 +197,25 @@ bool is_placeholder(const void* p) {
 }
 
 PlaceholderCounters placeholder_counters() {
-  return g_placeholder_counters;
+  return rank_state().placeholders;
 }
 
 FlopBatch::FlopBatch() {
-  ++g_flop_batches;
+  ++rank_state().flop_batches;
 }
 FlopBatch::~FlopBatch() {
-  if (--g_flop_batches > 0) return;
-  const double flops = g_batched_flops;
-  g_batched_flops = 0;
+  RankState& state = rank_state();
+  if (--state.flop_batches > 0) return;
+  const double flops = state.batched_flops;
+  state.batched_flops = 0;
   inject_flops(flops);
 }
 
 KeepData::KeepData() {
-  ++g_keep_data;
+  ++rank_state().keep_data;
 }
 KeepData::~KeepData() {
-  --g_keep_data;
+  --rank_state().keep_data;
 }
 
 int ranks_per_process() {
@@ -222,7 +239,7 @@ Attributes run_attrs() {
       {"sim_platform", env_or("SUITE_SIM_PLATFORM", "unnamed (smpirun without simulate.py)")},
       {"sim_platform_detail", env_or("SUITE_SIM_PLATFORM_DETAIL", "")},
       {"sim_compute_mode", std::string(modeled() ? "modeled" : "executed")},
-      {"sim_flops", modeled() ? g_modeled_flops : NAN},
+      {"sim_flops", modeled() ? modeled_flops() : NAN},
       {"sim_host_speed", modeled() ? NAN : host_speed},
       {"sim_platform_speed", platform_speed},
       {"sim_compute_scale", modeled() ? NAN : host_speed / platform_speed},

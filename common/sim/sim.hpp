@@ -36,8 +36,8 @@ inline constexpr bool kSmpiBuild = true;
 inline constexpr bool kSmpiBuild = false;
 #endif
 
-// Adds --sim-flops to the SMPI build's flags (nothing elsewhere); the value lives in this rank's
-// copy of the simulation settings (SMPI privatises the executable's globals per rank).
+// Adds --sim-flops to the SMPI build's flags (nothing elsewhere); the value is this rank's
+// (common/sim/rank_local.hpp).
 void add_options(CLI::App& app);
 // What --help says about simulation (empty outside the SMPI build).
 std::string help_footer();
