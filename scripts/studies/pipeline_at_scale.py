@@ -7,9 +7,10 @@ node, --link nvlink, modeled compute at 4e14 FLOP/s, one step: the same on any h
 Prints the table's rows as the doc has them, times in ms: schedule | ranks | layers (a stage) |
 micro-batches | [seq |] step | bubble | pred_bubble_s | bubble fraction | closed | F | BW. The
 wall time and memory the doc gives beside them are the host's, not printed. `full` is 405B's 8K
-mesh (TP 8 x PP 16, 128 ranks: minutes a row), `reduced` the same block at TP 8 x PP 4, `cp`
-TP 8 x CP 2 and 4 x PP 4, `cp16` the 131K mesh's CP 16 at PP 2, 4, 8 and 16 (256 to 2048 ranks;
-the last about 9 minutes and 16 GiB on 2 cores).
+stage at its mesh (TP 8 x PP 16, 128 ranks, 8192 tokens, 32 and all 126 layers: up to a minute
+a row), `reduced` the same block at TP 8 x PP 4, `cp` TP 8 x CP 2 and 4 x PP 4, `cp16` the 131K
+mesh's CP 16 at PP 2, 4, 8 and 16 (256 to 2048 ranks; the 2048-rank rows, at 1024 and 131072
+tokens, about 6.5 minutes and 5 and 8.2 GiB each on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ SIM_FLOPS = 4e14
 
 # (schedule, layers, micro-batches, seq, TP, CP, PP) per row, in the doc's order.
 TABLES = {
-    "full": [("1f1b", 32, 32, 128, 8, 1, 16), ("interleaved", 32, 32, 128, 8, 1, 16),
-             ("1f1b", 16, 32, 256, 8, 1, 16), ("1f1b", 32, 32, 256, 8, 1, 16)],
+    "full": [("1f1b", 32, 32, 8192, 8, 1, 16), ("interleaved", 32, 32, 8192, 8, 1, 16),
+             ("1f1b", 126, 32, 8192, 8, 1, 16), ("interleaved", 126, 32, 8192, 8, 1, 16)],
     "reduced": [("1f1b", 4, 8, 256, 8, 1, 4), ("1f1b", 8, 8, 256, 8, 1, 4),
                 ("interleaved", 8, 8, 256, 8, 1, 4), ("interleaved", 16, 8, 256, 8, 1, 4),
                 ("1f1b", 4, 32, 256, 8, 1, 4), ("1f1b", 8, 32, 256, 8, 1, 4)],
     "cp": [("1f1b", 4, 4, 512, 8, 2, 4), ("1f1b", 4, 4, 1024, 8, 4, 4)],
     "cp16": [("1f1b", 2, 16, 1024, 8, 16, 2), ("1f1b", 4, 16, 1024, 8, 16, 4),
-             ("1f1b", 8, 16, 1024, 8, 16, 8), ("1f1b", 16, 16, 1024, 8, 16, 16)],
+             ("1f1b", 8, 16, 1024, 8, 16, 8), ("1f1b", 16, 16, 1024, 8, 16, 16),
+             ("1f1b", 16, 16, 131072, 8, 16, 16)],
 }
 
 
@@ -51,7 +53,9 @@ def row(schedule: str, layers: int, m: int, seq: int, tp: int, cp: int, pp: int,
     ms = [f"{a[k] * 1e3:.3f}" for k in ("step_timeline_s", "bubble_s", "pred_bubble_s")]
     rest = [f"{a['bubble_fraction']:.3f}", *(f"{a[k] * 1e3:.3f}" for k in
                                               ("pred_closed_bubble_s", "forward_s", "input_grad_s"))]
-    cells = [name, f"{ranks} ({mesh})", f"{layers} ({layers // pp})", str(m),
+    # pipeline gives the first layers % pp stages one layer more
+    per_stage = f"{layers // pp}" if layers % pp == 0 else f"{layers // pp + 1} or {layers // pp}"
+    cells = [name, f"{ranks} ({mesh})", f"{layers} ({per_stage})", str(m),
              *([str(seq)] if with_seq else []), *ms, *rest]
     return "| " + " | ".join(cells) + " |"
 
