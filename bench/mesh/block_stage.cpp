@@ -26,8 +26,12 @@ class BlockStage::SlotAttention final : public sp_tp::AttentionPart {
       : cfg_(cfg), device_(device), mesh_(mesh), engine_(engine) {
     use(0);
   }
-  // Collective over the CP group the first time a slot is used (its instance is made).
+  // Collective over the CP group the first time a slot is used (its instance is made). Under
+  // modeled compute no backward reads a saved value, so slot 0's instance serves every
+  // micro-batch: a simulated rank does not hold a CP attention's position lists and scratch
+  // for each micro-batch in flight.
   void use(int slot) {
+    if (sim::modeled()) slot = 0;
     while (static_cast<int>(slots_.size()) <= slot)
       slots_.push_back(std::make_unique<CpAttention>(cfg_, device_, mesh_, engine_));
     current_ = slots_[static_cast<std::size_t>(slot)].get();

@@ -10,7 +10,7 @@ wall time and memory the doc gives beside them are the host's, not printed. `ful
 stage at its mesh (TP 8 x PP 16, 128 ranks, 8192 tokens, 32 and all 126 layers: up to a minute
 a row), `reduced` the same block at TP 8 x PP 4, `cp` TP 8 x CP 2 and 4 x PP 4, `cp16` the 131K
 mesh's CP 16 at PP 2, 4, 8 and 16 (256 to 2048 ranks; the 2048-rank rows, at 1024 and 131072
-tokens, about 6.5 minutes and 5 and 8.2 GiB each on 2 cores).
+tokens, about 6.5 minutes and 5 GiB each on 2 cores).
 """
 
 from __future__ import annotations
