@@ -15,7 +15,6 @@
 
 #if defined(SUITE_SMPI)
 #include <mpi.h>
-#include <simgrid/actor.h>
 #include <simgrid/host.h>
 #include <simgrid/version.h>
 #include <smpi/smpi.h>
@@ -122,14 +121,6 @@ void validate(const std::string& backend, const std::string& transport, const st
 #endif
 }
 
-long current_actor() {
-#if defined(SUITE_SMPI)
-  return static_cast<long>(sg_actor_self_get_pid());
-#else
-  return 0;
-#endif
-}
-
 bool modeled() {
   return rank_state().modeled_flops > 0;
 }
@@ -140,13 +131,14 @@ double modeled_flops() {
 
 void inject_flops(double flops) {
 #if defined(SUITE_SMPI)
-  if (!modeled() || !(flops > 0)) return;
-  if (rank_state().flop_batches > 0) {
-    rank_state().batched_flops += flops;
+  RankState& state = rank_state();  // one lookup: this runs at every kernel seam
+  if (!(state.modeled_flops > 0) || !(flops > 0)) return;
+  if (state.flop_batches > 0) {
+    state.batched_flops += flops;
     return;
   }
   // smpi_execute_flops runs at the simulated host's speed: scale so the time is flops / F.
-  smpi_execute_flops(flops / modeled_flops() * sg_host_get_speed(sg_host_self()));
+  smpi_execute_flops(flops / state.modeled_flops * sg_host_get_speed(sg_host_self()));
 #else
   (void)flops;
 #endif
@@ -154,7 +146,8 @@ void inject_flops(double flops) {
 
 Buffer alloc_placeholder(std::size_t bytes) {
 #if defined(SUITE_SMPI)
-  if (!modeled() || rank_state().keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
+  RankState& state = rank_state();
+  if (!(state.modeled_flops > 0) || state.keep_data > 0 || bytes < kPlaceholderMinBytes) return {};
   // Every placeholder of every rank points into one SMPI shared region, as large as the largest
   // placeholder asked for (plus room for the offsets below): a placeholder holds no values, so
   // they may overlap. One region keeps the process's mappings of SMPI's shared block few; one
@@ -165,7 +158,7 @@ Buffer alloc_placeholder(std::size_t bytes) {
   // already handed out keep the old one, which stays mapped.
   constexpr std::size_t kPage = 4096, kStarts = 256;
   PlaceholderRegion& region = g_placeholder_region;
-  PlaceholderCounters& counters = rank_state().placeholders;
+  PlaceholderCounters& counters = state.placeholders;
   if (bytes + kStarts * kPage > region.bytes) {
     region.bytes = bytes + kStarts * kPage;
     region.base = SMPI_SHARED_MALLOC(region.bytes);
